@@ -1,0 +1,586 @@
+"""Dataset storage: one HDF5 file per trajectory in the Well's layout, plus the folder's metadata.
+
+A dataset folder (DESIGN.md §6; contract in the team's INTERFACES notes)::
+
+    DIR/train/traj_XXXXXX.h5     one trajectory per file, XXXXXX = trajectory id
+    DIR/valid/traj_XXXXXX.h5
+    DIR/test/traj_XXXXXX.h5
+    DIR/dataset.yaml             how the data was made (grid, band limits, fields, config, command, versions)
+    DIR/stats.yaml               area-weighted statistics of the train split
+    DIR/splits.json              trajectory ids per split
+    DIR/checksums.sha256         ``sha256sum`` format, paths relative to DIR
+
+Trajectory file (the Well's layout, DATASETS.md §0.2, with our deviations)::
+
+    /                    attrs dataset_name, grid_type="spherical", grid, nlat, nlon, lmax, n_spatial_dims=2,
+                         n_trajectories=1, trajectory_id, simulation_parameters, time_units, dandelion_version
+    dimensions/time      (T,) float64, in ``time_units`` (rebased: the first stored frame is 0)
+    dimensions/lat       (nlat,) float64 degrees_north in the grid's row order (row 0 northernmost: descending)
+    dimensions/lon       (nlon,) float64 degrees_east in [0, 360)
+    scalars/<param>      0-d float64, one per sweep or seeded parameter (attr units)
+    t0_fields/<name>     (1, T, nlat, nlon) float32 scalar fields
+    t1_fields/<name>     (1, T, nlat, nlon, 2) float32 tangent vectors, component_names = ["u", "v"]
+                         (u eastward, v northward)
+    t2_fields/           empty
+
+Chunks hold one frame over the whole sphere; compression is gzip (level 4) after byte shuffle, with
+a Fletcher-32 checksum per chunk so that a flipped byte fails loudly on read. Files are deterministic
+(no creation times are recorded), so the same data gives the same bytes.
+
+Every file is written under a temporary name in its final folder and renamed with ``os.replace``
+once complete: a file with its final name is always complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import h5py
+import numpy as np
+import yaml
+
+from dandelion.sphere import SphereGrid
+
+__all__ = [
+    "SPLITS",
+    "CorruptFileError",
+    "TrajectoryWriter",
+    "trajectory_filename",
+    "temp_path",
+    "open_trajectory",
+    "read_fields",
+    "load_metadata",
+    "load_stats",
+    "load_splits",
+    "list_split",
+    "make_splits",
+    "compute_stats",
+    "write_yaml",
+    "write_json",
+    "write_checksums",
+    "sha256_file",
+]
+
+#: Split folder names, in order.
+SPLITS = ("train", "valid", "test")
+
+_COMPRESSION = dict(compression="gzip", compression_opts=4, shuffle=True, fletcher32=True)
+_REQUIRED_ROOT_ATTRS = (
+    "dataset_name",
+    "grid_type",
+    "grid",
+    "nlat",
+    "nlon",
+    "lmax",
+    "n_spatial_dims",
+    "n_trajectories",
+    "trajectory_id",
+    "simulation_parameters",
+    "time_units",
+    "dandelion_version",
+)
+_REQUIRED_GROUPS = ("dimensions", "scalars", "t0_fields", "t1_fields", "t2_fields")
+
+
+class CorruptFileError(OSError):
+    """A dataset file is truncated, corrupt or does not follow the layout; the message names the file."""
+
+
+def trajectory_filename(trajectory_id: int) -> str:
+    """``traj_XXXXXX.h5`` for a trajectory id (six digits, zero padded)."""
+    return f"traj_{int(trajectory_id):06d}.h5"
+
+
+def temp_path(path: str | os.PathLike) -> Path:
+    """The temporary name a file is written under before ``os.replace`` (same folder, hidden)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.tmp")
+
+
+def _version() -> str:
+    from dandelion import __version__
+
+    return str(__version__)
+
+
+# ---------------------------------------------------------------------------------------------- writing
+class TrajectoryWriter:
+    """Write one trajectory file frame by frame, atomically.
+
+    The file is created under :func:`temp_path` of ``path``; :meth:`close` (or leaving the ``with``
+    block normally) renames it to ``path``. Leaving the block with an exception deletes the temporary
+    file, so a final name always means a complete file.
+
+    Parameters
+    ----------
+    path : path-like
+        Final file name, e.g. ``DIR/train/traj_000007.h5``.
+    dataset_name : str
+    grid : SphereGrid
+        Output grid; fields are ``(nlat, nlon)`` in its row order.
+    lmax : int
+        Band limit of the stored fields (degrees ``< lmax``).
+    trajectory_id : int
+    times : array (T,)
+        Stored frame times in ``time_units`` (float64).
+    time_units : str
+        ``"s"`` or ``"nondimensional"``.
+    scalars : mapping name -> (value, units)
+        Every sweep and seeded parameter of the trajectory (stored as 0-d float64).
+    fields : mapping name -> dict(kind="scalar"|"vector", units=str, long_name=str)
+        The stored fields, in order.
+
+    Raises
+    ------
+    ValueError
+        For an unknown field kind or inconsistent shapes (in :meth:`write_frame`).
+    """
+
+    def __init__(self, path, *, dataset_name: str, grid: SphereGrid, lmax: int, trajectory_id: int,
+                 times, time_units: str, scalars: Mapping[str, tuple[float, str]], fields: Mapping[str, Mapping]):
+        self.path = Path(path)
+        self.tmp = temp_path(self.path)
+        self.grid = grid
+        self.times = np.asarray(times, dtype=np.float64)
+        self.fields = {k: dict(v) for k, v in fields.items()}
+        for name, spec in self.fields.items():
+            if spec.get("kind") not in ("scalar", "vector"):
+                raise ValueError(f"field {name!r} has kind {spec.get('kind')!r}: use 'scalar' or 'vector'")
+        self.n_written = 0
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.tmp.exists():
+            self.tmp.unlink()
+        T, nlat, nlon = len(self.times), grid.nlat, grid.nlon
+        f = h5py.File(self.tmp, "w", libver="earliest", track_order=False)
+        self.file = f
+        f.attrs["dataset_name"] = str(dataset_name)
+        f.attrs["grid_type"] = "spherical"
+        f.attrs["grid"] = str(grid.grid)
+        f.attrs["nlat"] = int(nlat)
+        f.attrs["nlon"] = int(nlon)
+        f.attrs["lmax"] = int(lmax)
+        f.attrs["n_spatial_dims"] = 2
+        f.attrs["n_trajectories"] = 1
+        f.attrs["trajectory_id"] = int(trajectory_id)
+        f.attrs["simulation_parameters"] = [str(k) for k in scalars]
+        f.attrs["time_units"] = str(time_units)
+        f.attrs["dandelion_version"] = _version()
+
+        dims = f.create_group("dimensions")
+        dims.attrs["spatial_dims"] = ["lat", "lon"]
+        for name, values, units in (
+            ("time", self.times, str(time_units)),
+            ("lat", np.degrees(grid.lat.numpy()), "degrees_north"),
+            ("lon", np.degrees(grid.lon.numpy()), "degrees_east"),
+        ):
+            d = dims.create_dataset(name, data=np.asarray(values, dtype=np.float64), track_times=False)
+            d.attrs["units"] = units
+            d.attrs["sample_varying"] = False
+            d.attrs["time_varying"] = name == "time"
+
+        sc = f.create_group("scalars")
+        sc.attrs["field_names"] = [str(k) for k in scalars]
+        for name, (value, units) in scalars.items():
+            d = sc.create_dataset(name, data=np.float64(value), track_times=False)
+            d.attrs["units"] = str(units)
+            d.attrs["time_varying"] = False
+            d.attrs["sample_varying"] = False
+
+        g0, g1 = f.create_group("t0_fields"), f.create_group("t1_fields")
+        f.create_group("t2_fields").attrs["field_names"] = []
+        g0.attrs["field_names"] = [k for k, s in self.fields.items() if s["kind"] == "scalar"]
+        g1.attrs["field_names"] = [k for k, s in self.fields.items() if s["kind"] == "vector"]
+        self.datasets = {}
+        for name, spec in self.fields.items():
+            vec = spec["kind"] == "vector"
+            shape = (1, T, nlat, nlon, 2) if vec else (1, T, nlat, nlon)
+            d = (g1 if vec else g0).create_dataset(
+                name, shape=shape, dtype=np.float32, chunks=(1, 1) + shape[2:], track_times=False, **_COMPRESSION
+            )
+            d.attrs["units"] = str(spec["units"])
+            d.attrs["long_name"] = str(spec["long_name"])
+            d.attrs["dim_varying"] = [True, True]
+            d.attrs["sample_varying"] = True
+            d.attrs["time_varying"] = True
+            if vec:
+                d.attrs["component_names"] = ["u", "v"]
+            self.datasets[name] = d
+
+    def write_frame(self, index: int, values: Mapping[str, np.ndarray]) -> None:
+        """Store frame ``index``: scalars ``(nlat, nlon)``, vectors ``(nlat, nlon, 2)`` (cast to float32)."""
+        for name, d in self.datasets.items():
+            if name not in values:
+                raise ValueError(f"frame {index} lacks field {name!r}: expected {list(self.datasets)}")
+            a = np.asarray(values[name])
+            if a.shape != d.shape[2:]:
+                raise ValueError(f"field {name!r} has shape {a.shape}, expected {d.shape[2:]}")
+            d[0, index] = a.astype(np.float32)
+        self.n_written = max(self.n_written, index + 1)
+
+    def close(self) -> Path:
+        """Close and rename to the final name. Raises ``ValueError`` if not every frame was written."""
+        if self.file is None:
+            return self.path
+        if self.n_written != len(self.times):
+            self.abort()
+            raise ValueError(f"{self.path}: only {self.n_written} of {len(self.times)} frames were written")
+        self.file.close()
+        self.file = None
+        os.replace(self.tmp, self.path)
+        return self.path
+
+    def abort(self) -> None:
+        """Close and delete the temporary file (the final name is never touched)."""
+        if self.file is not None:
+            try:
+                self.file.close()
+            finally:
+                self.file = None
+                self.tmp.unlink(missing_ok=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+        return False
+
+
+# ---------------------------------------------------------------------------------------------- reading
+def open_trajectory(path: str | os.PathLike, *, check_data: bool = False) -> h5py.File:
+    """Open a trajectory file read-only after checking its layout.
+
+    Parameters
+    ----------
+    path : path-like
+    check_data : bool
+        Also read every field and check that it decodes (chunk checksums) and is finite. Slow for
+        large files; :func:`dandelion.datasets.verify.verify` uses it.
+
+    Returns
+    -------
+    h5py.File, opened with mode ``"r"`` (the caller closes it; usable as a context manager).
+
+    Raises
+    ------
+    FileNotFoundError
+        If there is no such file.
+    CorruptFileError
+        If the file is truncated, corrupt, or lacks a group, attribute or dataset of the layout; the
+        message names the file and the problem.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"trajectory file {path} does not exist: check the dataset path and splits.json")
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise CorruptFileError(
+            f"cannot open trajectory file {path} (truncated or corrupt HDF5: {e}); delete it and rerun "
+            "dandelion-generate with the same configuration to regenerate it"
+        ) from e
+    try:
+        problems = _layout_problems(f, check_data=check_data)
+    except Exception as e:  # h5py raises OSError/KeyError/RuntimeError on damaged metadata or chunks
+        problems = [f"unreadable content ({type(e).__name__}: {e})"]
+    if problems:
+        f.close()
+        raise CorruptFileError(
+            f"trajectory file {path} is damaged or not in the dandelion layout: " + "; ".join(problems)
+            + ". Delete it and rerun dandelion-generate with the same configuration to regenerate it"
+        )
+    return f
+
+
+def _layout_problems(f: h5py.File, *, check_data: bool) -> list[str]:
+    problems = [f"missing root attribute {a!r}" for a in _REQUIRED_ROOT_ATTRS if a not in f.attrs]
+    problems += [f"missing group {g!r}" for g in _REQUIRED_GROUPS if g not in f]
+    if problems:
+        return problems
+    nlat, nlon = int(f.attrs["nlat"]), int(f.attrs["nlon"])
+    for name, n in (("time", None), ("lat", nlat), ("lon", nlon)):
+        if name not in f["dimensions"]:
+            problems.append(f"missing dimensions/{name}")
+            continue
+        d = f["dimensions"][name]
+        if d.ndim != 1 or (n is not None and d.shape[0] != n):
+            problems.append(f"dimensions/{name} has shape {d.shape}")
+    if problems:
+        return problems
+    T = f["dimensions"]["time"].shape[0]
+    for p in f.attrs["simulation_parameters"]:
+        if p not in f["scalars"]:
+            problems.append(f"missing scalars/{p}")
+    for group, trailing in (("t0_fields", ()), ("t1_fields", (2,))):
+        for name, d in f[group].items():
+            want = (1, T, nlat, nlon) + trailing
+            if d.shape != want:
+                problems.append(f"{group}/{name} has shape {d.shape}, expected {want}")
+            if d.dtype != np.float32:
+                problems.append(f"{group}/{name} has dtype {d.dtype}, expected float32")
+            for a in ("units", "long_name"):
+                if a not in d.attrs:
+                    problems.append(f"{group}/{name} lacks attribute {a!r}")
+            if trailing and list(d.attrs.get("component_names", [])) != ["u", "v"]:
+                problems.append(f"{group}/{name} component_names is not ['u', 'v']")
+            if check_data and not problems:
+                for k in range(T):
+                    if not np.isfinite(d[0, k]).all():
+                        problems.append(f"{group}/{name} has non-finite values at frame {k}")
+                        break
+    if check_data:
+        for name in ("time", "lat", "lon"):
+            if not np.isfinite(f["dimensions"][name][()]).all():
+                problems.append(f"dimensions/{name} has non-finite values")
+    return problems
+
+
+def read_fields(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """All fields of a trajectory file as arrays: scalars ``(T, nlat, nlon)``, vectors ``(T, nlat, nlon, 2)``."""
+    with open_trajectory(path) as f:
+        out = {n: d[0] for n, d in f["t0_fields"].items()}
+        out.update({n: d[0] for n, d in f["t1_fields"].items()})
+    return out
+
+
+def _load_yaml(path: Path, what: str, fix: str) -> dict:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: {what} missing; {fix}")
+    with open(path) as fh:
+        data = yaml.safe_load(fh)
+    if not isinstance(data, dict):
+        raise CorruptFileError(f"{path} is not a YAML mapping; {fix}")
+    return data
+
+
+def load_metadata(path: str | os.PathLike) -> dict:
+    """The dataset folder's ``dataset.yaml`` as a dict. Raises ``FileNotFoundError`` naming the file."""
+    return _load_yaml(Path(path) / "dataset.yaml", "not a dataset folder or generation never started",
+                      "generate it with dandelion-generate dataset=NAME dataset.path=DIR")
+
+
+def load_stats(path: str | os.PathLike) -> dict:
+    """The dataset folder's ``stats.yaml`` (train-split statistics) as a dict.
+
+    Returns ``{field: {kind: "scalar", mean, std, delta_mean, delta_std}}`` for scalar fields and
+    ``{field: {kind: "vector", rms, delta_rms}}`` for vector fields. Raises ``FileNotFoundError``
+    naming the file if generation has not finished.
+    """
+    return _load_yaml(Path(path) / "stats.yaml", "generation has not finished",
+                      "rerun the same dandelion-generate command to finish the dataset")
+
+
+def load_splits(path: str | os.PathLike) -> dict:
+    """The dataset folder's ``splits.json`` as a dict. Raises ``FileNotFoundError`` naming the file."""
+    p = Path(path) / "splits.json"
+    if not p.is_file():
+        raise FileNotFoundError(f"{p} does not exist: not a dataset folder, or generation never started; "
+                                "generate it with dandelion-generate dataset=NAME dataset.path=DIR")
+    with open(p) as fh:
+        return json.load(fh)
+
+
+def list_split(path: str | os.PathLike, split: str) -> list[Path]:
+    """Trajectory files of one split, in trajectory-id order, as listed in ``splits.json``.
+
+    Raises
+    ------
+    ValueError
+        If ``split`` is not one of ``train``, ``valid``, ``test`` (``"val"`` is accepted for ``valid``).
+    FileNotFoundError
+        If ``splits.json`` is missing.
+    """
+    split = "valid" if split == "val" else split
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}: use one of {SPLITS}")
+    splits = load_splits(path)
+    if split not in splits:
+        raise ValueError(f"{Path(path) / 'splits.json'} has no split {split!r}: regenerate the dataset")
+    return [Path(path) / split / trajectory_filename(i) for i in splits[split]]
+
+
+# ---------------------------------------------------------------------------------------------- splits
+def make_splits(n_trajectories: int, *, seed: int = 42, ratios=(0.8, 0.1, 0.1), note: str = "") -> dict:
+    """Random split of trajectory ids ``0..n-1`` (DATASETS.md §0.4).
+
+    A permutation from ``numpy.random.default_rng(seed)``; ``n_train = round(0.8 n)``,
+    ``n_valid = round(0.1 n)``, the rest is test. Lists are sorted. Returns the ``splits.json`` dict.
+    """
+    n = int(n_trajectories)
+    perm = np.random.default_rng(seed).permutation(n)
+    n_train = int(round(ratios[0] * n))
+    n_valid = int(round(ratios[1] * n))
+    parts = {
+        "train": sorted(int(i) for i in perm[:n_train]),
+        "valid": sorted(int(i) for i in perm[n_train:n_train + n_valid]),
+        "test": sorted(int(i) for i in perm[n_train + n_valid:]),
+    }
+    return {
+        "seed": int(seed),
+        "strategy": "random",
+        "stratify_on": None,
+        "ratios": [float(r) for r in ratios],
+        "counts": {k: len(v) for k, v in parts.items()},
+        "note": note,
+        **parts,
+    }
+
+
+def split_of(splits: dict) -> dict[int, str]:
+    """Map trajectory id -> split name."""
+    return {int(i): s for s in SPLITS for i in splits[s]}
+
+
+# ---------------------------------------------------------------------------------------------- statistics
+class _Moments:
+    """Streaming weighted mean and variance in float64 (Chan et al. 1979 pairwise update)."""
+
+    def __init__(self):
+        self.w = 0.0
+        self.mean = 0.0
+        self.m2 = 0.0
+
+    def add(self, x: np.ndarray, w: np.ndarray) -> None:
+        x = np.asarray(x, dtype=np.float64)
+        wb = np.broadcast_to(w, x.shape)
+        wn = float(wb.sum())
+        if wn == 0.0:
+            return
+        mn = float((wb * x).sum() / wn)
+        m2n = float((wb * (x - mn) ** 2).sum())
+        tot = self.w + wn
+        d = mn - self.mean
+        self.mean += d * wn / tot
+        self.m2 += m2n + d * d * self.w * wn / tot
+        self.w = tot
+
+    @property
+    def std(self) -> float:
+        return math.sqrt(self.m2 / self.w) if self.w > 0 else float("nan")
+
+
+def compute_stats(files: Iterable[str | os.PathLike], fields: Mapping[str, Mapping]) -> dict:
+    """Area-weighted statistics over all frames of the given trajectory files (float64, streaming).
+
+    Each frame's grid points are weighted with the grid's quadrature weights (SphereGrid.weights), so
+    means are area means; deltas are differences of consecutive frames of one trajectory. Scalar
+    fields: ``mean``, ``std`` (population, area-weighted) and ``delta_mean``, ``delta_std``. Vector
+    fields (u, v): ``rms = sqrt(mean(u^2 + v^2))`` and ``delta_rms`` of the one-step difference.
+    Moments are combined with the pairwise update of Chan, Golub & LeVeque (1979).
+
+    Parameters
+    ----------
+    files : iterable of paths
+        The train split's trajectory files (all on the same grid).
+    fields : mapping name -> dict(kind=...)
+        The fields to summarise (``dataset.yaml``'s ``fields``).
+
+    Raises
+    ------
+    ValueError
+        If ``files`` is empty or the files use different grids.
+    """
+    files = list(files)
+    if not files:
+        raise ValueError("no files to compute statistics from: the train split is empty; generate more trajectories")
+    acc = {n: (_Moments(), _Moments()) for n, s in fields.items() if s["kind"] == "scalar"}
+    sq = {n: [0.0, 0.0, 0.0, 0.0] for n, s in fields.items() if s["kind"] == "vector"}  # sum w|x|^2, sum w, deltas
+    grid_key = None
+    for path in files:
+        with open_trajectory(path) as f:
+            key = (int(f.attrs["nlat"]), int(f.attrs["nlon"]), str(f.attrs["grid"]))
+            if grid_key is None:
+                grid_key = key
+                w = SphereGrid(*key).weights.numpy()  # (nlat, 1)
+            elif key != grid_key:
+                raise ValueError(f"{path} is on grid {key}, other files on {grid_key}: one dataset has one grid")
+            T = f["dimensions"]["time"].shape[0]
+            for name, (m, dm) in acc.items():
+                d = f["t0_fields"][name]
+                prev = None
+                for k in range(T):
+                    x = d[0, k].astype(np.float64)
+                    m.add(x, w)
+                    if prev is not None:
+                        dm.add(x - prev, w)
+                    prev = x
+            for name, s in sq.items():
+                d = f["t1_fields"][name]
+                prev = None
+                for k in range(T):
+                    x = d[0, k].astype(np.float64)
+                    s[0] += float((w * (x ** 2).sum(-1)).sum())
+                    s[1] += float(w.sum()) * x.shape[1]
+                    if prev is not None:
+                        s[2] += float((w * ((x - prev) ** 2).sum(-1)).sum())
+                        s[3] += float(w.sum()) * x.shape[1]
+                    prev = x
+    out = {}
+    for name, spec in fields.items():
+        if spec["kind"] == "scalar":
+            m, dm = acc[name]
+            out[name] = {"kind": "scalar", "mean": m.mean, "std": m.std, "delta_mean": dm.mean if dm.w else float("nan"),
+                         "delta_std": dm.std}
+        else:
+            s = sq[name]
+            out[name] = {"kind": "vector", "rms": math.sqrt(s[0] / s[1]),
+                         "delta_rms": math.sqrt(s[2] / s[3]) if s[3] else float("nan")}
+    return {k: {kk: (float(vv) if isinstance(vv, float) else vv) for kk, vv in v.items()} for k, v in out.items()}
+
+
+# ---------------------------------------------------------------------------------------------- small files
+def _atomic_write_text(path: Path, text: str) -> None:
+    path = Path(path)
+    tmp = temp_path(path)
+    with open(tmp, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def write_yaml(path: str | os.PathLike, data: dict) -> None:
+    """Write ``data`` as YAML atomically (keys in insertion order)."""
+    _atomic_write_text(Path(path), yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120))
+
+
+def write_json(path: str | os.PathLike, data: dict) -> None:
+    """Write ``data`` as JSON atomically."""
+    _atomic_write_text(Path(path), json.dumps(data, indent=1) + "\n")
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_checksums(root: str | os.PathLike, relpaths: Iterable[str]) -> Path:
+    """Write ``root/checksums.sha256`` in ``sha256sum`` format (``HASH  relative/path``), atomically."""
+    root = Path(root)
+    lines = [f"{sha256_file(root / p)}  {p}" for p in relpaths]
+    out = root / "checksums.sha256"
+    _atomic_write_text(out, "\n".join(lines) + "\n")
+    return out
+
+
+def read_checksums(root: str | os.PathLike) -> dict[str, str]:
+    """``{relative path: hex digest}`` from ``root/checksums.sha256``. Raises ``FileNotFoundError``."""
+    p = Path(root) / "checksums.sha256"
+    if not p.is_file():
+        raise FileNotFoundError(f"{p} does not exist: generation has not finished; rerun the same dandelion-generate command")
+    out = {}
+    for line in p.read_text().splitlines():
+        if line.strip():
+            digest, rel = line.split(None, 1)
+            out[rel.strip().lstrip("*")] = digest
+    return out
