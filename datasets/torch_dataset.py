@@ -1,0 +1,387 @@
+"""Torch dataset over a generated dataset folder: windows of frames, Cartesian vectors, normalised.
+
+Every model, Dandelion or baseline, sees the same channels (DESIGN.md §2, §6; DATASETS.md §0.5):
+
+* ``n_in`` consecutive frames in, ``n_out`` consecutive frames out, folded frame-major
+  ``[frame0 channels..., frame1 channels..., ...]`` for the input;
+* per frame, the scalar fields (in the order of ``dataset.yaml``), then each vector field as the
+  three Cartesian components ``(x, y, z)`` of ``u e + v n`` (``e``/``n`` the local east/north unit
+  vectors of :class:`dandelion.sphere.SphereGrid`), because local (u, v) components are
+  discontinuous through the poles;
+* normalised with the train-split statistics of ``stats.yaml`` (area-weighted): scalars as
+  ``(x - mean) / std``, vectors by one scale, their RMS magnitude ``sqrt(mean(u^2 + v^2))``
+  (no per-component mean, so the normalisation commutes with rotations of the sphere).
+
+:class:`ChannelLayout` does the lift and normalisation (``encode``) and its inverse
+(``decode``: de-normalise, then project the Cartesian vector back onto east/north, which also
+drops any radial component a model may predict). :class:`WindowDataset` reads the windows,
+opening HDF5 files lazily in the process that reads them (each DataLoader worker opens its own
+handles; none is created in ``__init__`` or pickled).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import OrderedDict
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import torch
+
+from dandelion.sphere import SphereGrid
+
+__all__ = ["ChannelLayout", "WindowDataset", "loss_weights"]
+
+_SCALAR_KEYS = ("mean", "std")
+_VECTOR_KEYS = ("rms",)
+_REGENERATE = "regenerate the statistics of the train split (dandelion.datasets.storage / dandelion-generate)"
+
+
+def loss_weights(grid: SphereGrid) -> torch.Tensor:
+    """Area quadrature weights of ``grid`` normalised to mean 1 over the grid points.
+
+    Returns a float64 tensor of shape ``(nlat, 1)``; ``mean((a - b)**2 * w)`` over ``(nlat, nlon)``
+    is then the area-weighted mean squared error (the integral over the sphere divided by 4*pi).
+    """
+    w = grid.weights
+    return w / w.mean()
+
+
+class ChannelLayout:
+    """Channel order, vector lift and normalisation shared by every model and job.
+
+    Parameters
+    ----------
+    fields : mapping name -> ``"scalar"`` | ``"vector"`` (or a dict with a ``kind`` key, as in
+        ``dataset.yaml``). Order is kept: scalars first, then vectors, each in the given order.
+    stats : the ``stats.yaml`` mapping (train split, area-weighted): scalars need ``mean`` and
+        ``std`` (> 0), vectors need ``rms`` (> 0).
+    grid : the data grid.
+    stats_source : name of the statistics' file, quoted in error messages.
+
+    Attributes
+    ----------
+    channels : list[str], e.g. ``["h", "velocity_x", "velocity_y", "velocity_z"]`` (length C).
+    scalars, vectors : the field names of each kind, in channel order.
+
+    Raises
+    ------
+    ValueError
+        If a field's statistics are missing, of the wrong kind, lack a key or are not finite and
+        positive (the message names the field and the file and says to regenerate the statistics),
+        or if a field kind is unknown.
+    """
+
+    def __init__(self, fields: Mapping, stats: Mapping, grid: SphereGrid, stats_source: str = "stats.yaml"):
+        self.grid = grid
+        self.stats_source = str(stats_source)
+        kinds = {}
+        for name, spec in fields.items():
+            kind = spec.get("kind") if isinstance(spec, Mapping) else spec
+            if kind not in ("scalar", "vector"):
+                raise ValueError(f"field {name!r} has kind {kind!r}: expected 'scalar' or 'vector' (t0_fields / t1_fields)")
+            kinds[str(name)] = kind
+        if not kinds:
+            raise ValueError("no fields given: a dataset needs at least one scalar or vector field")
+        self.scalars = [n for n, k in kinds.items() if k == "scalar"]
+        self.vectors = [n for n, k in kinds.items() if k == "vector"]
+        self.channels = list(self.scalars) + [f"{n}_{c}" for n in self.vectors for c in "xyz"]
+        self.stats = {}
+        for name, kind in kinds.items():
+            entry = stats.get(name) if isinstance(stats, Mapping) else None
+            if entry is None:
+                raise ValueError(f"statistics {self.stats_source} lack field {name!r}: {_REGENERATE}")
+            if entry.get("kind", kind) != kind:
+                raise ValueError(f"statistics {self.stats_source} give field {name!r} kind {entry.get('kind')!r} but the data have {kind!r}: {_REGENERATE}")
+            keys = _SCALAR_KEYS if kind == "scalar" else _VECTOR_KEYS
+            clean = {"kind": kind}
+            for key in keys:
+                if key not in entry:
+                    raise ValueError(f"statistics {self.stats_source} lack {key!r} for field {name!r}: {_REGENERATE}")
+                value = float(entry[key])
+                if not math.isfinite(value) or (key != "mean" and value <= 0.0):
+                    raise ValueError(f"statistics {self.stats_source}: {key}={value} for field {name!r} is not finite and positive: {_REGENERATE}")
+                clean[key] = value
+            self.stats[name] = clean
+        self._basis_cache: dict = {}
+
+    # ------------------------------------------------------------------ description
+    @property
+    def n_channels(self) -> int:
+        """Channels per frame, C."""
+        return len(self.channels)
+
+    @property
+    def fields(self) -> dict[str, str]:
+        """Field name -> kind, in channel order."""
+        return {**{n: "scalar" for n in self.scalars}, **{n: "vector" for n in self.vectors}}
+
+    def to_dict(self) -> dict:
+        """Plain types (for checkpoints): fields, statistics and grid."""
+        return {"fields": self.fields, "stats": {k: dict(v) for k, v in self.stats.items()}, "grid": self.grid.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "ChannelLayout":
+        """Inverse of :meth:`to_dict`."""
+        g = d["grid"]
+        return cls(d["fields"], d["stats"], SphereGrid(int(g["nlat"]), int(g["nlon"]), str(g["grid"])), stats_source="checkpoint")
+
+    def __repr__(self):
+        return f"ChannelLayout(channels={self.channels}, grid={self.grid.to_dict()})"
+
+    # ------------------------------------------------------------------ lift / project
+    def _basis(self, dtype, device):
+        key = (dtype, str(device))
+        if key not in self._basis_cache:
+            self._basis_cache[key] = (self.grid.east.to(device=device, dtype=dtype), self.grid.north.to(device=device, dtype=dtype))
+        return self._basis_cache[key]
+
+    def lift(self, uv: torch.Tensor) -> torch.Tensor:
+        """Cartesian components of a tangent vector field.
+
+        ``uv`` : (..., nlat, nlon, 2) with (u east, v north) -> (..., 3, nlat, nlon) = ``u e + v n``.
+        """
+        uv = torch.as_tensor(uv)
+        dtype = uv.dtype if uv.dtype.is_floating_point else torch.float32
+        east, north = self._basis(dtype, uv.device)
+        return uv[..., None, :, :, 0].to(dtype) * east + uv[..., None, :, :, 1].to(dtype) * north
+
+    def project(self, xyz: torch.Tensor) -> torch.Tensor:
+        """(u, v) of a Cartesian vector field: (..., 3, nlat, nlon) -> (..., nlat, nlon, 2).
+
+        The radial component, if any, is dropped (orthogonal projection onto the tangent plane).
+        """
+        east, north = self._basis(xyz.dtype, xyz.device)
+        return torch.stack([(xyz * east).sum(-3), (xyz * north).sum(-3)], dim=-1)
+
+    def encode(self, fields: Mapping) -> torch.Tensor:
+        """Lift and normalise: fields -> ``(..., T, C, nlat, nlon)``.
+
+        ``fields[name]`` is ``(..., T, nlat, nlon)`` for scalars and ``(..., T, nlat, nlon, 2)``
+        (u east, v north) for vectors, in the units of the data. Float64 input gives float64.
+
+        Raises
+        ------
+        KeyError naming the field if one is missing; ValueError for a wrong grid shape.
+        """
+        parts = []
+        for name in self.scalars:
+            if name not in fields:
+                raise KeyError(f"field {name!r} missing from the input: expected {list(self.fields)}")
+            x = torch.as_tensor(fields[name])
+            self.grid.check_shape(x)
+            s = self.stats[name]
+            parts.append(((x - s["mean"]) / s["std"]).unsqueeze(-3))
+        for name in self.vectors:
+            if name not in fields:
+                raise KeyError(f"field {name!r} missing from the input: expected {list(self.fields)}")
+            uv = torch.as_tensor(fields[name])
+            if uv.shape[-1] != 2:
+                raise ValueError(f"vector field {name!r} must end in 2 components (u, v), got shape {tuple(uv.shape)}")
+            self.grid.check_shape(uv[..., 0])
+            parts.append(self.lift(uv) / self.stats[name]["rms"])
+        dtype = torch.promote_types(*[p.dtype for p in parts]) if len(parts) > 1 else parts[0].dtype
+        return torch.cat([p.to(dtype) for p in parts], dim=-3)
+
+    def decode(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """De-normalise and project back: ``(..., T, C, nlat, nlon)`` -> fields (as in :meth:`encode`).
+
+        Raises ValueError if the channel dimension (-3) is not C.
+        """
+        if x.shape[-3] != self.n_channels:
+            raise ValueError(f"tensor of shape {tuple(x.shape)} has {x.shape[-3]} channels at dim -3; the layout has {self.n_channels}: {self.channels}")
+        out = {}
+        for i, name in enumerate(self.scalars):
+            s = self.stats[name]
+            out[name] = x[..., i, :, :] * s["std"] + s["mean"]
+        c = len(self.scalars)
+        for name in self.vectors:
+            out[name] = self.project(x[..., c : c + 3, :, :] * self.stats[name]["rms"])
+            c += 3
+        return out
+
+
+# ---------------------------------------------------------------------- dataset folder access
+def _storage():
+    try:
+        from dandelion.datasets import storage
+    except ModuleNotFoundError as err:  # pragma: no cover - until the storage module lands
+        if err.name != "dandelion.datasets.storage":
+            raise
+        return _MinimalStorage
+    return storage
+
+
+class _MinimalStorage:
+    """Readers of the INTERFACES.md folder layout, used only while ``dandelion.datasets.storage`` is absent."""
+
+    @staticmethod
+    def _yaml(path: Path) -> dict:
+        import yaml
+
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} not found: is {path.parent} a generated dataset folder?")
+        with open(path) as fh:
+            return yaml.safe_load(fh)
+
+    @staticmethod
+    def load_metadata(path) -> dict:
+        return _MinimalStorage._yaml(Path(path) / "dataset.yaml")
+
+    @staticmethod
+    def load_stats(path) -> dict:
+        return _MinimalStorage._yaml(Path(path) / "stats.yaml")
+
+    @staticmethod
+    def list_split(path, split) -> list:
+        import json
+
+        with open(Path(path) / "splits.json") as fh:
+            splits = json.load(fh)
+        ids = splits.get(split, splits.get("ids", {}).get(split))
+        if ids is None:
+            raise ValueError(f"split {split!r} not found in {Path(path) / 'splits.json'}: use one of train, valid, test")
+        return [Path(path) / split / f"traj_{int(i):06d}.h5" for i in ids]
+
+    @staticmethod
+    def open_trajectory(path):
+        import h5py
+
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"trajectory file {path} not found: regenerate it")
+        return h5py.File(path, "r")
+
+
+class WindowDataset(torch.utils.data.Dataset):
+    """Windows of ``n_in`` input and ``n_out`` target frames over every trajectory of a split.
+
+    Parameters
+    ----------
+    path : dataset folder (``train/ valid/ test/``, ``dataset.yaml``, ``stats.yaml``, ``splits.json``).
+    split : ``"train"``, ``"valid"`` or ``"test"``.
+    n_in, n_out : frames in and out (>= 1).
+    stride : spacing, in frames, between the first frames of consecutive windows of one
+        trajectory (frames inside a window are always consecutive).
+
+    Items are dicts: ``"x"`` float32 ``(n_in*C, nlat, nlon)`` (frame-major), ``"y"`` float32
+    ``(n_out, C, nlat, nlon)``, ``"traj"`` the trajectory id (file attribute ``trajectory_id``)
+    and ``"t0"`` the index in its file of the first input frame (so the last input frame, the
+    forecast's initial time, is ``t0 + n_in - 1`` and target k (0-based) is frame ``t0 + n_in + k``).
+
+    Attributes
+    ----------
+    layout : :class:`ChannelLayout`; grid : :class:`SphereGrid`; metadata, stats : the folder's
+    ``dataset.yaml`` and ``stats.yaml``; files : list of trajectory files; trajectory_ids,
+    n_frames : per file.
+
+    Raises
+    ------
+    FileNotFoundError / ValueError
+        For a missing folder or split (from :mod:`dandelion.datasets.storage`), a field listed in
+        ``dataset.yaml`` missing from a file (names the field and the file), a file whose grid
+        disagrees with ``dataset.yaml``, statistics lacking a field, or a split too short for
+        one window.
+    """
+
+    def __init__(self, path, split: str, n_in: int = 4, n_out: int = 1, stride: int = 1, max_open_files: int = 64):
+        for name, v in (("n_in", n_in), ("n_out", n_out), ("stride", stride)):
+            if int(v) != v or v < 1:
+                raise ValueError(f"{name}={v} must be a positive integer")
+        self.path = Path(path)
+        self.split = str(split)
+        self.n_in, self.n_out, self.stride = int(n_in), int(n_out), int(stride)
+        self.max_open_files = int(max_open_files)
+        storage = _storage()
+        self.metadata = storage.load_metadata(self.path)
+        self.stats = storage.load_stats(self.path)
+        self.grid = SphereGrid(int(self.metadata["nlat"]), int(self.metadata["nlon"]), str(self.metadata["grid"]))
+        self.layout = ChannelLayout(self.metadata["fields"], self.stats, self.grid, stats_source=str(self.path / "stats.yaml"))
+        self.files = [Path(f) for f in storage.list_split(self.path, self.split)]
+        if not self.files:
+            raise ValueError(f"split {self.split!r} of {self.path} holds no trajectory: check splits.json or regenerate the dataset")
+        self.trajectory_ids, self.n_frames = [], []
+        for f in self.files:
+            with storage.open_trajectory(f) as h:
+                self._check_file(h, f)
+                self.trajectory_ids.append(int(h.attrs["trajectory_id"]))
+                self.n_frames.append(int(h["dimensions/time"].shape[0]))
+        span = self.n_in + self.n_out
+        counts = [max(0, (t - span) // self.stride + 1) for t in self.n_frames]
+        self._offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        if self._offsets[-1] == 0:
+            raise ValueError(f"split {self.split!r} of {self.path}: no trajectory has n_in + n_out = {span} frames (longest: {max(self.n_frames)}); use fewer frames")
+        self._handles: OrderedDict = OrderedDict()
+        self._pid = None
+
+    def _check_file(self, h, f):
+        for key in ("nlat", "nlon", "grid"):
+            if key in h.attrs and str(h.attrs[key]) != str(self.metadata[key]):
+                raise ValueError(f"{f}: {key}={h.attrs[key]} but dataset.yaml says {self.metadata[key]}; the folder mixes grids: regenerate it")
+        for name in self.layout.scalars:
+            if name not in h.get("t0_fields", {}):
+                raise ValueError(f"field {name!r} (scalar, listed in dataset.yaml) is missing from t0_fields of {f}: regenerate this trajectory")
+        for name in self.layout.vectors:
+            if name not in h.get("t1_fields", {}):
+                raise ValueError(f"field {name!r} (vector, listed in dataset.yaml) is missing from t1_fields of {f}: regenerate this trajectory")
+
+    # ------------------------------------------------------------------ lazy file handles
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_handles"] = OrderedDict()
+        state["_pid"] = None
+        return state
+
+    def _handle(self, i: int):
+        pid = os.getpid()
+        if self._pid != pid:  # new process (DataLoader worker, fork): never reuse a parent's handles
+            self._handles = OrderedDict()
+            self._pid = pid
+        h = self._handles.get(i)
+        if h is None:
+            h = _storage().open_trajectory(self.files[i])
+            self._handles[i] = h
+            while len(self._handles) > self.max_open_files:
+                self._handles.popitem(last=False)[1].close()
+        else:
+            self._handles.move_to_end(i)
+        return h
+
+    def close(self):
+        """Close the handles this process opened."""
+        if self._pid == os.getpid():
+            for h in self._handles.values():
+                h.close()
+        self._handles = OrderedDict()
+
+    # ------------------------------------------------------------------ items
+    def __len__(self) -> int:
+        return int(self._offsets[-1])
+
+    def window(self, index: int) -> tuple[int, int]:
+        """``(file index, t0)`` of item ``index``."""
+        if not 0 <= index < len(self):
+            raise IndexError(f"index {index} out of range for {len(self)} windows")
+        f = int(np.searchsorted(self._offsets, index, side="right") - 1)
+        return f, int(index - self._offsets[f]) * self.stride
+
+    def read_frames(self, file_index: int, start: int, stop: int) -> dict[str, np.ndarray]:
+        """Raw fields of frames ``start:stop`` of one file: scalars (T, nlat, nlon), vectors (T, nlat, nlon, 2)."""
+        h = self._handle(file_index)
+        out = {n: h["t0_fields"][n][0, start:stop] for n in self.layout.scalars}
+        out.update({n: h["t1_fields"][n][0, start:stop] for n in self.layout.vectors})
+        return out
+
+    def times(self, file_index: int) -> np.ndarray:
+        """Frame times of one file (``dimensions/time``, units in ``metadata['time_units']``)."""
+        return np.asarray(self._handle(file_index)["dimensions/time"][:], dtype=np.float64)
+
+    def __getitem__(self, index: int) -> dict:
+        f, t0 = self.window(index)
+        raw = self.read_frames(f, t0, t0 + self.n_in + self.n_out)
+        frames = self.layout.encode({k: torch.from_numpy(np.asarray(v, dtype=np.float32)) for k, v in raw.items()})
+        nlat, nlon = self.grid.shape
+        x = frames[: self.n_in].reshape(self.n_in * self.layout.n_channels, nlat, nlon)
+        y = frames[self.n_in :]
+        return {"x": x.contiguous(), "y": y.contiguous(), "traj": self.trajectory_ids[f], "t0": t0}
