@@ -1,0 +1,261 @@
+"""Forecast export: xarray Datasets with CF metadata, written to netCDF4 (``dandelion-export``).
+
+Layout of an exported file (CF-1.8 conventions):
+
+* dimensions ``([trajectory,] init_time, lead_time, [level,] lat, lon)``; ``trajectory`` (the test
+  trajectory id) is present when forecasts of several trajectories go in one file, since their
+  simulated init times coincide;
+* ``lat`` strictly ASCENDING in ``degrees_north`` (the grid's north-first rows are flipped),
+  ``lon`` in ``[0, 360)`` ``degrees_east``; ``level`` in hPa where a dataset has levels;
+* ``lead_time``: for datasets in seconds a ``timedelta64`` coordinate (encoded as float ``hours``),
+  ``standard_name = forecast_period``; for non-dimensional datasets a float with ``units = "1"``
+  (the dataset's non-dimensional time unit);
+* ``init_time``: ``standard_name = forecast_reference_time``. Simulated time has no calendar, so a
+  trajectory's time 0 is mapped to the **epoch 2000-01-01 00:00:00** (proleptic Gregorian) and
+  ``init_time`` is encoded as ``hours since 2000-01-01 00:00:00``: a CF-aware reader sees
+  ``init_time - 2000-01-01`` = time since the trajectory started. Non-dimensional datasets store a
+  float (``units = "1"``, time since the trajectory start);
+* ``valid_time(init_time, lead_time) = init_time + lead_time`` (``standard_name = time``);
+* every variable has ``units`` and ``long_name``; vector fields are split into eastward and northward
+  variables (``u``/``v`` for ``velocity``, ``<field>_u``/``<field>_v`` otherwise,
+  :func:`dandelion.benchmarks.metrics.variable_names`) with ``eastward ...``/``northward ...`` long names;
+* float32 data, zlib level 4 with byte shuffle, chunks of one full map, no ``_FillValue``
+  (forecasts hold no missing data);
+* the file is written to a temporary name in the same folder and renamed, and an existing file is
+  never replaced unless ``overwrite=True`` (:class:`FileExistsError` otherwise).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from dandelion.sphere import SphereGrid
+
+from .metrics import variable_names
+
+__all__ = ["EPOCH", "forecasts_to_xarray", "write_netcdf", "export_forecasts", "export", "main"]
+
+#: Calendar epoch standing for time 0 of every simulated trajectory.
+EPOCH = np.datetime64("2000-01-01T00:00:00", "ns")
+EPOCH_UNITS = "hours since 2000-01-01 00:00:00"
+
+
+def _to_numpy(a) -> np.ndarray:
+    if hasattr(a, "detach"):
+        a = a.detach().cpu().numpy()
+    return np.asarray(a)
+
+
+def _seconds_to_timedelta(t: np.ndarray) -> np.ndarray:
+    return np.round(np.asarray(t, dtype=np.float64) * 1e9).astype("int64").astype("timedelta64[ns]")
+
+
+def forecasts_to_xarray(
+    forecast: dict,
+    *,
+    grid: SphereGrid,
+    fields: dict,
+    init_time,
+    lead_time,
+    time_units: str = "s",
+    trajectory=None,
+    levels=None,
+    truth: dict | None = None,
+    attrs: dict | None = None,
+) -> xr.Dataset:
+    """Forecasts in physical units to a CF-annotated :class:`xarray.Dataset`.
+
+    Parameters
+    ----------
+    forecast : dict[str, array]
+        Per field, scalars of shape ``([n_traj,] n_init, n_lead, [n_level,] nlat, nlon)`` and vectors
+        ``(..., nlat, nlon, 2)`` with components (u east, v north), rows in the grid's order
+        (north first), as :meth:`ChannelLayout.decode` returns them.
+    grid : SphereGrid
+    fields : dict[str, dict]
+        ``dataset.yaml``'s ``fields``: ``{name: {kind, units, long_name[, components]}}``.
+    init_time : array of shape (n_init,)
+        Simulated time of the last input frame of each forecast, in ``time_units`` since the
+        trajectory start.
+    lead_time : array of shape (n_lead,)
+        Forecast period of each step (``k * dt_frame``), in ``time_units``.
+    time_units : str
+        ``"s"`` (seconds: datetime/timedelta coordinates) or ``"nondimensional"`` (floats).
+    trajectory : array of shape (n_traj,), optional
+        Trajectory ids; when given, the arrays carry a leading trajectory axis.
+    levels : array of shape (n_level,), optional
+        Pressure levels in hPa for fields with a level axis.
+    truth : dict, optional
+        The true fields, same shapes; written as ``<variable>_truth``.
+    attrs : dict, optional
+        Extra global attributes (plain str/int/float values).
+
+    Returns
+    -------
+    xarray.Dataset
+
+    Raises
+    ------
+    ValueError
+        For a field missing from ``fields``, an unknown time unit or shapes that do not match.
+    """
+    if time_units not in ("s", "nondimensional"):
+        raise ValueError(f"time_units={time_units!r}: expected 's' (seconds) or 'nondimensional' (see dataset.yaml)")
+    init = np.asarray(_to_numpy(init_time), dtype=np.float64).reshape(-1)
+    lead = np.asarray(_to_numpy(lead_time), dtype=np.float64).reshape(-1)
+    lead_dims = ["init_time", "lead_time"]
+    if trajectory is not None:
+        lead_dims = ["trajectory"] + lead_dims
+    n_lead_axes = len(lead_dims)
+    expected = ([len(np.asarray(trajectory).reshape(-1))] if trajectory is not None else []) + [len(init), len(lead)]
+
+    lat_deg = np.rad2deg(grid.lat.numpy())[::-1].copy()  # ascending
+    lon_deg = np.rad2deg(grid.lon.numpy()) % 360.0
+    coords = {
+        "lat": ("lat", lat_deg, {"units": "degrees_north", "standard_name": "latitude", "long_name": "latitude", "axis": "Y"}),
+        "lon": ("lon", lon_deg, {"units": "degrees_east", "standard_name": "longitude", "long_name": "longitude", "axis": "X"}),
+    }
+    if time_units == "s":
+        init_c = EPOCH + _seconds_to_timedelta(init)
+        lead_c = _seconds_to_timedelta(lead)
+        coords["init_time"] = ("init_time", init_c, {"standard_name": "forecast_reference_time", "long_name": "forecast initialisation time (simulated; time 0 of the trajectory = 2000-01-01)"})
+        coords["lead_time"] = ("lead_time", lead_c, {"standard_name": "forecast_period", "long_name": "forecast lead time"})
+        coords["valid_time"] = (("init_time", "lead_time"), init_c[:, None] + lead_c[None, :], {"standard_name": "time", "long_name": "valid time of the forecast"})
+    else:
+        coords["init_time"] = ("init_time", init, {"standard_name": "forecast_reference_time", "units": "1", "long_name": "forecast initialisation time (non-dimensional time since the trajectory start)"})
+        coords["lead_time"] = ("lead_time", lead, {"standard_name": "forecast_period", "units": "1", "long_name": "forecast lead time (non-dimensional)"})
+        coords["valid_time"] = (("init_time", "lead_time"), init[:, None] + lead[None, :], {"standard_name": "time", "units": "1", "long_name": "valid time of the forecast (non-dimensional)"})
+    if trajectory is not None:
+        coords["trajectory"] = ("trajectory", np.asarray(trajectory, dtype=np.int64).reshape(-1), {"long_name": "trajectory id in the dataset", "cf_role": "trajectory_id"})
+    if levels is not None:
+        coords["level"] = ("level", np.asarray(levels, dtype=np.float64), {"units": "hPa", "standard_name": "air_pressure", "long_name": "pressure level", "axis": "Z", "positive": "down"})
+
+    data_vars = {}
+    sources = [("", forecast)] + ([("_truth", truth)] if truth is not None else [])
+    for suffix, arrays in sources:
+        for name, arr in arrays.items():
+            if name not in fields:
+                raise ValueError(f"field {name!r} is not described in the dataset's fields {sorted(fields)}: pass dataset.yaml's 'fields'")
+            meta = fields[name]
+            kind = meta.get("kind", "scalar")
+            a = _to_numpy(arr).astype(np.float32, copy=False)
+            comps = [a] if kind == "scalar" else [a[..., i] for i in range(a.shape[-1])]
+            if kind == "vector" and a.shape[-1] != 2:
+                raise ValueError(f"vector field {name!r} has {a.shape[-1]} components: expected 2 (u east, v north)")
+            names = variable_names(name, kind, tuple(meta.get("components", ("u", "v"))))
+            for var, comp, direction in zip(names, comps, ("eastward ", "northward ") if kind == "vector" else ("",)):
+                if list(comp.shape[:n_lead_axes]) != expected or tuple(comp.shape[-2:]) != grid.shape:
+                    raise ValueError(
+                        f"field {name!r} has shape {tuple(a.shape)}: expected ({', '.join(lead_dims)}) = {tuple(expected)} "
+                        f"followed by [level,] (nlat, nlon) = {grid.shape}"
+                    )
+                extra = comp.ndim - n_lead_axes - 2
+                if extra == 1 and levels is None:
+                    raise ValueError(f"field {name!r} has a level axis: pass levels (hPa)")
+                if extra not in (0, 1):
+                    raise ValueError(f"field {name!r} has shape {tuple(a.shape)} with unexpected extra axes")
+                dims = lead_dims + (["level"] if extra == 1 else []) + ["lat", "lon"]
+                long_name = meta.get("long_name", name)
+                var_attrs = {"units": str(meta.get("units", "1")), "long_name": f"{direction}{long_name}" + (" (ground truth)" if suffix else "")}
+                data_vars[var + suffix] = (dims, np.ascontiguousarray(comp[..., ::-1, :]), var_attrs)
+
+    global_attrs = {"Conventions": "CF-1.8", "title": "Dandelion forecasts", "grid": grid.grid, "nlat": grid.nlat, "nlon": grid.nlon,
+                    "comment": "lat ascending (the model grid stores rows north first); init_time epoch 2000-01-01 stands for the trajectory start"}
+    from dandelion import __version__
+
+    global_attrs["source"] = f"dandelion {__version__}"
+    for k, v in (attrs or {}).items():
+        global_attrs[k] = v if isinstance(v, (str, int, float, np.integer, np.floating)) and not isinstance(v, bool) else str(v)
+    return xr.Dataset(data_vars=data_vars, coords=coords, attrs=global_attrs)
+
+
+def _encoding(ds: xr.Dataset) -> dict:
+    enc = {}
+    for name, var in ds.data_vars.items():
+        chunks = tuple(1 if d not in ("lat", "lon") else ds.sizes[d] for d in var.dims)
+        enc[name] = {"zlib": True, "complevel": 4, "shuffle": True, "dtype": "float32", "_FillValue": None, "chunksizes": chunks}
+    for name, var in ds.coords.items():
+        e = {"_FillValue": None}
+        if np.issubdtype(var.dtype, np.datetime64):
+            e.update(units=EPOCH_UNITS, calendar="proleptic_gregorian", dtype="float64")
+        elif np.issubdtype(var.dtype, np.timedelta64):
+            e.update(units="hours", dtype="float64")
+        enc[name] = e
+    return enc
+
+
+def write_netcdf(ds: xr.Dataset, path, overwrite: bool = False) -> Path:
+    """Write ``ds`` to ``path`` with the netCDF4 engine, compressed, atomically.
+
+    Raises
+    ------
+    FileExistsError
+        If ``path`` exists and ``overwrite`` is false.
+    """
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} exists: choose another path or pass overwrite=true to replace it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=_encoding(ds))
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def export_forecasts(forecast: dict, path, *, overwrite: bool = False, **kwargs) -> Path:
+    """:func:`forecasts_to_xarray` then :func:`write_netcdf`; returns the written path.
+
+    ``kwargs`` are those of :func:`forecasts_to_xarray` (grid, fields, init_time, lead_time,
+    time_units, trajectory, levels, truth, attrs).
+
+    Raises
+    ------
+    FileExistsError
+        If ``path`` exists and ``overwrite`` is false (checked before any work).
+    """
+    if Path(path).exists() and not overwrite:
+        raise FileExistsError(f"{path} exists: choose another path or pass overwrite=true to replace it")
+    return write_netcdf(forecasts_to_xarray(forecast, **kwargs), path, overwrite=overwrite)
+
+
+def export(cfg) -> dict:
+    """The ``dandelion-export`` job: roll a checkpoint out on a dataset split and write netCDF.
+
+    Config keys (configs/export.yaml): ``checkpoint``, ``dataset.path``, ``split``, ``n_steps``,
+    ``init_stride``, ``max_inits``, ``trajectories``, ``output``, ``overwrite``, ``include_truth``,
+    ``device``, ``allow_resolution_change``, ``batch_size``.
+
+    Returns
+    -------
+    dict with ``path`` (the netCDF file) and ``n_forecasts``.
+    """
+    from dandelion import api
+
+    ds = api.open_dataset(cfg.dataset.path, cfg.get("split", "test"))
+    model = api.load_model(cfg.checkpoint, device=cfg.get("device", "cpu"), dataset=ds, allow_resolution_change=bool(cfg.get("allow_resolution_change", False)))
+    fc = api.rollout(
+        model, ds, n_steps=int(cfg.n_steps), init_stride=int(cfg.get("init_stride", 1)), max_inits=cfg.get("max_inits"),
+        trajectories=cfg.get("trajectories"), batch_size=int(cfg.get("batch_size", 8)),
+    )
+    out = api.export(fc, cfg.output, overwrite=bool(cfg.get("overwrite", False)), include_truth=bool(cfg.get("include_truth", False)))
+    n = int(np.prod([len(fc.trajectory), len(fc.init_time)]))
+    print(f"wrote {n} forecasts of {len(fc.lead_time)} steps to {out}")
+    return {"path": str(out), "n_forecasts": n}
+
+
+def main():  # pragma: no cover - thin hydra wrapper, tested by a subprocess smoke test
+    import hydra
+
+    @hydra.main(config_path="pkg://dandelion.configs", config_name="export", version_base="1.3")
+    def _main(cfg):
+        export(cfg)
+
+    _main()
