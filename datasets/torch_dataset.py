@@ -205,53 +205,9 @@ class ChannelLayout:
 
 # ---------------------------------------------------------------------- dataset folder access
 def _storage():
-    try:
-        from dandelion.datasets import storage
-    except ModuleNotFoundError as err:  # pragma: no cover - until the storage module lands
-        if err.name != "dandelion.datasets.storage":
-            raise
-        return _MinimalStorage
+    from dandelion.datasets import storage  # imported late: storage imports h5py
+
     return storage
-
-
-class _MinimalStorage:
-    """Readers of the INTERFACES.md folder layout, used only while ``dandelion.datasets.storage`` is absent."""
-
-    @staticmethod
-    def _yaml(path: Path) -> dict:
-        import yaml
-
-        if not path.is_file():
-            raise FileNotFoundError(f"{path} not found: is {path.parent} a generated dataset folder?")
-        with open(path) as fh:
-            return yaml.safe_load(fh)
-
-    @staticmethod
-    def load_metadata(path) -> dict:
-        return _MinimalStorage._yaml(Path(path) / "dataset.yaml")
-
-    @staticmethod
-    def load_stats(path) -> dict:
-        return _MinimalStorage._yaml(Path(path) / "stats.yaml")
-
-    @staticmethod
-    def list_split(path, split) -> list:
-        import json
-
-        with open(Path(path) / "splits.json") as fh:
-            splits = json.load(fh)
-        ids = splits.get(split, splits.get("ids", {}).get(split))
-        if ids is None:
-            raise ValueError(f"split {split!r} not found in {Path(path) / 'splits.json'}: use one of train, valid, test")
-        return [Path(path) / split / f"traj_{int(i):06d}.h5" for i in ids]
-
-    @staticmethod
-    def open_trajectory(path):
-        import h5py
-
-        if not Path(path).is_file():
-            raise FileNotFoundError(f"trajectory file {path} not found: regenerate it")
-        return h5py.File(path, "r")
 
 
 class WindowDataset(torch.utils.data.Dataset):

@@ -11,15 +11,12 @@ Use it through the fixture of the same name::
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from pathlib import Path
 
-import h5py
 import numpy as np
-import yaml
 
+from dandelion.datasets import storage
 from dandelion.sphere import SphereGrid
 
 DT = 3600.0  # seconds between frames
@@ -45,53 +42,22 @@ def analytic_fields(grid: SphereGrid, traj: int, n_frames: int) -> dict[str, np.
     return {"h": np.stack(h), "velocity": np.stack(uv)}
 
 
+FIELDS = {"h": {"kind": "scalar", "units": "m", "long_name": "height anomaly"},
+          "velocity": {"kind": "vector", "units": "m s-1", "long_name": "velocity", "components": ["u", "v"]}}
+
+
 def _write_trajectory(file: Path, grid: SphereGrid, traj: int, n_frames: int, name: str) -> None:
     fields = analytic_fields(grid, traj, n_frames)
-    nlat, nlon = grid.shape
-    with h5py.File(file, "w") as h:
-        h.attrs.update(dataset_name=name, grid_type="spherical", grid=grid.grid, nlat=nlat, nlon=nlon, lmax=grid.lmax, n_spatial_dims=2,
-                       n_trajectories=1, trajectory_id=traj, simulation_parameters=["u_max"], time_units="s", dandelion_version="test")
-        d = h.create_group("dimensions")
-        d.attrs["spatial_dims"] = ["lat", "lon"]
-        d["time"] = np.arange(n_frames, dtype=np.float64) * DT
-        d["lat"] = np.degrees(grid.lat.numpy())
-        d["lon"] = np.degrees(grid.lon.numpy())
-        s = h.create_group("scalars")
-        s.attrs["field_names"] = ["u_max"]
-        s["u_max"] = np.float64(60.0 + traj)
-        t0 = h.create_group("t0_fields")
-        t0.attrs["field_names"] = ["h"]
-        ds = t0.create_dataset("h", data=fields["h"][None].astype(np.float32), chunks=(1, 1, nlat, nlon))
-        ds.attrs.update(units="m", long_name="height anomaly", dim_varying=[True, True], sample_varying=True, time_varying=True)
-        t1 = h.create_group("t1_fields")
-        t1.attrs["field_names"] = ["velocity"]
-        ds = t1.create_dataset("velocity", data=fields["velocity"][None].astype(np.float32), chunks=(1, 1, nlat, nlon, 2))
-        ds.attrs.update(units="m s-1", long_name="velocity", component_names=["u", "v"], dim_varying=[True, True], sample_varying=True, time_varying=True)
-        h.create_group("t2_fields")
+    with storage.TrajectoryWriter(file, dataset_name=name, grid=grid, lmax=grid.lmax, trajectory_id=traj,
+                                  times=np.arange(n_frames) * DT, time_units="s", scalars={"u_max": (60.0 + traj, "m s-1")},
+                                  fields=FIELDS) as w:
+        for k in range(n_frames):
+            w.write_frame(k, {"h": fields["h"][k], "velocity": fields["velocity"][k]})
 
 
-def compute_stats(files: list[Path], grid: SphereGrid) -> dict:
-    """Area-weighted statistics over all frames of ``files`` (INTERFACES.md stats.yaml format)."""
-    w = (grid.weights / grid.weights.sum() / grid.nlon).numpy()  # sums to 1 over the grid
-    acc = {"h": [], "dh": [], "v2": [], "dv2": []}
-    for f in files:
-        with h5py.File(f, "r") as h:
-            hh = h["t0_fields/h"][0].astype(np.float64)
-            uv = h["t1_fields/velocity"][0].astype(np.float64)
-        acc["h"].append(hh)
-        acc["dh"].append(np.diff(hh, axis=0))
-        acc["v2"].append((uv**2).sum(-1))
-        acc["dv2"].append((np.diff(uv, axis=0) ** 2).sum(-1))
-
-    def amean(arrs, fn=lambda a: a):
-        return float(np.mean([(fn(a) * w).sum((-2, -1)).mean() for a in arrs]))
-
-    mean, dmean = amean(acc["h"]), amean(acc["dh"])
-    return {
-        "h": {"kind": "scalar", "mean": mean, "std": math.sqrt(amean(acc["h"], lambda a: (a - mean) ** 2)),
-              "delta_mean": dmean, "delta_std": math.sqrt(amean(acc["dh"], lambda a: (a - dmean) ** 2))},
-        "velocity": {"kind": "vector", "rms": math.sqrt(amean(acc["v2"])), "delta_rms": math.sqrt(amean(acc["dv2"]))},
-    }
+def compute_stats(files, grid: SphereGrid = None) -> dict:
+    """Train statistics through the storage module (``grid`` unused, kept for call compatibility)."""
+    return storage.compute_stats(files, FIELDS)
 
 
 def make_tiny_dataset(path, nlat: int = 9, nlon: int = 16, grid: str = "equiangular", n_frames: int = 10,
@@ -107,17 +73,15 @@ def make_tiny_dataset(path, nlat: int = 9, nlon: int = 16, grid: str = "equiangu
         (path / split).mkdir(parents=True, exist_ok=True)
         for i in ids:
             _write_trajectory(path / split / f"traj_{i:06d}.h5", g, i, n_frames, name)
-    stats = compute_stats([path / "train" / f"traj_{i:06d}.h5" for i in splits["train"]], g)
+    stats = storage.compute_stats([path / "train" / storage.trajectory_filename(i) for i in splits["train"]], FIELDS)
     meta = {
         "name": name, "grid": grid, "nlat": nlat, "nlon": nlon, "lmax": g.lmax, "solver_lmax": g.lmax, "reduced": True,
         "dt_frame": DT, "time_units": "s", "n_frames": n_frames, "n_trajectories": sum(len(v) for v in splits.values()),
-        "fields": {"h": {"kind": "scalar", "units": "m", "long_name": "height anomaly"},
-                   "velocity": {"kind": "vector", "units": "m s-1", "long_name": "velocity", "components": ["u", "v"]}},
-        "parameters": ["u_max"], "config": {}, "command": "tests/conftest.py make_tiny_dataset", "versions": {},
+        "fields": FIELDS, "parameters": ["u_max"], "config": {}, "command": "tests/tiny_dataset.py make_tiny_dataset",
+        "versions": {},
     }
-    (path / "dataset.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
-    (path / "stats.yaml").write_text(yaml.safe_dump(stats, sort_keys=False))
-    (path / "splits.json").write_text(json.dumps({"seed": 0, "strategy": "fixed", **{k: list(v) for k, v in splits.items()}}))
-    lines = [f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {f.relative_to(path).as_posix()}" for f in sorted(path.glob("*/*.h5"))]
-    (path / "checksums.sha256").write_text("\n".join(lines) + "\n")
+    storage.write_yaml(path / "dataset.yaml", meta)
+    storage.write_yaml(path / "stats.yaml", stats)
+    storage.write_json(path / "splits.json", {"seed": 0, "strategy": "fixed", **{k: sorted(v) for k, v in splits.items()}})
+    storage.write_checksums(path, [f.relative_to(path).as_posix() for f in sorted(path.glob("*/*.h5"))])
     return path
