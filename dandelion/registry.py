@@ -12,7 +12,7 @@ from typing import Callable
 
 import torch.nn as nn
 
-__all__ = ["register_model", "build_model", "available_models"]
+__all__ = ["register_model", "build_model", "available_models", "unwrap_model", "unwrap_state_dict"]
 
 _REGISTRY: dict[str, Callable[..., nn.Module]] = {}
 
@@ -72,3 +72,41 @@ def build_model(name: str, preset: str = "small", in_channels: int = 16, out_cha
     if name not in _REGISTRY:
         raise ValueError(f"unknown model {name!r}: choose one of {sorted(_REGISTRY)}")
     return _REGISTRY[name](preset=preset, in_channels=in_channels, out_channels=out_channels, nlat=nlat, nlon=nlon, grid=grid, **overrides)
+
+
+def unwrap_model(model: nn.Module) -> nn.Module:
+    """The bare model inside training wrappers, for saving and loading state_dicts.
+
+    Strips, repeatedly and in any order: ``DistributedDataParallel`` / ``DataParallel`` (and any
+    wrapper exposing the wrapped model as ``.module``), ``torch.compile``'s ``OptimizedModule``
+    (``._orig_mod``) and an ``nn.Sequential`` holding exactly one module. The returned module shares
+    its parameters with ``model``, so ``unwrap_model(m).state_dict()`` has the bare keys (no
+    ``module.``, ``_orig_mod.`` or ``0.`` prefixes) and ``unwrap_model(m).load_state_dict(sd)`` loads
+    into the wrapped model too.
+    """
+    while True:
+        if isinstance(getattr(model, "_orig_mod", None), nn.Module):
+            model = model._orig_mod
+        elif isinstance(getattr(model, "module", None), nn.Module):
+            model = model.module
+        elif isinstance(model, nn.Sequential) and len(model) == 1:
+            model = model[0]
+        else:
+            return model
+
+
+def unwrap_state_dict(state_dict: dict) -> dict:
+    """A state_dict with the wrapper prefixes ``module.`` and ``_orig_mod.`` removed from every key.
+
+    For state_dicts saved from a wrapped model (DDP, ``torch.compile``) without :func:`unwrap_model`.
+    """
+    out = {}
+    for key, value in state_dict.items():
+        changed = True
+        while changed:
+            changed = False
+            for prefix in ("module.", "_orig_mod."):
+                if key.startswith(prefix):
+                    key, changed = key[len(prefix):], True
+        out[key] = value
+    return out

@@ -1,0 +1,232 @@
+"""DISCO U-Net baseline: a spherical U-Net whose spatial operators are DISCO convolutions.
+
+Ocampo, Price, McEwen 2023, "Scalable and equivariant spherical CNNs by discrete-continuous (DISCO)
+convolutions" (ICLR), eq. 5-7: a convolution with a continuous, compactly supported filter of radius
+``theta_cutoff``, written in a fixed filter basis and integrated with the grid's quadrature; strided
+(fine -> coarse grid) and transposed (coarse -> fine) variants move between U-Net levels. The layers
+are torch-harmonics' :class:`~torch_harmonics.DiscreteContinuousConvS2` and
+:class:`~torch_harmonics.DiscreteContinuousConvTransposeS2`.
+
+Why not torch-harmonics' ``SphericalUNet`` (``examples/models/s2unet.py``): it computes
+``theta_cutoff`` internally (not passable), builds the first level's convolutions on the internal
+grid type instead of the data grid, has no ``optimized_kernel`` switch, uses BatchNorm and
+dropout; so this module assembles the same kind of network from the two DISCO layers directly.
+
+Network (levels ``k = 0..L-1``, channels ``c_k = width * multipliers[k]``):
+
+* lift: the input (plus the unit position vector ``(x, y, z)``, as Dandelion's lift) by a 1x1 map;
+* level grids: level 0 is the data grid; level ``k >= 1`` is Legendre-Gauss with
+  ``ceil(nlat / 2**k)`` rows and ``nlon / 2**k`` columns (as Dandelion's pooling, DESIGN.md §4);
+* block: pre-norm residual ``x + W(GELU(DISCO(GroupNorm(x))))`` with a 1x1 ``W`` (the Dandelion
+  block with the warp replaced by a DISCO convolution), ``depth`` blocks per level on the way down
+  and on the way up;
+* down: strided DISCO convolution level ``k`` -> ``k+1``; up: transposed DISCO convolution
+  ``k+1`` -> ``k``, concatenated with the skip and merged by a 1x1 map;
+* head: GroupNorm and a 1x1 map to ``out_channels``.
+
+Filters: basis ``"harmonic"`` with ``kernel_shape = (3, 3)`` (9 basis functions; torch-harmonics'
+non-deprecated replacement of the ``"morlet"`` basis its examples use), ``basis_norm_mode="nodal"``.
+``theta_cutoff`` is a radius in RADIANS, passed explicitly to every layer so results do not depend on
+torch-harmonics' default heuristic: ``theta_cutoff`` at level 0 and ``theta_cutoff * 2**k`` at level
+``k`` (strided and transposed layers between ``k`` and ``k+1`` use the coarse level's radius). The
+presets fix it as two grid spacings of the preset's resolution (``2 * pi / nlat``), the s2unet
+heuristic ``(kernel_shape[0] + 1) * 0.5 * pi / (nlat - 1)`` evaluated once and frozen.
+
+Resolution: the weights have shape ``(c_out, c_in, 9)`` whatever the grid; the resolution-dependent
+sparse filter tensors ``psi`` are non-persistent buffers (not in the state_dict, rebuilt in
+``__init__``), so ``resolution_dependent = False``: the same weights run on any grid and mean the same
+continuous filters (fixed radius in radians). On a grid much coarser than the preset's, the filter may
+cover few nodes.
+
+Kernels (important on GPUs): torch-harmonics' PyPI wheels carry compiled DISCO kernels for the CPU
+only. ``optimized_kernel=None`` (default) uses them when CUDA is not available and the pure-torch
+(sparse matrix) path otherwise; a model built with optimized kernels and then moved to CUDA
+(``.to("cuda")``, ``.cuda()``) switches its DISCO layers to the pure-torch path automatically (same
+weights, same results up to rounding; see :meth:`DiscoUNet.use_torch_kernels`).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch_harmonics import DiscreteContinuousConvS2, DiscreteContinuousConvTransposeS2
+
+from ..grid_guard import GridGuard
+from ..registry import register_model
+from .common import PositionChannels, check_grid_args, group_norm, resolve_preset
+
+try:  # whether torch-harmonics' compiled (CPU) DISCO kernels are installed
+    from disco_helpers import optimized_kernels_is_available as _optimized_available
+except ImportError:  # pragma: no cover
+    def _optimized_available() -> bool:
+        return False
+
+__all__ = ["DiscoUNet", "DISCO_PRESETS"]
+
+DISCO_PRESETS: dict[str, dict] = {
+    "tiny": dict(width=16, multipliers=(1, 2, 4), depth=1, kernel_shape=(3, 3), basis_type="harmonic", theta_cutoff=2 * math.pi / 32, position_channels=True, optimized_kernel=None),
+    "small": dict(width=24, multipliers=(1, 2, 4), depth=1, kernel_shape=(3, 3), basis_type="harmonic", theta_cutoff=2 * math.pi / 64, position_channels=True, optimized_kernel=None),
+    "paper": dict(width=100, multipliers=(1, 2, 4, 8), depth=1, kernel_shape=(3, 3), basis_type="harmonic", theta_cutoff=2 * math.pi / 256, position_channels=True, optimized_kernel=None),
+}
+
+
+def _disco(kind: str, **kw) -> nn.Module:
+    cls = DiscreteContinuousConvS2 if kind == "conv" else DiscreteContinuousConvTransposeS2
+    layer = cls(**kw)
+    layer._dandelion_build = (kind, {k: v for k, v in kw.items() if k != "optimized_kernel"})
+    return layer
+
+
+class _Block(nn.Module):
+    """Pre-norm residual block ``x + W(GELU(DISCO(GroupNorm(x))))`` on one grid."""
+
+    def __init__(self, channels: int, shape, grid: str, theta_cutoff: float, kernel_shape, basis_type: str, optimized_kernel: bool):
+        super().__init__()
+        self.norm = group_norm(channels)
+        self.conv = _disco("conv", in_channels=channels, out_channels=channels, in_shape=shape, out_shape=shape, kernel_shape=kernel_shape, basis_type=basis_type, basis_norm_mode="nodal", grid_in=grid, grid_out=grid, bias=False, theta_cutoff=theta_cutoff, optimized_kernel=optimized_kernel)
+        self.mix = nn.Conv2d(channels, channels, 1)
+
+    def forward(self, x):
+        return x + self.mix(F.gelu(self.conv(self.norm(x))))
+
+
+class DiscoUNet(GridGuard, nn.Module):
+    """DISCO U-Net: ``(B, in_channels, nlat, nlon) -> (B, out_channels, nlat, nlon)``.
+
+    Parameters
+    ----------
+    in_channels, out_channels : int
+    nlat, nlon, grid :
+        The data grid; ``nlon`` must divide by ``2**(levels-1)``.
+    width : int
+        Channels of level 0; level ``k`` has ``width * multipliers[k]``.
+    multipliers : sequence of int
+        One per level (``levels = len(multipliers)``).
+    depth : int
+        Residual blocks per level, on the way down and on the way up (the coarsest level has ``depth``).
+    kernel_shape, basis_type :
+        DISCO filter basis (torch-harmonics names).
+    theta_cutoff : float
+        Filter radius at level 0 in radians (``0 < theta_cutoff``, ``theta_cutoff * 2**(levels-1) < pi``).
+    position_channels : bool
+        Append the unit position vector as 3 input channels.
+    optimized_kernel : bool or None
+        Use torch-harmonics' compiled DISCO kernels (CPU only); None = when CUDA is not available.
+
+    Raises
+    ------
+    ValueError
+        For bad grids, ``nlon`` not divisible by ``2**(levels-1)``, too few rows for the levels,
+        or a ``theta_cutoff`` out of range.
+    """
+
+    resolution_dependent = False
+
+    def __init__(self, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str = "equiangular", *, width: int = 16, multipliers=(1, 2, 4), depth: int = 1, kernel_shape=(3, 3), basis_type: str = "harmonic", theta_cutoff: float = 2 * math.pi / 32, position_channels: bool = True, optimized_kernel: bool | None = None):
+        super().__init__()
+        levels = len(multipliers)
+        check_grid_args("disco", in_channels, out_channels, nlat, nlon, grid, nlon_divisor=2 ** (levels - 1), nlat_min=2 ** levels)
+        if not (theta_cutoff > 0 and theta_cutoff * 2 ** (levels - 1) < math.pi):
+            raise ValueError(f"disco: theta_cutoff={theta_cutoff} rad must be > 0 and theta_cutoff * 2**(levels-1) < pi")
+        if depth < 1:
+            raise ValueError(f"disco: depth={depth} must be >= 1")
+        self.init_grid_guard(nlat, nlon, grid)
+        if optimized_kernel is None:
+            optimized_kernel = (not torch.cuda.is_available()) and _optimized_available()
+        self.optimized_kernel = bool(optimized_kernel) and _optimized_available()
+        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
+        self.theta_cutoff = float(theta_cutoff)
+        ch = [int(width * m) for m in multipliers]
+        shapes = [(nlat, nlon)] + [(math.ceil(nlat / 2**k), nlon // 2**k) for k in range(1, levels)]
+        grids = [grid] + ["legendre-gauss"] * (levels - 1)
+        thetas = [theta_cutoff * 2**k for k in range(levels)]
+        opt = self.optimized_kernel
+        common = dict(kernel_shape=tuple(kernel_shape), basis_type=basis_type)
+
+        self.position = PositionChannels(nlat, nlon, grid) if position_channels else None
+        self.lift = nn.Conv2d(in_channels + (3 if position_channels else 0), ch[0], 1)
+        self.down_blocks = nn.ModuleList([nn.Sequential(*[_Block(ch[k], shapes[k], grids[k], thetas[k], optimized_kernel=opt, **common) for _ in range(depth)]) for k in range(levels)])
+        self.downs = nn.ModuleList(
+            [
+                _disco("conv", in_channels=ch[k], out_channels=ch[k + 1], in_shape=shapes[k], out_shape=shapes[k + 1], basis_norm_mode="nodal", grid_in=grids[k], grid_out=grids[k + 1], bias=True, theta_cutoff=thetas[k + 1], optimized_kernel=opt, **common)
+                for k in range(levels - 1)
+            ]
+        )
+        self.ups = nn.ModuleList(
+            [
+                _disco("transpose", in_channels=ch[k + 1], out_channels=ch[k], in_shape=shapes[k + 1], out_shape=shapes[k], basis_norm_mode="nodal", grid_in=grids[k + 1], grid_out=grids[k], bias=True, theta_cutoff=thetas[k + 1], optimized_kernel=opt, **common)
+                for k in range(levels - 1)
+            ]
+        )
+        self.merges = nn.ModuleList([nn.Conv2d(2 * ch[k], ch[k], 1) for k in range(levels - 1)])
+        self.up_blocks = nn.ModuleList([nn.Sequential(*[_Block(ch[k], shapes[k], grids[k], thetas[k], optimized_kernel=opt, **common) for _ in range(depth)]) for k in range(levels - 1)])
+        self.head_norm = group_norm(ch[0])
+        self.head = nn.Conv2d(ch[0], out_channels, 1)
+
+    # -- kernels --------------------------------------------------------------------------------
+    def use_torch_kernels(self) -> None:
+        """Rebuild every DISCO layer with ``optimized_kernel=False`` (pure-torch path), keeping weights.
+
+        Called automatically when the model is moved to CUDA (the compiled kernels of torch-harmonics'
+        PyPI wheels are CPU only). The new layers' tables are built on the CPU in float64 by
+        torch-harmonics and moved to the weights' device.
+        """
+        if not self.optimized_kernel:
+            return
+        for parent in list(self.modules()):
+            for name, child in list(parent.named_children()):
+                build = getattr(child, "_dandelion_build", None)
+                if build is None:
+                    continue
+                kind, kw = build
+                new = _disco(kind, optimized_kernel=False, **kw)
+                device, dtype = child.weight.device, child.psi_vals.dtype
+                new.to(device=device)
+                for bname, buf in list(new.named_buffers(recurse=False)):
+                    if buf.is_floating_point():
+                        setattr(new, bname, buf.to(dtype))
+                new.weight = child.weight
+                new.bias = child.bias
+                for attr in ("psi", "psi_st"):
+                    if hasattr(new, attr):
+                        setattr(new, attr, getattr(new, attr).to(device=device, dtype=dtype))
+                setattr(parent, name, new)
+        self.optimized_kernel = False
+
+    def _apply(self, fn, *args, **kwargs):
+        out = super()._apply(fn, *args, **kwargs)
+        if self.optimized_kernel and any(p.is_cuda for p in self.parameters()):
+            warnings.warn("DiscoUNet moved to CUDA: switching DISCO layers to torch-harmonics' pure-torch kernels (the compiled ones are CPU only)", stacklevel=2)
+            self.use_torch_kernels()
+        return out
+
+    # -- forward --------------------------------------------------------------------------------
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` : ``(B, in_channels, nlat, nlon)`` -> ``(B, out_channels, nlat, nlon)``."""
+        if x.dim() != 4 or x.shape[1] != self.in_channels or tuple(x.shape[-2:]) != (self.grid_spec["nlat"], self.grid_spec["nlon"]):
+            raise ValueError(f"disco: expected input (B, {self.in_channels}, {self.grid_spec['nlat']}, {self.grid_spec['nlon']}), got {tuple(x.shape)}")
+        if self.position is not None:
+            x = self.position(x)
+        x = self.lift(x)
+        skips = []
+        for k, blocks in enumerate(self.down_blocks):
+            x = blocks(x)
+            if k < len(self.downs):
+                skips.append(x)
+                x = self.downs[k](x)
+        for k in reversed(range(len(self.ups))):
+            x = self.ups[k](x)
+            x = self.merges[k](torch.cat([skips[k], x], dim=1))
+            x = self.up_blocks[k](x)
+        return self.head(self.head_norm(x))
+
+
+@register_model("disco")
+def build_disco(preset: str = "small", in_channels: int = 16, out_channels: int = 4, nlat: int = 32, nlon: int = 64, grid: str = "equiangular", **overrides) -> DiscoUNet:
+    """Build :class:`DiscoUNet` from a preset (:data:`DISCO_PRESETS`) and overrides of its keys."""
+    cfg = resolve_preset("disco", DISCO_PRESETS, preset, overrides)
+    return DiscoUNet(in_channels, out_channels, nlat, nlon, grid, **cfg)

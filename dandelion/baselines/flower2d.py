@@ -1,0 +1,173 @@
+"""Flower2D baseline: the planar Flower U-Net applied to the latitude-longitude image.
+
+Written from the description in Muser, Spitzer, Lassas, de Hoop, Dokmanić 2026, "Flowers: A Warp
+Drive for Neural PDE Solvers" (ICML; arXiv:2603.04430), Fig. 1 and Sec. 3: a multi-head self-warp
+layer computes, at every pixel ``x``, per head ``h`` a value ``v_h(x)`` by a pointwise affine map of
+the input and a displacement ``rho_h(x)`` by a small pointwise MLP, and returns ``v_h`` sampled
+(bilinearly) at ``x + rho_h(x)``; heads are concatenated. Warps sit in pre-norm residual blocks with
+group normalisation inside a U-Net whose only spatial convolutions are the 2x2 strided convolutions
+(down) and 2x2 transposed convolutions (up) of the multiscale scaffold.
+
+The sphere is treated as a plane (the point of this baseline):
+
+* displacements live in the lat-lon image, in NORMALISED image coordinates of the current level
+  (``grid_sample``'s ``align_corners=True`` convention): ``rho = (rho_lon, rho_lat)`` with
+  ``rho_lon = 2`` one full turn in longitude (``2 pi``) and ``rho_lat = 2`` the distance from the
+  first to the last row; the same weights therefore mean the same displacement at every resolution;
+* sampling is periodic in longitude (the column index is taken modulo ``nlon`` and one wrapped column
+  is appended) and zero-padded beyond the first and last rows (``padding_mode="zeros"``): no
+  pole-crossing, as in a planar model;
+* levels halve rows and columns; an odd row count is zero-padded by one row before the strided
+  convolution and the extra row is cropped after the transposed one, so odd grids work.
+
+Block: ``x + W(GELU(SelfWarp(GroupNorm(x))))`` with a 1x1 ``W`` (the same block as Dandelion's with
+the planar warp), ``depth`` blocks per level on the way down and on the way up. The displacement
+MLP's last layer starts at zero, so every warp starts as the identity. The lift appends the unit
+position vector ``(x, y, z)`` of each node (as Dandelion's lift) so all models see the same inputs.
+Weights do not depend on the grid: ``resolution_dependent = False``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..grid_guard import GridGuard
+from ..registry import register_model
+from .common import PositionChannels, check_grid_args, group_norm, resolve_preset
+
+__all__ = ["Flower2D", "SelfWarp2d", "FLOWER2D_PRESETS"]
+
+FLOWER2D_PRESETS: dict[str, dict] = {
+    "tiny": dict(width=24, multipliers=(1, 2, 4), depth=1, heads=4, disp_hidden=32, position_channels=True),
+    "small": dict(width=32, multipliers=(1, 2, 4), depth=1, heads=8, disp_hidden=64, position_channels=True),
+    "paper": dict(width=150, multipliers=(1, 2, 4, 8), depth=1, heads=50, disp_hidden=150, position_channels=True),
+}
+
+
+class SelfWarp2d(nn.Module):
+    """Multi-head planar self-warp on a lat-lon image.
+
+    ``(B, C, nlat, nlon) -> (B, C, nlat, nlon)``: per head a pointwise affine value map
+    ``(C -> C / heads)`` and a displacement ``(rho_lon, rho_lat)`` from a shared pointwise MLP
+    ``C -> disp_hidden -> 2 * heads``; the values are sampled at the displaced points with one
+    ``grid_sample`` call (heads folded into the batch), periodic in longitude, zero outside the rows.
+
+    Raises
+    ------
+    ValueError
+        If ``channels`` is not divisible by ``heads``.
+    """
+
+    def __init__(self, channels: int, heads: int, disp_hidden: int):
+        super().__init__()
+        if channels % heads != 0:
+            raise ValueError(f"flower2d: channels={channels} must be divisible by heads={heads}")
+        self.heads = heads
+        self.value = nn.Conv2d(channels, channels, 1)
+        self.disp = nn.Sequential(nn.Conv2d(channels, disp_hidden, 1), nn.GELU(), nn.Conv2d(disp_hidden, 2 * heads, 1))
+        nn.init.zeros_(self.disp[-1].weight)
+        nn.init.zeros_(self.disp[-1].bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, C, H, W = x.shape
+        n = self.heads
+        v = self.value(x).reshape(B * n, C // n, H, W)
+        v = torch.cat([v, v[..., :1]], dim=-1)  # one wrapped column: index W is column 0
+        d = self.disp(x).reshape(B * n, 2, H, W)
+        cols = torch.arange(W, device=x.device, dtype=x.dtype).view(1, 1, W)
+        rows = torch.arange(H, device=x.device, dtype=x.dtype).view(1, H, 1)
+        # column index modulo W (periodic), then normalised on the (W + 1)-column padded image
+        col = torch.remainder(cols + d[:, 0] * (W / 2.0), W)
+        gx = col * (2.0 / W) - 1.0
+        gy = (rows * (2.0 / max(H - 1, 1)) - 1.0) + d[:, 1]
+        out = F.grid_sample(v, torch.stack([gx, gy], dim=-1), mode="bilinear", padding_mode="zeros", align_corners=True)
+        return out.reshape(B, C, H, W)
+
+
+class _Block(nn.Module):
+    def __init__(self, channels: int, heads: int, disp_hidden: int):
+        super().__init__()
+        self.norm = group_norm(channels)
+        self.warp = SelfWarp2d(channels, heads, disp_hidden)
+        self.mix = nn.Conv2d(channels, channels, 1)
+
+    def forward(self, x):
+        return x + self.mix(F.gelu(self.warp(self.norm(x))))
+
+
+class Flower2D(GridGuard, nn.Module):
+    """Planar Flower U-Net on the lat-lon image: ``(B, in_channels, nlat, nlon) -> (B, out_channels, nlat, nlon)``.
+
+    Parameters
+    ----------
+    in_channels, out_channels : int
+    nlat, nlon, grid :
+        The data grid; ``nlon`` must divide by ``2**(levels-1)``. The grid type only enters through
+        the position channels (node coordinates) and the grid guard.
+    width, multipliers, depth :
+        Level ``k`` has ``width * multipliers[k]`` channels; ``depth`` blocks per level down and up.
+    heads : int
+        Warp heads at level 0; level ``k`` uses ``heads * multipliers[k]`` heads (constant head width).
+    disp_hidden : int
+        Hidden width of the displacement MLP at level 0 (scaled by ``multipliers[k]``).
+    position_channels : bool
+        Append the unit position vector as 3 input channels.
+
+    Raises
+    ------
+    ValueError
+        For bad grids or ``nlon`` not divisible by ``2**(levels-1)``, or ``width`` not divisible by ``heads``.
+    """
+
+    resolution_dependent = False
+
+    def __init__(self, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str = "equiangular", *, width: int = 24, multipliers=(1, 2, 4), depth: int = 1, heads: int = 4, disp_hidden: int = 32, position_channels: bool = True):
+        super().__init__()
+        levels = len(multipliers)
+        check_grid_args("flower2d", in_channels, out_channels, nlat, nlon, grid, nlon_divisor=2 ** (levels - 1), nlat_min=2 ** (levels - 1))
+        if width % heads != 0:
+            raise ValueError(f"flower2d: width={width} must be divisible by heads={heads}")
+        self.init_grid_guard(nlat, nlon, grid)
+        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
+        ch = [int(width * m) for m in multipliers]
+        hd = [int(heads * m) for m in multipliers]
+        dh = [int(disp_hidden * m) for m in multipliers]
+        self.position = PositionChannels(nlat, nlon, grid) if position_channels else None
+        self.lift = nn.Conv2d(in_channels + (3 if position_channels else 0), ch[0], 1)
+        self.down_blocks = nn.ModuleList([nn.Sequential(*[_Block(ch[k], hd[k], dh[k]) for _ in range(depth)]) for k in range(levels)])
+        self.downs = nn.ModuleList([nn.Conv2d(ch[k], ch[k + 1], 2, stride=2) for k in range(levels - 1)])
+        self.ups = nn.ModuleList([nn.ConvTranspose2d(ch[k + 1], ch[k], 2, stride=2) for k in range(levels - 1)])
+        self.merges = nn.ModuleList([nn.Conv2d(2 * ch[k], ch[k], 1) for k in range(levels - 1)])
+        self.up_blocks = nn.ModuleList([nn.Sequential(*[_Block(ch[k], hd[k], dh[k]) for _ in range(depth)]) for k in range(levels - 1)])
+        self.head_norm = group_norm(ch[0])
+        self.head = nn.Conv2d(ch[0], out_channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` : ``(B, in_channels, nlat, nlon)`` -> ``(B, out_channels, nlat, nlon)``."""
+        if x.dim() != 4 or x.shape[1] != self.in_channels or tuple(x.shape[-2:]) != (self.grid_spec["nlat"], self.grid_spec["nlon"]):
+            raise ValueError(f"flower2d: expected input (B, {self.in_channels}, {self.grid_spec['nlat']}, {self.grid_spec['nlon']}), got {tuple(x.shape)}")
+        if self.position is not None:
+            x = self.position(x)
+        x = self.lift(x)
+        skips = []
+        for k, blocks in enumerate(self.down_blocks):
+            x = blocks(x)
+            if k < len(self.downs):
+                skips.append(x)
+                if x.shape[-2] % 2:  # zero row below the last one (zero padding in latitude)
+                    x = F.pad(x, (0, 0, 0, 1))
+                x = self.downs[k](x)
+        for k in reversed(range(len(self.ups))):
+            x = self.ups[k](x)[..., : skips[k].shape[-2], :]
+            x = self.merges[k](torch.cat([skips[k], x], dim=1))
+            x = self.up_blocks[k](x)
+        return self.head(self.head_norm(x))
+
+
+@register_model("flower2d")
+def build_flower2d(preset: str = "small", in_channels: int = 16, out_channels: int = 4, nlat: int = 32, nlon: int = 64, grid: str = "equiangular", **overrides) -> Flower2D:
+    """Build :class:`Flower2D` from a preset (:data:`FLOWER2D_PRESETS`) and overrides of its keys."""
+    cfg = resolve_preset("flower2d", FLOWER2D_PRESETS, preset, overrides)
+    return Flower2D(in_channels, out_channels, nlat, nlon, grid, **cfg)

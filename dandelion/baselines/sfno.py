@@ -1,0 +1,139 @@
+"""SFNO baseline: torch-harmonics' Spherical Fourier Neural Operator on the common model interface.
+
+Bonev et al. 2023, "Spherical Fourier Neural Operators: Learning Stable Dynamics on the Sphere"
+(ICML), Sec. 4: lift by a pointwise encoder, ``num_layers`` blocks of a spectral convolution
+(Driscoll-Healy: one complex weight per in/out channel pair and degree ``l``, eq. 9) plus a pointwise
+MLP, pointwise decoder. The network itself is
+:class:`torch_harmonics.examples.models.SphericalFourierNeuralOperator`; this module only wraps it.
+
+Band limits (set explicitly, never left to torch-harmonics' defaults, DESIGN.md §2):
+
+* The data grid ``(nlat, nlon, grid)`` is passed through as ``img_size`` and ``grid``.
+* The internal grid is Legendre-Gauss with ``h = (nlat - 1) // scale_factor + 1`` rows and
+  ``w = nlon // scale_factor`` columns (torch-harmonics' formula), ``scale_factor = 2`` by default
+  (as in torch-harmonics' shallow-water examples).
+* Every SHT in the model uses ``lmax = mmax = L`` with, by default,
+  ``L = min(lmax of the data grid, h, w // 2)`` (``lmax`` of the data grid = ``(nlat+1)//2``
+  equiangular, ``nlat`` Legendre-Gauss): no degree beyond what the data grid analyses exactly and the
+  internal grid resolves. torch-harmonics derives ``L`` from ``hard_thresholding_fraction``; we compute
+  the fraction that yields exactly ``L`` and check the built model's ``lmax``/``mmax``.
+
+Because the spectral weights have shape ``(C, C, L)``, the weights depend on the resolution
+(``resolution_dependent = True``): a state_dict made at one ``(nlat, nlon)`` is refused at another
+(:mod:`dandelion.grid_guard`). Parameters are complex; :func:`count_real_parameters` counts 2 per
+complex entry, and the presets are matched on that count.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+from torch_harmonics.examples.models import SphericalFourierNeuralOperator
+
+from ..grid_guard import GridGuard
+from ..registry import register_model
+from ..sphere import analysis_lmax
+from .common import PositionChannels, check_grid_args, resolve_preset
+
+__all__ = ["SFNO", "SFNO_PRESETS", "sfno_band_limit"]
+
+#: Presets. SFNO's parameter count depends on the resolution through L; each preset was matched to
+#: Dandelion's preset of the same name at the resolution in ``matched_at`` (16 in, 4 out channels).
+SFNO_PRESETS: dict[str, dict] = {
+    "tiny": dict(embed_dim=32, num_layers=4, scale_factor=2, mlp_ratio=2.0, lmax=None, position_channels=True, normalization_layer="none", matched_at=(32, 64)),
+    "small": dict(embed_dim=48, num_layers=4, scale_factor=2, mlp_ratio=2.0, lmax=None, position_channels=True, normalization_layer="none", matched_at=(64, 128)),
+    "paper": dict(embed_dim=136, num_layers=4, scale_factor=2, mlp_ratio=2.0, lmax=None, position_channels=True, normalization_layer="none", matched_at=(256, 512)),
+}
+
+
+def sfno_band_limit(nlat: int, nlon: int, grid: str, scale_factor: int) -> int:
+    """Default SHT band limit ``L = min(lmax of the data grid, h, w // 2)`` (see module docstring)."""
+    h = (nlat - 1) // scale_factor + 1
+    w = nlon // scale_factor
+    return int(min(analysis_lmax(nlat, grid), h, w // 2))
+
+
+class SFNO(GridGuard, nn.Module):
+    """SFNO on the common interface: ``(B, in_channels, nlat, nlon) -> (B, out_channels, nlat, nlon)``.
+
+    Parameters
+    ----------
+    in_channels, out_channels : int
+        Input channels (frames folded into channels) and output channels (the next frame).
+    nlat, nlon, grid :
+        The data grid (torch-harmonics grid name).
+    embed_dim, num_layers, mlp_ratio, normalization_layer :
+        Passed to ``SphericalFourierNeuralOperator`` (dropout and drop-path are 0; no positional
+        embedding inside the SFNO; ``bias=False`` as torch-harmonics' default).
+    scale_factor : int
+        Internal Legendre-Gauss grid of ``(nlat - 1) // scale_factor + 1`` by ``nlon // scale_factor``.
+    lmax : int or None
+        Band limit (``lmax = mmax``) of every SHT; None = :func:`sfno_band_limit`.
+    position_channels : bool
+        Append the unit position vector ``(x, y, z)`` as 3 input channels (Dandelion's lift does the
+        same), so the model can know the latitude.
+
+    Raises
+    ------
+    ValueError
+        For an unknown grid, a grid too coarse for ``scale_factor``, or ``lmax`` above the default
+        band limit (the internal grid or the data grid cannot resolve it).
+    """
+
+    resolution_dependent = True
+
+    def __init__(self, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str = "equiangular", *, embed_dim: int = 32, num_layers: int = 4, scale_factor: int = 2, mlp_ratio: float = 2.0, lmax: int | None = None, position_channels: bool = True, normalization_layer: str = "none"):
+        super().__init__()
+        check_grid_args("sfno", in_channels, out_channels, nlat, nlon, grid, nlat_min=2 * scale_factor)
+        self.init_grid_guard(nlat, nlon, grid)
+        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
+        l_default = sfno_band_limit(nlat, nlon, grid, scale_factor)
+        if lmax is None:
+            lmax = l_default
+        if not 1 <= lmax <= l_default:
+            raise ValueError(f"sfno: lmax={lmax} must be in [1, {l_default}] for grid ({nlat}, {nlon}, {grid!r}) and scale_factor={scale_factor}; lower lmax or scale_factor")
+        h, w = (nlat - 1) // scale_factor + 1, nlon // scale_factor
+        m0 = min(h, w // 2)  # torch-harmonics: modes = int(min(h, w // 2 + 1 - 1) * fraction)
+        fraction = (lmax + 0.5) / m0
+        self.lmax = self.mmax = int(lmax)
+        self.position = PositionChannels(nlat, nlon, grid) if position_channels else None
+        self.sfno = SphericalFourierNeuralOperator(
+            img_size=(nlat, nlon),
+            grid=grid,
+            grid_internal="legendre-gauss",
+            scale_factor=scale_factor,
+            in_chans=in_channels + (3 if position_channels else 0),
+            out_chans=out_channels,
+            embed_dim=embed_dim,
+            num_layers=num_layers,
+            activation_function="gelu",
+            encoder_layers=1,
+            use_mlp=True,
+            mlp_ratio=mlp_ratio,
+            drop_rate=0.0,
+            drop_path_rate=0.0,
+            normalization_layer=normalization_layer,
+            hard_thresholding_fraction=fraction,
+            residual_prediction=False,
+            pos_embed="none",
+            bias=False,
+        )
+        for t in (self.sfno.trans_down, self.sfno.itrans_up, self.sfno.trans, self.sfno.itrans):
+            if (t.lmax, t.mmax) != (self.lmax, self.mmax):  # pragma: no cover - guards a torch-harmonics change
+                raise RuntimeError(f"sfno: torch-harmonics built an SHT with (lmax, mmax) = {(t.lmax, t.mmax)}, expected {(self.lmax, self.mmax)}")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` : ``(B, in_channels, nlat, nlon)`` -> ``(B, out_channels, nlat, nlon)``."""
+        if x.dim() != 4 or x.shape[1] != self.in_channels or tuple(x.shape[-2:]) != (self.grid_spec["nlat"], self.grid_spec["nlon"]):
+            raise ValueError(f"sfno: expected input (B, {self.in_channels}, {self.grid_spec['nlat']}, {self.grid_spec['nlon']}), got {tuple(x.shape)}")
+        if self.position is not None:
+            x = self.position(x)
+        return self.sfno(x)
+
+
+@register_model("sfno")
+def build_sfno(preset: str = "small", in_channels: int = 16, out_channels: int = 4, nlat: int = 32, nlon: int = 64, grid: str = "equiangular", **overrides) -> SFNO:
+    """Build :class:`SFNO` from a preset (:data:`SFNO_PRESETS`) and overrides of its keys."""
+    cfg = resolve_preset("sfno", SFNO_PRESETS, preset, overrides)
+    cfg.pop("matched_at")
+    return SFNO(in_channels, out_channels, nlat, nlon, grid, **cfg)
