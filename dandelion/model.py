@@ -1,0 +1,222 @@
+"""The Dandelion network: a U-Net of multi-head great-circle warps with spectral pooling.
+
+DESIGN.md §4. Every layer is pointwise (1x1 maps) except the warps (which move information along
+great circles, :mod:`dandelion.warp`) and the spectral pooling between levels
+(:mod:`dandelion.pooling`); there is no spatial convolution. All weights are resolution-free:
+the grid-dependent tables (sampler row tables, quadrature weights, Legendre tables, node
+positions) are non-persistent buffers rebuilt for the grid the model is constructed on, so one
+state dict runs on any grid (build the model for the new grid and ``load_state_dict``).
+
+Layout
+------
+lift:    [x, position (3-D unit vector)] -> width, pointwise MLP
+level k: ``encoder_blocks[k]`` warp blocks at width ``width * multipliers[k]`` on the level grid
+         (``coarse_grid(grid, k)``: the data grid for k = 0, Legendre-Gauss ceil(nlat/2^k) x nlon/2^k)
+down:    spectral truncation to level k+1, then a pointwise map to the wider width
+up:      pointwise map to the narrower width, spectral zero-padding to level k, concatenation with
+         the encoder's output at level k (skip), pointwise fuse, ``decoder_blocks[k]`` warp blocks
+head:    area-weighted norm, pointwise MLP -> out_channels
+
+Warp block (pre-norm residual): ``x + W(GELU(warp(norm(x))))`` with area-weighted norm, a
+multi-head tangent warp (:class:`~dandelion.warp.TangentWarpS2`) and pointwise ``W``; with FiLM
+conditioning, ``norm(x) * (1 + gamma(c)) + beta(c)`` (gamma, beta linear in the scalar
+parameters ``c``, zero at initialisation).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+import torch.nn as nn
+
+from .norm import AreaNormS2
+from .pooling import SpectralDownsample, SpectralUpsample, coarse_grid
+from .registry import register_model
+from .sphere import SphereGrid
+from .warp import TangentWarpS2
+
+__all__ = ["Dandelion", "WarpBlockS2", "PRESETS"]
+
+#: Hyper-parameters of the presets. ``paper`` follows DESIGN.md §4 (width 150, 4 levels with
+#: multipliers 1, 2, 4, 8, 50 heads); its blocks per level were chosen to land at about 19M
+#: parameters for Galewsky's layout (16 in, 4 out): 18.84M. ``small`` and ``tiny`` are for CPU work.
+PRESETS: dict[str, dict] = {
+    "paper": dict(width=150, multipliers=(1, 2, 4, 8), heads=50, encoder_blocks=(2, 2, 2, 3), decoder_blocks=(2, 2, 2), offset_ratio=0.5),
+    "small": dict(width=32, multipliers=(1, 2, 4), heads=8, encoder_blocks=(1, 1, 2), decoder_blocks=(1, 1), offset_ratio=0.5),
+    "tiny": dict(width=16, multipliers=(1, 2), heads=4, encoder_blocks=(1, 1), decoder_blocks=(1,), offset_ratio=0.5),
+}
+
+
+def _pointwise(cin: int, cout: int) -> nn.Conv2d:
+    return nn.Conv2d(cin, cout, kernel_size=1)
+
+
+class WarpBlockS2(nn.Module):
+    """Pre-norm residual warp block ``x + W(GELU(warp(norm(x))))``.
+
+    Parameters
+    ----------
+    grid : SphereGrid
+    channels, heads : int
+    offset_hidden : int
+        Width of the displacement MLP of the warp.
+    init_radius : float
+        Initial displacement scale of the heads, radians (see :class:`TangentWarpS2`).
+    cond_dim : int
+        Number of scalar conditioning parameters (FiLM); 0 disables it.
+
+    Shapes: ``(B, channels, nlat, nlon)`` (and ``cond (B, cond_dim)``) -> same.
+    """
+
+    def __init__(self, grid: SphereGrid, channels: int, heads: int, offset_hidden: int, init_radius: float, cond_dim: int = 0):
+        super().__init__()
+        self.norm = AreaNormS2(grid, channels)
+        self.film = nn.Linear(cond_dim, 2 * channels) if cond_dim else None
+        if self.film is not None:
+            nn.init.zeros_(self.film.weight)
+            nn.init.zeros_(self.film.bias)
+        self.warp = TangentWarpS2(grid, channels, heads, offset_hidden, init_radius)
+        self.act = nn.GELU()
+        self.out = _pointwise(channels, channels)
+
+    def forward(self, x: torch.Tensor, cond: torch.Tensor | None = None) -> torch.Tensor:
+        h = self.norm(x)
+        if self.film is not None:
+            gamma, beta = self.film(cond)[:, :, None, None].chunk(2, dim=1)
+            h = torch.addcmul(h + beta, h, gamma)
+        return x + self.out(self.act(self.warp(h)))
+
+
+class Dandelion(nn.Module):
+    """Dandelion: U-Net of multi-head tangent warps on the sphere (DESIGN.md §4).
+
+    Parameters
+    ----------
+    in_channels, out_channels : int
+        Channels of the input ``(B, in_channels, nlat, nlon)`` (frames folded into channels) and of
+        the output ``(B, out_channels, nlat, nlon)``.
+    nlat, nlon : int
+        Data grid. ``nlon`` must divide by ``2**(levels - 1)``.
+    grid : str
+        ``"equiangular"`` or ``"legendre-gauss"`` (torch-harmonics names).
+    width : int
+        Channels at level 0.
+    multipliers : sequence of int
+        Width multiplier of each level; ``levels = len(multipliers)``.
+    heads : int
+        Warp heads at every level; every level width must divide by it.
+    encoder_blocks : sequence of int, one per level
+        Warp blocks on the way down (the last entry is the bottom of the U).
+    decoder_blocks : sequence of int, one per level except the bottom
+        Warp blocks on the way up, ``decoder_blocks[k]`` at level k.
+    offset_ratio : float
+        Width of each warp's displacement MLP as a fraction of the level width.
+    cond_dim : int
+        Number of scalar conditioning parameters for FiLM (0: off, the benchmark protocol).
+
+    Attributes
+    ----------
+    resolution_dependent : bool
+        False: no weight shape depends on the grid.
+    grids : list of SphereGrid, one per level.
+
+    Raises
+    ------
+    ValueError
+        For inconsistent hyper-parameters, ``nlon`` not divisible by ``2**(levels - 1)``, or an
+        unknown grid.
+    """
+
+    resolution_dependent = False
+
+    def __init__(self, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str = "equiangular", *, width: int = 32, multipliers: Sequence[int] = (1, 2, 4), heads: int = 8, encoder_blocks: Sequence[int] = (1, 1, 2), decoder_blocks: Sequence[int] = (1, 1), offset_ratio: float = 0.5, cond_dim: int = 0):
+        super().__init__()
+        levels = len(multipliers)
+        if levels < 1:
+            raise ValueError("multipliers must name at least one level")
+        if len(encoder_blocks) != levels or len(decoder_blocks) != levels - 1:
+            raise ValueError(f"need one encoder_blocks entry per level ({levels}) and one decoder_blocks entry per level but the bottom ({levels - 1}); got {tuple(encoder_blocks)} and {tuple(decoder_blocks)}")
+        if nlon % 2 ** (levels - 1):
+            raise ValueError(f"nlon={nlon} must divide by 2**(levels-1) = {2 ** (levels - 1)} for {levels} U-Net levels: choose nlon a multiple of {2 ** (levels - 1)} or fewer levels")
+        widths = [int(width * m) for m in multipliers]
+        for w in widths:
+            if w % heads:
+                raise ValueError(f"level width {w} does not divide by heads={heads}: choose width and heads so that every width * multiplier divides by heads")
+        data_grid = SphereGrid(nlat, nlon, grid)
+        self.in_channels, self.out_channels, self.cond_dim = in_channels, out_channels, cond_dim
+        self.nlat, self.nlon, self.grid = nlat, nlon, grid
+        self.grids = [coarse_grid(data_grid, k) for k in range(levels)]
+        self.widths = widths
+        self.register_buffer("position", data_grid.xyz.to(torch.float32)[None], persistent=False)
+
+        def blocks(k: int, n: int) -> nn.ModuleList:
+            g, w = self.grids[k], widths[k]
+            hidden = max(1, int(round(offset_ratio * w)))
+            return nn.ModuleList(WarpBlockS2(g, w, heads, hidden, init_radius=math.pi / g.nlat, cond_dim=cond_dim) for _ in range(n))
+
+        self.lift = nn.Sequential(_pointwise(in_channels + 3, width), nn.GELU(), _pointwise(width, widths[0]))
+        self.encoder = nn.ModuleList(blocks(k, encoder_blocks[k]) for k in range(levels))
+        self.down = nn.ModuleList(SpectralDownsample(self.grids[k], self.grids[k + 1]) for k in range(levels - 1))
+        self.down_proj = nn.ModuleList(_pointwise(widths[k], widths[k + 1]) for k in range(levels - 1))
+        self.up_proj = nn.ModuleList(_pointwise(widths[k + 1], widths[k]) for k in range(levels - 1))
+        self.up = nn.ModuleList(SpectralUpsample(self.grids[k + 1], self.grids[k]) for k in range(levels - 1))
+        self.fuse = nn.ModuleList(_pointwise(2 * widths[k], widths[k]) for k in range(levels - 1))
+        self.decoder = nn.ModuleList(blocks(k, decoder_blocks[k]) for k in range(levels - 1))
+        self.head_norm = AreaNormS2(data_grid, widths[0])
+        self.head = nn.Sequential(_pointwise(widths[0], widths[0]), nn.GELU(), _pointwise(widths[0], out_channels))
+
+    def extra_repr(self) -> str:
+        return f"in_channels={self.in_channels}, out_channels={self.out_channels}, nlat={self.nlat}, nlon={self.nlon}, grid={self.grid!r}, widths={self.widths}"
+
+    def forward(self, x: torch.Tensor, cond: torch.Tensor | None = None) -> torch.Tensor:
+        """``x (B, in_channels, nlat, nlon)`` [, ``cond (B, cond_dim)``] -> ``(B, out_channels, nlat, nlon)``.
+
+        Raises
+        ------
+        ValueError
+            If ``x`` does not match the model's channels and grid, or ``cond`` is missing/unexpected.
+        """
+        if x.dim() != 4 or x.shape[1] != self.in_channels or tuple(x.shape[-2:]) != (self.nlat, self.nlon):
+            raise ValueError(f"input of shape {tuple(x.shape)} does not match (B, {self.in_channels}, {self.nlat}, {self.nlon}): build the model for this grid (weights are resolution-free: load_state_dict into it)")
+        if (cond is None) != (self.cond_dim == 0):
+            raise ValueError(f"cond must be given exactly when cond_dim > 0 (cond_dim={self.cond_dim}, cond {'missing' if cond is None else 'given'})")
+        if cond is not None and tuple(cond.shape) != (x.shape[0], self.cond_dim):
+            raise ValueError(f"cond of shape {tuple(cond.shape)} must be (B, cond_dim) = ({x.shape[0]}, {self.cond_dim})")
+        pos = self.position.to(x.dtype).expand(x.shape[0], -1, -1, -1)
+        h = self.lift(torch.cat([x, pos], dim=1))
+        skips = []
+        levels = len(self.widths)
+        for k in range(levels):
+            for blk in self.encoder[k]:
+                h = blk(h, cond)
+            if k < levels - 1:
+                skips.append(h)
+                h = self.down_proj[k](self.down[k](h))
+        for k in reversed(range(levels - 1)):
+            h = self.up[k](self.up_proj[k](h))
+            h = self.fuse[k](torch.cat([h.to(skips[k].dtype), skips[k]], dim=1))
+            for blk in self.decoder[k]:
+                h = blk(h, cond)
+        return self.head(self.head_norm(h))
+
+
+@register_model("dandelion")
+def build_dandelion(preset: str, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str, **overrides) -> Dandelion:
+    """Registry builder: ``PRESETS[preset]`` updated with ``overrides``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown preset or hyper-parameter name.
+    """
+    if preset not in PRESETS:
+        raise ValueError(f"unknown Dandelion preset {preset!r}: choose one of {sorted(PRESETS)}")
+    params = dict(PRESETS[preset])
+    allowed = set(params) | {"cond_dim"}
+    unknown = set(overrides) - allowed
+    if unknown:
+        raise ValueError(f"unknown Dandelion hyper-parameter(s) {sorted(unknown)}: choose from {sorted(allowed)}")
+    params.update(overrides)
+    return Dandelion(in_channels, out_channels, nlat, nlon, grid, **params)

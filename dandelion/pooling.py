@@ -1,0 +1,113 @@
+"""Spectral pooling between grids: truncate (down) or zero-pad (up) spherical harmonic coefficients.
+
+DESIGN.md §4. Down: ``RealSHT`` on the fine grid, keep degrees and orders below the coarse band
+limit, ``InverseRealSHT`` on the coarse grid. Up: the reverse; the missing degrees are zero. Both
+directions use the same band limit, so down then up is the orthogonal projection onto the
+degrees ``< lmax`` (exact for fields already band-limited there).
+
+Coarse U-Net levels live on Legendre-Gauss grids with ``ceil(nlat / 2**k)`` rows and
+``nlon / 2**k`` columns (:func:`coarse_grid`), so odd-row data grids such as 721 x 1440 work.
+
+The transforms are torch-harmonics modules with ``lmax`` and ``mmax`` passed explicitly (their
+defaults changed between releases; torch-harmonics also makes the truncation triangular,
+``lmax == mmax``). Their float64 Legendre tables are cast to float32 ONCE here; torch-harmonics'
+forward then casts them with ``.to(x.dtype)``, a no-op for float32 inputs. On autocast the
+transforms run in float32 (DESIGN.md §2).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+from torch_harmonics import InverseRealSHT, RealSHT
+
+from .sphere import SphereGrid
+
+__all__ = ["coarse_grid", "pooling_band_limit", "SpectralDownsample", "SpectralUpsample"]
+
+
+def coarse_grid(grid: SphereGrid, k: int) -> SphereGrid:
+    """Grid of U-Net level ``k``: the data grid for ``k = 0``, else Legendre-Gauss ``ceil(nlat/2^k) x nlon/2^k``.
+
+    Raises
+    ------
+    ValueError
+        If ``nlon`` does not divide by ``2**k``.
+    """
+    if k == 0:
+        return grid
+    if grid.nlon % 2**k:
+        raise ValueError(f"nlon={grid.nlon} must divide by 2**{k} = {2**k} for a U-Net level {k}: choose nlon a multiple of {2**k} or fewer levels")
+    return SphereGrid(max(2, math.ceil(grid.nlat / 2**k)), grid.nlon // 2**k, "legendre-gauss")
+
+
+def pooling_band_limit(fine: SphereGrid, coarse: SphereGrid) -> int:
+    """Band limit (exclusive degree and order) shared by the two grids.
+
+    ``min(fine.lmax, coarse.lmax, mmax(fine), mmax(coarse))`` with ``mmax(g) = (nlon - 1)//2 + 1``:
+    every order the grid's longitudes resolve without a Nyquist ambiguity (even ``nlon`` loses the
+    order ``nlon/2``, whose sine is zero at every node).
+    """
+    return min(fine.lmax, coarse.lmax, (fine.nlon - 1) // 2 + 1, (coarse.nlon - 1) // 2 + 1)
+
+
+class _SpectralResample(nn.Module):
+    def __init__(self, grid_in: SphereGrid, grid_out: SphereGrid, lmax: int | None = None):
+        super().__init__()
+        band = pooling_band_limit(grid_in, grid_out) if lmax is None else int(lmax)
+        if band < 1 or band > pooling_band_limit(grid_in, grid_out):
+            raise ValueError(f"lmax={lmax} must be in [1, {pooling_band_limit(grid_in, grid_out)}] for {grid_in} -> {grid_out}")
+        self.grid_in, self.grid_out, self.lmax, self.mmax = grid_in, grid_out, band, band
+        self.sht = RealSHT(grid_in.nlat, grid_in.nlon, lmax=band, mmax=band, grid=grid_in.grid)
+        self.isht = InverseRealSHT(grid_out.nlat, grid_out.nlon, lmax=band, mmax=band, grid=grid_out.grid)
+        if (self.sht.lmax, self.sht.mmax, self.isht.lmax, self.isht.mmax) != (band,) * 4:
+            raise RuntimeError(f"torch-harmonics changed the truncation to {(self.sht.lmax, self.sht.mmax)}, expected ({band}, {band})")
+        # cast the float64 tables once (non-persistent buffers stay non-persistent)
+        self.sht.weights = self.sht.weights.to(torch.float32)
+        self.isht.pct = self.isht.pct.to(torch.float32)
+
+    def extra_repr(self) -> str:
+        gi, go = self.grid_in, self.grid_out
+        return f"{gi.nlat}x{gi.nlon} {gi.grid} -> {go.nlat}x{go.nlon} {go.grid}, lmax=mmax={self.lmax}"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x (..., nlat_in, nlon_in)`` -> ``(..., nlat_out, nlon_out)``; float32 under autocast."""
+        if x.dtype in (torch.float16, torch.bfloat16):
+            x = x.float()
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            return self.isht(self.sht(x))
+
+
+class SpectralDownsample(_SpectralResample):
+    """Spectral truncation from a fine grid to a coarse one.
+
+    Parameters
+    ----------
+    grid_in, grid_out : SphereGrid
+        Fine and coarse grids (``grid_out`` typically ``coarse_grid(grid_in, 1)``).
+    lmax : int, optional
+        Band limit (exclusive degree = exclusive order); default :func:`pooling_band_limit`.
+
+    Shapes: ``(..., grid_in.nlat, grid_in.nlon) -> (..., grid_out.nlat, grid_out.nlon)``.
+
+    Raises
+    ------
+    ValueError
+        If ``lmax`` exceeds what both grids resolve.
+    """
+
+
+class SpectralUpsample(_SpectralResample):
+    """Spectral interpolation from a coarse grid to a fine one (degrees >= lmax are zero).
+
+    Parameters
+    ----------
+    grid_in, grid_out : SphereGrid
+        Coarse and fine grids.
+    lmax : int, optional
+        Band limit; default :func:`pooling_band_limit`.
+
+    Shapes: ``(..., grid_in.nlat, grid_in.nlon) -> (..., grid_out.nlat, grid_out.nlon)``.
+    """

@@ -1,0 +1,405 @@
+"""Tangent warps on the sphere: the exponential map, pole-aware bilinear sampling and the warp layer.
+
+DESIGN.md §4. A warp head predicts, at every grid node x with local frame (east e, north n), a
+displacement d = (d_e, d_n) in radians and reads its value features at the point reached by walking
+|d| along the great circle leaving x in direction d (the exponential map of the unit sphere),
+
+    y = cos|d| x + sin|d| (d_e e + d_n n) / |d|.
+
+The value at y is interpolated bilinearly in (row, column) index space of the grid: longitude is
+periodic (a wrapped column) and colatitude is mapped to a fractional row through the grid's own row
+table (non-uniform on Gaussian grids). Across a pole, the neighbour of a point is the mirrored row
+at longitude + pi: the image handed to :func:`torch.nn.functional.grid_sample` carries one ghost
+row beyond each pole (the row nearest the pole that is not a pole row, at colatitude -theta or
+2*pi - theta, rolled by half a turn), so no point is ever clamped to a border.
+
+Numerical care (each item has bitten public code):
+
+* ``sin|d| / |d|`` and ``cos|d|`` use their Taylor series for small ``|d|``, so values and gradients
+  are finite at zero displacement;
+* the colatitude and longitude of y are computed as increments over the node's own coordinates,
+  ``delta_theta = atan2(sin(theta_y - theta_x), cos(theta_y - theta_x))`` and
+  ``delta_lon = atan2(y.e, y.h)`` (h the horizontal outward unit vector of the node's meridian), with
+  ``torch.where`` guards around the square root and the longitude ``atan2`` when y is within a tiny
+  distance of a pole (there the node's own longitude is kept, so a pole-row column j is never sent
+  to column j + nlon/2 by a rounding error);
+* zero displacement is bit-exactly the identity, pole rows included: the increments are exactly
+  zero, the column index is the node's integer column plus the increment, and the padded image has
+  ``2**k + 1`` rows and columns so that grid_sample's normalisation ``(g + 1) * (size - 1) / 2``
+  (``align_corners=True``) maps integer indices to themselves without rounding.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .sphere import SphereGrid
+
+__all__ = ["exp_map", "sample_sphere", "SphereSampler", "TangentWarpS2"]
+
+# |d|^2 below which the Taylor series of cos|d| and sin|d|/|d| replace the functions
+# (series error < |d|^6/720 < 2e-21 there).
+_SERIES_S2 = 1e-6
+
+
+def _cos_sinc(d_east: torch.Tensor, d_north: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``cos|d|`` and ``sin|d|/|d|`` with finite values and gradients at ``d = 0``."""
+    s2 = d_east * d_east + d_north * d_north
+    big = s2 > _SERIES_S2
+    s = torch.sqrt(torch.where(big, s2, torch.ones_like(s2)))
+    cos_s = torch.where(big, torch.cos(s), 1.0 - s2 / 2.0 + s2 * s2 / 24.0)
+    sinc_s = torch.where(big, torch.sin(s) / s, 1.0 - s2 / 6.0 + s2 * s2 / 120.0)
+    return cos_s, sinc_s
+
+
+def _pole_tol2(dtype: torch.dtype) -> float:
+    """Squared distance from a pole below which a point counts as ON the pole."""
+    return (8.0 * torch.finfo(dtype).eps) ** 2
+
+
+def exp_map(x: torch.Tensor, d_east: torch.Tensor, d_north: torch.Tensor, east: torch.Tensor | None = None, north: torch.Tensor | None = None) -> torch.Tensor:
+    """Exponential map of the unit sphere: walk ``|d|`` radians from ``x`` along direction ``d``.
+
+    ``y = cos|d| x + sin|d| (d_e e + d_n n) / |d|`` (do Carmo, *Riemannian Geometry*, ch. 3; for
+    the sphere the geodesics are great circles). ``sin|d|/|d|`` and ``cos|d|`` use their Taylor
+    series for ``|d| < 1e-3``, so values and gradients are finite at ``d = 0``.
+
+    Parameters
+    ----------
+    x : torch.Tensor of shape (3, ...)
+        Unit position vectors, Cartesian component FIRST (the layout of ``SphereGrid.xyz``).
+    d_east, d_north : torch.Tensor broadcastable with ``x[0]``
+        Displacement along the local east and north unit vectors, radians.
+    east, north : torch.Tensor of shape (3, ...), optional
+        The local frame at ``x``. Pass ``SphereGrid.east`` / ``SphereGrid.north`` for grid nodes
+        (on pole rows they are the limits along each column's meridian). When omitted they are
+        computed from ``x``: ``e = z_hat x x / |z_hat x x|``, ``n = x x e``; within
+        ``8 * eps`` of a pole, where that frame is undefined, the frame of longitude 0 is used
+        (e = y_hat, n = -+x_hat).
+
+    Returns
+    -------
+    torch.Tensor of shape (3, ...)
+        The unit vectors reached.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` (or a given frame) does not have 3 components in its first dimension.
+    """
+    if x.shape[0] != 3:
+        raise ValueError(f"x has shape {tuple(x.shape)}: put the 3 Cartesian components in the FIRST dimension, (3, ...)")
+    if (east is None) != (north is None):
+        raise ValueError("pass both east and north (the local frame at x), or neither")
+    if east is None:
+        rho2 = x[0] * x[0] + x[1] * x[1]
+        off = rho2 > _pole_tol2(x.dtype)
+        rho = torch.sqrt(torch.where(off, rho2, torch.ones_like(rho2)))
+        cl = torch.where(off, x[0] / rho, torch.ones_like(rho))  # cos(lon), lon = 0 on a pole
+        sl = torch.where(off, x[1] / rho, torch.zeros_like(rho))
+        z = x[2]
+        east = torch.stack([-sl, cl, torch.zeros_like(cl)])
+        north = torch.stack([-z * cl, -z * sl, torch.where(off, rho, torch.zeros_like(rho))])
+    elif east.shape[0] != 3 or north.shape[0] != 3:
+        raise ValueError(f"east {tuple(east.shape)} and north {tuple(north.shape)} must have 3 components first, (3, ...)")
+    cos_s, sinc_s = _cos_sinc(d_east, d_north)
+    return cos_s * x + sinc_s * (d_east * east + d_north * north)
+
+
+def _next_pow2_plus1(n: int) -> int:
+    """Smallest ``2**k + 1 >= n`` (k >= 1)."""
+    k = max(1, math.ceil(math.log2(max(n - 1, 1))))
+    return 2**k + 1
+
+
+class _GhostPad(torch.autograd.Function):
+    """Pad ``(..., nlat, nlon)`` to the sampler's ``(..., Hp, Wp)`` image in ONE copy.
+
+    Padded row ``p = i + 1`` holds data row ``i``; row 0 is the north ghost (row ``gn`` at
+    longitude + pi), row ``nlat + 1`` the south ghost (row ``gs`` at longitude + pi); column
+    ``nlon`` repeats column 0 (periodic longitude); the remaining rows and columns are zero (never
+    weighted, present only so that the normalisation is exact). For odd ``nlon`` the ghost rows are
+    linearly interpolated half-way between the two columns around longitude + pi.
+    """
+
+    @staticmethod
+    def _ghost(row: torch.Tensor, nlon: int) -> torch.Tensor:
+        h = nlon // 2
+        if nlon % 2 == 0:
+            return torch.cat([row[..., h:], row[..., :h]], dim=-1)
+        # column j sits at lon_j + pi = lon_{j + h + 1/2}
+        r0 = torch.cat([row[..., h:], row[..., :h]], dim=-1)
+        r1 = torch.cat([row[..., h + 1 :], row[..., : h + 1]], dim=-1)
+        return 0.5 * (r0 + r1)
+
+    @staticmethod
+    def _ghost_t(g: torch.Tensor, nlon: int) -> torch.Tensor:
+        """Adjoint of :meth:`_ghost`."""
+        h = nlon // 2
+        if nlon % 2 == 0:
+            return torch.cat([g[..., nlon - h :], g[..., : nlon - h]], dim=-1)
+        g0 = torch.cat([g[..., nlon - h :], g[..., : nlon - h]], dim=-1)
+        g1 = torch.cat([g[..., nlon - h - 1 :], g[..., : nlon - h - 1]], dim=-1)
+        return 0.5 * (g0 + g1)
+
+    @staticmethod
+    def forward(ctx, field, gn: int, gs: int, hp: int, wp: int):
+        nlat, nlon = field.shape[-2:]
+        ctx.meta = (nlat, nlon, gn, gs)
+        out = field.new_empty(*field.shape[:-2], hp, wp)
+        out[..., 1 : nlat + 1, :nlon] = field
+        out[..., 0, :nlon] = _GhostPad._ghost(field[..., gn, :], nlon)
+        out[..., nlat + 1, :nlon] = _GhostPad._ghost(field[..., gs, :], nlon)
+        out[..., : nlat + 2, nlon] = out[..., : nlat + 2, 0]
+        out[..., : nlat + 2, nlon + 1 :] = 0
+        out[..., nlat + 2 :, :] = 0
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        nlat, nlon, gn, gs = ctx.meta
+        core = grad[..., : nlat + 2, :nlon].clone()
+        core[..., :, 0] += grad[..., : nlat + 2, nlon]
+        g = core[..., 1 : nlat + 1, :]
+        g[..., gn, :] += _GhostPad._ghost_t(core[..., 0, :], nlon)
+        g[..., gs, :] += _GhostPad._ghost_t(core[..., nlat + 1, :], nlon)
+        return g, None, None, None, None
+
+
+class SphereSampler(nn.Module):
+    """Bilinear sampler of fields on a :class:`~dandelion.sphere.SphereGrid`, pole-aware.
+
+    Points are handled in the sampler's padded index space: fractional row ``r`` (row ``i`` of the
+    grid is ``r = i + 1``; ``r = 0`` and ``r = nlat + 1`` are the ghost rows beyond the poles) and
+    fractional column ``c`` in ``[0, nlon]`` (``c = nlon`` is column 0 again). Colatitude maps to
+    ``r`` piecewise linearly through the row table ``[-theta_gn, theta_0, ..., theta_{nlat-1},
+    2*pi - theta_gs]``, where ``gn``/``gs`` are the rows nearest the poles that are not pole rows.
+
+    Parameters
+    ----------
+    grid : SphereGrid
+        The grid the sampled fields live on.
+    dtype : torch.dtype
+        Working dtype of the tables (float32 by default; ``.double()`` converts them).
+
+    Buffers (non-persistent, computed in float64 and cast once)
+    -------
+    row_table : (nlat + 2,) colatitudes of the padded rows, radians.
+    row_inv_step : (nlat + 1,) ``1 / (row_table[k+1] - row_table[k])``.
+    colat, sin_colat, cos_colat : (nlat, 1) node colatitudes and their sine and cosine.
+    """
+
+    def __init__(self, grid: SphereGrid, dtype: torch.dtype = torch.float32):
+        super().__init__()
+        self.grid = grid
+        self.nlat, self.nlon = grid.nlat, grid.nlon
+        nlat = grid.nlat
+        self.gn = 1 if grid.has_poles else 0
+        self.gs = nlat - 2 if grid.has_poles else nlat - 1
+        colat = grid.colat
+        table = torch.cat([-colat[self.gn : self.gn + 1], colat, 2 * math.pi - colat[self.gs : self.gs + 1]])
+        if not bool((table[1:] > table[:-1]).all()):
+            raise ValueError(f"grid {grid} has non-increasing colatitudes: cannot build a row table")
+        self.hp = _next_pow2_plus1(nlat + 2)
+        self.wp = _next_pow2_plus1(self.nlon + 1)
+        self.register_buffer("row_table", table.to(dtype), persistent=False)
+        self.register_buffer("row_inv_step", (1.0 / (table[1:] - table[:-1])).to(dtype), persistent=False)
+        self.register_buffer("colat", colat[:, None].to(dtype), persistent=False)
+        self.register_buffer("sin_colat", torch.sin(colat)[:, None].to(dtype), persistent=False)
+        self.register_buffer("cos_colat", torch.cos(colat)[:, None].to(dtype), persistent=False)
+        self.register_buffer("columns", torch.arange(self.nlon, dtype=torch.float64).to(dtype), persistent=False)
+
+    def extra_repr(self) -> str:
+        return f"nlat={self.nlat}, nlon={self.nlon}, grid={self.grid.grid!r}, padded=({self.hp}, {self.wp})"
+
+    # ------------------------------------------------------------------ index space
+    def canonical(self, colat: torch.Tensor, cols: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Bring colatitudes outside the row table back onto the sphere.
+
+        A colatitude outside ``[row_table[0], row_table[-1]]`` is reduced modulo ``2*pi`` and, when
+        above ``pi``, reflected (``theta -> 2*pi - theta``) with half a turn added to its column.
+        Values already inside the table are returned unchanged (bit for bit).
+        """
+        t0, t1 = self.row_table[0], self.row_table[-1]
+        out = (colat < t0) | (colat > t1)
+        tm = torch.remainder(colat, 2 * math.pi)
+        flip = out & (tm > math.pi)
+        colat = torch.where(out, torch.where(flip, 2 * math.pi - tm, tm), colat)
+        cols = torch.where(flip, cols + 0.5 * self.nlon, cols)
+        return colat, cols
+
+    def row_index(self, colat: torch.Tensor) -> torch.Tensor:
+        """Fractional padded row of colatitudes inside the row table (piecewise linear, exact at nodes)."""
+        colat = colat.clamp(self.row_table[0], self.row_table[-1])
+        k = torch.searchsorted(self.row_table, colat.detach().contiguous(), right=True) - 1
+        k = k.clamp_(0, self.nlat)
+        return k.to(colat.dtype) + (colat - self.row_table[k]) * self.row_inv_step[k]
+
+    def sample_index(self, field: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """Sample ``field (N, C, nlat, nlon)`` at padded indices ``rows, cols (N, H_out, W_out)``.
+
+        ``rows`` must lie in ``[0, nlat + 1]``; ``cols`` may be any real number (reduced modulo
+        ``nlon``). One ``grid_sample`` call; returns ``(N, C, H_out, W_out)``.
+        """
+        cols = torch.remainder(cols, self.nlon)
+        image = _GhostPad.apply(field, self.gn, self.gs, self.hp, self.wp)
+        grid = torch.stack((cols * (2.0 / (self.wp - 1)) - 1.0, rows * (2.0 / (self.hp - 1)) - 1.0), dim=-1)
+        return F.grid_sample(image, grid, mode="bilinear", padding_mode="border", align_corners=True)
+
+    def forward(self, field: torch.Tensor, colat: torch.Tensor, lon: torch.Tensor) -> torch.Tensor:
+        """Sample ``field (B, C, nlat, nlon)`` at points ``colat, lon (B, H_out, W_out)`` (radians).
+
+        Returns ``(B, C, H_out, W_out)``. Any colatitude is accepted (reduced modulo 2*pi and
+        reflected through the poles); longitude is periodic.
+        """
+        self.grid.check_shape(field)
+        if field.dim() != 4 or colat.dim() != 3 or colat.shape != lon.shape or colat.shape[0] != field.shape[0]:
+            raise ValueError(f"expected field (B, C, nlat, nlon) and colat, lon (B, H_out, W_out) with the same B; got field {tuple(field.shape)}, colat {tuple(colat.shape)}, lon {tuple(lon.shape)}")
+        cols = lon * (self.nlon / (2 * math.pi))
+        # Snap columns within a few ulps of an integer onto it, so that node longitudes (which are
+        # not exactly representable) hit their columns exactly; moves no point by more than
+        # 4 * eps * nlon columns (the rounding error of the product above).
+        near = torch.round(cols)
+        tol = 4 * torch.finfo(cols.dtype).eps * max(self.nlon, 1)
+        cols = torch.where((cols - near).abs() <= tol, near + (cols - cols.detach()), cols)
+        colat, cols = self.canonical(colat, cols)
+        return self.sample_index(field, self.row_index(colat), cols)
+
+    # ------------------------------------------------------------------ warps of the grid's own nodes
+    def displaced_index(self, d_east: torch.Tensor, d_north: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Padded indices of the exponential-map images of every grid node.
+
+        Parameters
+        ----------
+        d_east, d_north : torch.Tensor of shape (N, nlat, nlon)
+            Displacements in radians along each node's east and north unit vectors
+            (``SphereGrid.east/north``; on pole rows, the limits along each column's meridian).
+
+        Returns
+        -------
+        rows, cols : torch.Tensor of shape (N, nlat, nlon)
+            For ``d = 0`` exactly the node's own ``(i + 1, j)``.
+
+        Notes
+        -----
+        In the node's frame the target ``y = exp_x(d)`` has components ``z = cos s cos t + S d_n sin t``
+        (polar axis), ``y.e = S d_e`` and ``y.h = cos s sin t - S d_n cos t`` along the horizontal
+        outward vector h of the node's meridian, with ``t`` the node colatitude, ``s = |d|`` and
+        ``S = sin s / s``. With ``rho = |(y.e, y.h)|`` (= sin of y's colatitude),
+        ``delta_theta = atan2(rho cos t - z sin t, z cos t + rho sin t)`` and
+        ``delta_lon = atan2(y.e, y.h)`` (spherical trigonometry of the triangle pole-x-y).
+        """
+        cos_s, sinc_s = _cos_sinc(d_east, d_north)
+        st, ct = self.sin_colat, self.cos_colat
+        sd_n = sinc_s * d_north
+        ye = sinc_s * d_east
+        yh = cos_s * st - sd_n * ct
+        z = cos_s * ct + sd_n * st
+        rho2 = ye * ye + yh * yh
+        off = rho2 > _pole_tol2(rho2.dtype)
+        rho = torch.where(off, torch.sqrt(torch.where(off, rho2, torch.ones_like(rho2))), torch.zeros_like(rho2))
+        dtheta = torch.atan2(rho * ct - z * st, z * ct + rho * st)
+        dlon = torch.where(off, torch.atan2(torch.where(off, ye, torch.zeros_like(ye)), torch.where(off, yh, torch.ones_like(yh))), torch.zeros_like(ye))
+        colat = self.colat + dtheta
+        cols = self.columns + dlon * (self.nlon / (2 * math.pi))
+        colat, cols = self.canonical(colat, cols)
+        return self.row_index(colat), cols
+
+
+_SAMPLERS: dict = {}
+
+
+def sample_sphere(field: torch.Tensor, colat: torch.Tensor, lon: torch.Tensor, grid: SphereGrid) -> torch.Tensor:
+    """Bilinear, pole-aware interpolation of a field on a grid at arbitrary points.
+
+    Bilinear in the grid's (row, column) index space: periodic in longitude, colatitude mapped to
+    a fractional row through the grid's row table, and across the poles through mirrored ghost rows
+    at longitude + pi (no clamping). One ``grid_sample`` call. At grid nodes the node values are
+    returned exactly.
+
+    Parameters
+    ----------
+    field : torch.Tensor of shape (B, C, nlat, nlon)
+        Values at the nodes of ``grid``.
+    colat, lon : torch.Tensor of shape (B, H_out, W_out)
+        Colatitude and longitude of the sample points, radians, same dtype as ``field``.
+    grid : SphereGrid
+        The grid of ``field``.
+
+    Returns
+    -------
+    torch.Tensor of shape (B, C, H_out, W_out)
+
+    Raises
+    ------
+    ValueError
+        If the shapes do not match the grid or each other.
+    """
+    key = (grid, field.dtype, field.device)
+    sampler = _SAMPLERS.get(key)
+    if sampler is None:
+        if len(_SAMPLERS) > 32:
+            _SAMPLERS.clear()
+        sampler = _SAMPLERS[key] = SphereSampler(grid, dtype=field.dtype).to(field.device)
+    return sampler(field, colat, lon)
+
+
+class TangentWarpS2(nn.Module):
+    """Multi-head tangent warp: each head reads its value features along its own great circle.
+
+    ``out[h] = V_h(x)(exp_p(d_h(x)))`` at every node ``p``, with ``V`` a pointwise linear map
+    (``channels -> channels``, head ``h`` owning ``channels / heads`` of them) and ``d_h`` a pointwise
+    MLP (``channels -> hidden -> GELU -> 2 per head``) giving ``(d_e, d_n)`` in radians. The heads are
+    folded into the batch for one sampling call (DESIGN.md §4).
+
+    Parameters
+    ----------
+    grid : SphereGrid
+        Grid of the input.
+    channels, heads : int
+        ``channels`` must divide by ``heads``.
+    hidden : int
+        Width of the displacement MLP.
+    init_radius : float
+        Scale of the initial displacements, radians: head ``h`` starts displaced by
+        ``init_radius * (1 + h % 3)`` in direction ``2*pi*h/heads`` (weights of the MLP's last layer
+        start small), so the heads look around from the first step.
+
+    Shapes
+    ------
+    input ``(B, channels, nlat, nlon)``, output ``(B, channels, nlat, nlon)``.
+    """
+
+    def __init__(self, grid: SphereGrid, channels: int, heads: int, hidden: int, init_radius: float):
+        super().__init__()
+        if channels % heads:
+            raise ValueError(f"channels={channels} must divide by heads={heads}")
+        self.channels, self.heads = channels, heads
+        self.sampler = SphereSampler(grid)
+        self.value = nn.Conv2d(channels, channels, 1)
+        self.offset = nn.Sequential(nn.Conv2d(channels, hidden, 1), nn.GELU(), nn.Conv2d(hidden, 2 * heads, 1))
+        with torch.no_grad():
+            last = self.offset[-1]
+            last.weight.mul_(0.1)
+            h = torch.arange(heads, dtype=torch.float64)
+            ang, rad = 2 * math.pi * h / heads, init_radius * (1 + h % 3)
+            last.bias.copy_(torch.stack([rad * torch.cos(ang), rad * torch.sin(ang)], dim=1).reshape(-1))
+
+    def extra_repr(self) -> str:
+        return f"channels={self.channels}, heads={self.heads}"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, c, nlat, nlon = x.shape
+        d = self.offset(x).reshape(b * self.heads, 2, nlat, nlon)
+        return self.warp(self.value(x), d[:, 0], d[:, 1])
+
+    def warp(self, values: torch.Tensor, d_east: torch.Tensor, d_north: torch.Tensor) -> torch.Tensor:
+        """Sample ``values (B, channels, nlat, nlon)`` with per-head displacements ``(B*heads, nlat, nlon)``."""
+        b, c, nlat, nlon = values.shape
+        rows, cols = self.sampler.displaced_index(d_east, d_north)
+        v = values.reshape(b * self.heads, c // self.heads, nlat, nlon)
+        return self.sampler.sample_index(v, rows, cols).reshape(b, c, nlat, nlon)
