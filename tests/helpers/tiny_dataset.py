@@ -1,4 +1,4 @@
-"""Tiny dataset folders for tests (imported by tests/conftest.py, importable as ``tiny_dataset``).
+"""Tiny dataset folders for tests (tests/conftest.py puts tests/helpers on sys.path: ``import tiny_dataset``).
 
 ``make_tiny_dataset(path, ...)`` writes a tiny dataset folder in the INTERFACES.md layout
 (``train/ valid/ test/`` of ``traj_XXXXXX.h5``, ``dataset.yaml``, ``stats.yaml``, ``splits.json``,

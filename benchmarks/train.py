@@ -1,0 +1,561 @@
+"""``dandelion-train``: train a model on a generated dataset folder (DESIGN.md §7).
+
+Protocol (DATASETS.md §0.5): ``n_in`` = 4 normalised frames in, the next frame out, trained with
+AdamW, a linear warm-up then a cosine decay of the learning rate (Loshchilov & Hutter 2017), and an
+area-weighted MSE in normalised units (quadrature weights normalised to mean 1, so the loss is the
+integral of the squared error over the sphere divided by 4*pi). Then an autoregressive fine-tune
+phase: windows of ``n_out >= 2`` targets, the model's own predictions fed back as inputs, loss
+averaged over the steps. The model predicts the next normalised frame itself (not an increment):
+``x_{t+1} = model([x_{t-n_in+1} .. x_t])``, see :func:`rollout`.
+
+Exact resume: the data order of an epoch is a pure function of ``(seed, epoch)`` (a permutation
+from a generator seeded with ``seed + epoch``, sharded across ranks like ``DistributedSampler``),
+the checkpoint holds model, optimiser, scheduler, RNG states, step, epoch and the batch reached in
+the epoch, so ``resume=PATH`` continues bit-identically on CPU.
+
+Distributed: under ``torchrun --nproc_per_node=N`` the model is wrapped in DDP (gloo on CPU, nccl
+on CUDA); every rank trains on its shard of the same per-epoch permutation; rank 0 writes the run
+directory, which must be given (``run_dir=DIR``) so that all ranks agree on it.
+
+Use::
+
+    dandelion-train dataset=galewsky dataset.path=DIR model=dandelion model.preset=tiny trainer=quick run_dir=runs/x
+    torchrun --nproc_per_node=2 -m dandelion.benchmarks.train dataset.path=DIR run_dir=runs/ddp
+
+or from Python: ``train(cfg)`` with an OmegaConf config composed from ``dandelion.configs/train.yaml``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import importlib
+import json
+import logging
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from dandelion.benchmarks.checkpoint import load_checkpoint, save_checkpoint, set_rng_state
+from dandelion.datasets.torch_dataset import WindowDataset, loss_weights
+
+__all__ = ["train", "main", "Trainer", "EpochSampler", "WarmupCosine", "area_weighted_mse", "rollout", "parameter_hash"]
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------------------------- pieces
+class WarmupCosine:
+    """Learning-rate factor: linear warm-up over ``warmup_steps``, then cosine decay to ``min_ratio``.
+
+    ``factor(step) = (step + 1) / warmup_steps`` for ``step < warmup_steps``, then
+    ``min_ratio + (1 - min_ratio) * (1 + cos(pi * p)) / 2`` with ``p = (step - warmup) / (total - warmup)``
+    clipped to [0, 1] (SGDR, Loshchilov & Hutter 2017, eq. 5, one cycle). A callable object (not a
+    lambda) so that ``LambdaLR.state_dict()`` stores it as plain numbers.
+    """
+
+    def __init__(self, warmup_steps: int, total_steps: int, min_ratio: float = 0.0):
+        self.warmup_steps = int(max(0, warmup_steps))
+        self.total_steps = int(max(1, total_steps))
+        self.min_ratio = float(min_ratio)
+
+    def __call__(self, step: int) -> float:
+        if step < self.warmup_steps:
+            return (step + 1) / self.warmup_steps
+        span = max(1, self.total_steps - self.warmup_steps)
+        p = min(1.0, max(0.0, (step - self.warmup_steps) / span))
+        return self.min_ratio + (1.0 - self.min_ratio) * 0.5 * (1.0 + math.cos(math.pi * p))
+
+
+class EpochSampler(torch.utils.data.Sampler):
+    """Indices of one epoch, a pure function of ``(seed, epoch, rank, world_size)``.
+
+    As ``torch.utils.data.DistributedSampler``: a permutation of ``range(n)`` from a
+    ``torch.Generator`` seeded with ``seed + epoch`` (identity if ``shuffle`` is False), padded by
+    wrapping to a multiple of ``world_size`` (``pad=True``; without padding shards may differ by one),
+    then every ``world_size``-th index from ``rank``. Of this shard, indices ``[start, stop)`` are
+    yielded, which lets a resumed run skip the batches an interrupted run already used.
+    """
+
+    def __init__(self, n: int, *, seed: int, epoch: int, rank: int = 0, world_size: int = 1, shuffle: bool = True,
+                 pad: bool = True, start: int = 0, stop: int | None = None):
+        if shuffle:
+            g = torch.Generator()
+            g.manual_seed(int(seed) + int(epoch))
+            idx = torch.randperm(n, generator=g).tolist()
+        else:
+            idx = list(range(n))
+        if pad and world_size > 1 and n % world_size:
+            extra = world_size - n % world_size
+            idx += (idx * math.ceil(extra / max(1, n)))[:extra]
+        shard = idx[rank::world_size]
+        self.indices = shard[start:stop]
+
+    def __iter__(self):
+        return iter(self.indices)
+
+    def __len__(self):
+        return len(self.indices)
+
+
+def area_weighted_mse(pred: torch.Tensor, true: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Mean over everything of ``(pred - true)**2 * weights``.
+
+    ``weights`` (nlat, 1) normalised to mean 1 (:func:`dandelion.datasets.torch_dataset.loss_weights`),
+    so the result is the area-weighted mean squared error averaged over samples and channels.
+    """
+    return ((pred - true) ** 2 * weights).mean()
+
+
+def rollout(model, x: torch.Tensor, n_steps: int, n_channels: int) -> torch.Tensor:
+    """Autoregressive rollout in normalised units, as in training.
+
+    ``x`` : (B, n_in*C, nlat, nlon) frame-major window; returns (B, n_steps, C, nlat, nlon), where
+    step k is the model's prediction of frame ``n_in + k`` after its own earlier predictions were
+    fed back (the oldest frame is dropped, the prediction appended).
+    """
+    preds = []
+    for k in range(n_steps):
+        pred = model(x)
+        preds.append(pred)
+        if k + 1 < n_steps:
+            x = torch.cat([x[:, n_channels:], pred], dim=1)
+    return torch.stack(preds, dim=1)
+
+
+def parameter_hash(model) -> str:
+    """SHA-256 of the bare model's parameters and buffers in state_dict order (bitwise equality test)."""
+    from dandelion.registry import unwrap_model
+
+    h = hashlib.sha256()
+    for k, v in unwrap_model(model).state_dict().items():
+        if isinstance(v, torch.Tensor):
+            h.update(k.encode())
+            h.update(v.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes() if v.numel() else b"")
+    return h.hexdigest()
+
+
+def _resolve_device(name: str, local_rank: int) -> torch.device:
+    name = str(name or "auto")
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    dev = torch.device(name)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device={name} but CUDA is not available here: use device=cpu (or device=auto)")
+        if dev.index is None:
+            dev = torch.device("cuda", local_rank)
+    return dev
+
+
+class _Dist:
+    """Process-group facts; initialises torch.distributed under torchrun (WORLD_SIZE > 1)."""
+
+    def __init__(self, device_name: str):
+        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.device = _resolve_device(device_name, self.local_rank)
+        self.owns_group = False
+        if self.world_size > 1:
+            import torch.distributed as dist
+
+            if self.device.type == "cuda":
+                torch.cuda.set_device(self.device)
+            if not dist.is_initialized():
+                dist.init_process_group(backend="nccl" if self.device.type == "cuda" else "gloo",
+                                        timeout=datetime.timedelta(minutes=30))
+                self.owns_group = True
+        elif self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def all_sum(self, values: list[float]) -> list[float]:
+        if self.world_size == 1:
+            return list(values)
+        import torch.distributed as dist
+
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)
+        dist.all_reduce(t)
+        return t.tolist()
+
+    def broadcast(self, obj):
+        if self.world_size == 1:
+            return obj
+        import torch.distributed as dist
+
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def barrier(self):
+        if self.world_size > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    def close(self):
+        if self.owns_group:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+
+
+def _phases(t) -> list[dict]:
+    phases = [{"name": "pretrain", "epochs": int(t.epochs), "n_out": 1}]
+    ft = t.get("finetune") or {}
+    if int(ft.get("epochs", 0) or 0) > 0:
+        n_out = int(ft.get("n_out", 2))
+        if n_out < 2:
+            raise ValueError(f"trainer.finetune.n_out={n_out}: the autoregressive phase needs n_out >= 2 (or finetune.epochs=0)")
+        phases.append({"name": "finetune", "epochs": int(ft.epochs), "n_out": n_out})
+    return phases
+
+
+# ---------------------------------------------------------------------------------------------- trainer
+class Trainer:
+    """Everything :func:`train` does, in an object whose pieces tests and notebooks can inspect.
+
+    Attributes after construction: ``model`` (DDP-wrapped under torchrun), ``optimizer``,
+    ``scheduler``, ``layout``, ``grid``, ``run_dir``, ``step``, ``epoch``; :meth:`fit` trains.
+
+    Raises
+    ------
+    ValueError
+        For a missing ``dataset.path``, statistics lacking a field, a missing split, a checkpoint
+        whose model does not match the configuration, or bad trainer settings (messages name the fix).
+    """
+
+    def __init__(self, cfg: DictConfig):
+        self.cfg = cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
+        for mod in cfg.get("plugins") or []:  # modules registering extra models
+            importlib.import_module(str(mod))
+        self.dist = _Dist(cfg.get("device", "auto"))
+        self.device = self.dist.device
+        t = self.t = cfg.trainer
+        path = OmegaConf.select(cfg, "dataset.path", default=None, throw_on_missing=False)
+        if path is None or OmegaConf.is_missing(cfg.dataset, "path"):
+            raise ValueError("dataset.path is not set: pass dataset=NAME dataset.path=DIR (a folder made by dandelion-generate)")
+        self.data_path = Path(str(path))
+        self.seed = int(cfg.get("seed", 0))
+        self.phases = _phases(t)
+        n_in = int(t.n_in)
+        stride = int(t.get("stride", 1))
+        self.train_sets = [WindowDataset(self.data_path, "train", n_in=n_in, n_out=p["n_out"], stride=stride) for p in self.phases]
+        self.valid_set = WindowDataset(self.data_path, "valid", n_in=n_in, n_out=1, stride=stride)
+        self.layout, self.grid = self.train_sets[0].layout, self.train_sets[0].grid
+        name = OmegaConf.select(cfg, "dataset.name")
+        if name and str(name) != str(self.train_sets[0].metadata.get("name")):
+            log.warning("dataset.name=%s but %s/dataset.yaml names %s", name, self.data_path, self.train_sets[0].metadata.get("name"))
+        C = self.layout.n_channels
+        overrides = cfg.model.get("overrides")
+        overrides = OmegaConf.to_container(overrides, resolve=True) if isinstance(overrides, DictConfig) else dict(overrides or {})
+        self.model_spec = {"name": str(cfg.model.name), "preset": str(cfg.model.preset), "in_channels": n_in * C,
+                           "out_channels": C, "overrides": overrides}
+
+        # seeded model initialisation: identical on every rank (DDP also broadcasts rank 0's weights)
+        torch.manual_seed(self.seed)
+        from dandelion.registry import build_model
+
+        g = self.grid
+        model = build_model(self.model_spec["name"], self.model_spec["preset"], n_in * C, C, g.nlat, g.nlon, g.grid,
+                            **self.model_spec["overrides"]).to(self.device)
+        self.bare_model = model
+        self.n_parameters = sum(p.numel() for p in model.parameters())
+        betas = tuple(float(b) for b in t.get("betas", (0.9, 0.999)))
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=float(t.lr), betas=betas, weight_decay=float(t.weight_decay))
+        if self.dist.world_size > 1:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            model = DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        self.model = model
+
+        # steps: each phase's batches per epoch are the same on every rank (padded shards)
+        bs = int(t.batch_size)
+        cap = t.get("max_batches_per_epoch")
+        self.batches_per_epoch = []
+        for ds in self.train_sets:
+            per_rank = math.ceil(len(ds) / self.dist.world_size)
+            n = math.ceil(per_rank / bs)
+            self.batches_per_epoch.append(min(n, int(cap)) if cap else n)
+        planned = sum(p["epochs"] * n for p, n in zip(self.phases, self.batches_per_epoch))
+        self.total_steps = min(planned, int(t.max_steps)) if t.get("max_steps") else planned
+        if self.total_steps < 1:
+            raise ValueError(f"no training steps planned (epochs={t.epochs}, max_steps={t.get('max_steps')}): raise trainer.epochs or max_steps")
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, WarmupCosine(int(t.warmup_steps), self.total_steps, float(t.get("min_lr_ratio", 0.0))))
+        self.weights = loss_weights(self.grid).to(device=self.device, dtype=torch.float32)
+
+        self.step, self.epoch, self.batch_in_epoch = 0, 0, 0
+        self.best_val = math.inf
+        self.history: list[dict] = []
+        if cfg.get("resume"):
+            self._resume(Path(str(cfg.resume)))
+
+        run_dir = cfg.get("run_dir") or f"outputs/train/{time.strftime('%Y-%m-%d_%H-%M-%S')}"
+        self.run_dir = Path(self.dist.broadcast(str(run_dir)))  # rank 0's choice, for all ranks
+        self.writer = None
+        if self.dist.main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+            tb = t.get("tensorboard", False)
+            if tb:
+                try:
+                    from torch.utils.tensorboard import SummaryWriter
+                except ImportError as err:
+                    raise ImportError("trainer.tensorboard=true needs the tensorboard package: pip install tensorboard, "
+                                      "or set trainer.tensorboard=false") from err
+                self.writer = SummaryWriter(str(self.run_dir / "tensorboard"))
+
+    # ------------------------------------------------------------------ checkpoints
+    def _resume(self, path: Path):
+        ckpt = load_checkpoint(path, map_location="cpu")
+        spec = ckpt.get("extra", {}).get("model_spec")
+        if spec is not None and {k: spec[k] for k in ("name", "preset", "in_channels", "out_channels")} != \
+                {k: self.model_spec[k] for k in ("name", "preset", "in_channels", "out_channels")}:
+            raise ValueError(f"resume={path}: checkpoint holds model {spec} but the configuration builds {self.model_spec}; "
+                             "resume with the same model=, model.preset= and dataset")
+        if ckpt["grid"] != self.grid.to_dict():
+            raise ValueError(f"resume={path}: checkpoint grid {ckpt['grid']} differs from the data grid {self.grid.to_dict()}")
+        self.bare_model.load_state_dict(ckpt["model"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.scheduler.load_state_dict(ckpt["scheduler"])
+        extra = ckpt.get("extra", {})
+        if int(extra.get("total_steps", self.total_steps)) != self.total_steps:
+            log.warning("resume: the checkpoint planned %s steps, this configuration %s; the schedule follows the checkpoint",
+                        extra.get("total_steps"), self.total_steps)
+        self.step, self.epoch = int(ckpt["step"]), int(ckpt["epoch"])
+        self.batch_in_epoch = int(extra.get("batch_in_epoch", 0))
+        self.best_val = float(extra.get("best_val", math.inf))
+        self.history = list(extra.get("history", []))
+        if ckpt.get("rng") is not None:  # rank 0's states (exact for single-process runs)
+            set_rng_state(ckpt["rng"])
+        log.info("resumed from %s at step %d (epoch %d, batch %d)", path, self.step, self.epoch, self.batch_in_epoch)
+
+    def save(self, name: str) -> Path:
+        """Write ``run_dir/name`` (rank 0 only; other ranks return the path)."""
+        path = self.run_dir / name
+        if self.dist.main:
+            extra = {"model_spec": self.model_spec, "layout": self.layout.to_dict(), "batch_in_epoch": self.batch_in_epoch,
+                     "best_val": self.best_val, "total_steps": self.total_steps, "history": self.history,
+                     "world_size": self.dist.world_size, "dataset_path": str(self.data_path)}
+            save_checkpoint(path, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler, config=self.cfg,
+                            stats=self.layout.to_dict()["stats"], grid=self.grid.to_dict(), step=self.step, epoch=self.epoch,
+                            extra=extra)
+        return path
+
+    # ------------------------------------------------------------------ loops
+    def _loader(self, ds, sampler):
+        t = self.t
+        workers = int(t.get("num_workers", 0))
+        return torch.utils.data.DataLoader(ds, batch_size=int(t.batch_size), sampler=sampler, num_workers=workers,
+                                           pin_memory=self.device.type == "cuda", drop_last=False,
+                                           generator=torch.Generator().manual_seed(self.seed),  # keeps the global RNG untouched
+                                           persistent_workers=False)
+
+    def _autocast(self):
+        if self.device.type == "cuda" and bool(self.t.get("amp", False)):
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def train_step(self, batch) -> float:
+        """One optimiser step on a batch; returns the loss."""
+        x = batch["x"].to(self.device, non_blocking=True)
+        y = batch["y"].to(self.device, non_blocking=True)
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        with self._autocast():
+            pred = rollout(self.model, x, y.shape[1], y.shape[2])
+        loss = area_weighted_mse(pred.float(), y, self.weights)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"non-finite training loss {loss.item()} at step {self.step}: lower trainer.lr or "
+                                     "check the dataset's statistics")
+        loss.backward()
+        clip = float(self.t.get("grad_clip", 0) or 0)
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step += 1
+        return float(loss.detach())
+
+    @torch.no_grad()
+    def validate(self) -> dict:
+        """Next-step loss (area-weighted MSE, normalised units) and area-weighted VRMSE on the valid split.
+
+        VRMSE: :func:`dandelion.benchmarks.metrics.vrmse` per sample and channel (normalised units,
+        area-weighted), averaged. Sharded across ranks without padding and summed, so every rank
+        gets the value over the whole split (or its first ``trainer.val_max_batches`` batches per rank).
+        """
+        from dandelion.benchmarks.metrics import vrmse
+
+        model = self.bare_model  # no DDP collectives during evaluation
+        model.eval()
+        sampler = EpochSampler(len(self.valid_set), seed=self.seed, epoch=0, rank=self.dist.rank,
+                               world_size=self.dist.world_size, shuffle=False, pad=False)
+        cap = self.t.get("val_max_batches")
+        w64 = self.grid.weights.to(self.device)
+        sums = [0.0, 0.0, 0.0]  # loss * n, vrmse sum, n
+        for i, batch in enumerate(self._loader(self.valid_set, sampler)):
+            if cap and i >= int(cap):
+                break
+            x, y = batch["x"].to(self.device), batch["y"][:, 0].to(self.device)
+            with self._autocast():
+                pred = model(x).float()
+            n = x.shape[0]
+            sums[0] += float(((pred - y) ** 2 * self.weights).mean((-3, -2, -1)).sum())
+            sums[1] += float(vrmse(pred.double(), y.double(), w64).mean(-1).sum())
+            sums[2] += n
+        total = self.dist.all_sum(sums)
+        model.train()
+        if total[2] == 0:
+            return {"val_loss": math.nan, "val_vrmse": math.nan}
+        return {"val_loss": total[0] / total[2], "val_vrmse": total[1] / total[2]}
+
+    def _stop_reason(self, t_start: float) -> str | None:
+        t = self.t
+        reason = None
+        if self.step >= self.total_steps:
+            reason = "max_steps" if t.get("max_steps") and self.total_steps == int(t.max_steps) else "done"
+        elif t.get("stop_at_step") and self.step >= int(t.stop_at_step):
+            reason = "stop_at_step"
+        if t.get("max_minutes"):
+            late = float(time.perf_counter() - t_start > 60.0 * float(t.max_minutes))
+            if self.dist.all_sum([late])[0] > 0 and reason is None:  # every rank stops together
+                reason = "max_minutes"
+        return reason
+
+    def fit(self) -> dict:
+        """Train (or continue) until the plan, ``max_steps``, ``stop_at_step`` or ``max_minutes`` ends it.
+
+        Returns a dict: run_dir, best and last checkpoint paths, step, epoch, stop reason, last train
+        loss, val_loss and val_vrmse of the final model, best_val_loss, n_parameters.
+        """
+        from tqdm.auto import tqdm
+
+        t_start = time.perf_counter()
+        reason = self._stop_reason(t_start)
+        train_loss, val = math.nan, {}
+        epoch_offsets = [0]
+        for p in self.phases:
+            epoch_offsets.append(epoch_offsets[-1] + p["epochs"])
+        for pi, phase in enumerate(self.phases):
+            if reason:
+                break
+            ds, n_batches = self.train_sets[pi], self.batches_per_epoch[pi]
+            for e in range(epoch_offsets[pi], epoch_offsets[pi + 1]):
+                if e < self.epoch:
+                    continue
+                start = self.batch_in_epoch if e == self.epoch else 0
+                self.epoch, self.batch_in_epoch = e, start
+                bs = int(self.t.batch_size)
+                sampler = EpochSampler(len(ds), seed=self.seed, epoch=e, rank=self.dist.rank, world_size=self.dist.world_size,
+                                       start=start * bs, stop=n_batches * bs)
+                bar = tqdm(total=n_batches, initial=start, desc=f"{phase['name']} epoch {e}", disable=not (self.dist.main and self.t.get("progress", True)),
+                           leave=False, dynamic_ncols=True)
+                t0, seen, losses = time.perf_counter(), 0, []
+                for batch in self._loader(ds, sampler):
+                    loss = self.train_step(batch)
+                    self.batch_in_epoch += 1
+                    losses.append(loss)
+                    seen += batch["x"].shape[0] * self.dist.world_size
+                    rate = seen / max(1e-9, time.perf_counter() - t0)
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{loss:.4g}", lr=f"{self.scheduler.get_last_lr()[0]:.3g}", samples_s=f"{rate:.3g}")
+                    if self.writer is not None:
+                        self.writer.add_scalar("train/loss", loss, self.step)
+                        self.writer.add_scalar("train/lr", self.scheduler.get_last_lr()[0], self.step)
+                    reason = self._stop_reason(t_start)
+                    if reason:
+                        break
+                bar.close()
+                if losses:
+                    train_loss = float(sum(losses) / len(losses))
+                finished = self.batch_in_epoch >= n_batches
+                if finished:  # the epoch is complete: the next one starts at its first batch
+                    self.epoch, self.batch_in_epoch = e + 1, 0
+                val = self.validate()
+                record = {"epoch": e, "phase": phase["name"], "step": self.step, "train_loss": train_loss,
+                          "lr": self.scheduler.get_last_lr()[0], "samples_per_s": seen / max(1e-9, time.perf_counter() - t0),
+                          "epoch_complete": finished, **val}
+                self.history.append(record)
+                if self.dist.main:
+                    log.info("%s", json.dumps(record))
+                    with open(self.run_dir / "metrics.jsonl", "a") as fh:
+                        fh.write(json.dumps(record) + "\n")
+                    if self.writer is not None:
+                        for k in ("val_loss", "val_vrmse"):
+                            self.writer.add_scalar(f"valid/{k[4:]}", val[k], self.step)
+                improved = val["val_loss"] < self.best_val
+                if improved:
+                    self.best_val = val["val_loss"]
+                    self.save("best.pt")
+                self.save("last.pt")
+                if reason:
+                    break
+        if not self.history:  # nothing to do (e.g. resumed a finished run): still report and checkpoint
+            val = self.validate()
+            self.save("last.pt")
+            if not (self.run_dir / "best.pt").exists():
+                self.save("best.pt")
+        self.dist.barrier()
+        if self.writer is not None:
+            self.writer.close()
+        result = {"run_dir": str(self.run_dir), "best": str(self.run_dir / "best.pt"), "last": str(self.run_dir / "last.pt"),
+                  "step": self.step, "epoch": self.epoch, "stopped": reason or "done", "train_loss": train_loss,
+                  "val_loss": val.get("val_loss", math.nan), "val_vrmse": val.get("val_vrmse", math.nan),
+                  "best_val_loss": self.best_val, "n_parameters": self.n_parameters,
+                  "minutes": (time.perf_counter() - t_start) / 60.0}
+        if self.dist.main:
+            (self.run_dir / "result.json").write_text(json.dumps(result, indent=1) + "\n")
+        return result
+
+    def close(self):
+        for ds in (*self.train_sets, self.valid_set):
+            ds.close()
+        self.dist.close()
+
+
+def train(cfg) -> dict:
+    """Train from a composed ``train.yaml`` configuration; returns :meth:`Trainer.fit`'s dict."""
+    trainer = Trainer(cfg)
+    try:
+        return trainer.fit()
+    finally:
+        trainer.close()
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+def _check_torchrun_argv(argv: list[str]) -> None:
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not any(a.startswith(("run_dir=", "+run_dir=", "++run_dir=")) for a in argv):
+        raise SystemExit("dandelion-train under torchrun needs run_dir=DIR, so that every rank writes to the same run "
+                         "directory (a default made from each process's clock could differ between ranks)")
+
+
+def main() -> None:
+    """``dandelion-train`` (hydra: ``model=``, ``dataset=NAME dataset.path=DIR``, ``trainer=``, ``experiment=``, ...)."""
+    import hydra
+
+    _check_torchrun_argv(sys.argv[1:])
+
+    @hydra.main(config_path="pkg://dandelion.configs", config_name="train", version_base="1.3")
+    def _app(cfg: DictConfig) -> None:
+        result = train(cfg)
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(json.dumps(result, indent=1))
+
+    _app()
+
+
+if __name__ == "__main__":
+    main()

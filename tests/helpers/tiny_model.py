@@ -1,0 +1,27 @@
+"""A tiny pointwise model registered as ``"_pointwise_test"``, for tests where the model is not the point.
+
+Import this module (or pass ``plugins=[tiny_model]`` with ``tests/helpers`` on ``PYTHONPATH``) to register it.
+"""
+
+import torch
+import torch.nn as nn
+
+from dandelion.registry import register_model
+
+
+class PointwiseTest(nn.Module):
+    """``x -> W2 gelu(W1 x)`` per grid point, (B, in_channels, nlat, nlon) -> (B, out_channels, nlat, nlon)."""
+
+    resolution_dependent = False
+
+    def __init__(self, in_channels, out_channels, width=8):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(in_channels, width, 1), nn.GELU(), nn.Conv2d(width, out_channels, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+@register_model("_pointwise_test")
+def build_pointwise_test(preset="tiny", in_channels=16, out_channels=4, nlat=32, nlon=64, grid="equiangular", **overrides):
+    return PointwiseTest(in_channels, out_channels, **overrides)
