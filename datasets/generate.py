@@ -1,0 +1,349 @@
+"""``dandelion-generate``: make a dataset folder from a scenario (DESIGN.md §6).
+
+Usage::
+
+    dandelion-generate dataset=galewsky dataset.path=DIR [dataset.nlat=32 dataset.nlon=64 dataset.lmax=21
+                       dataset.n_trajectories=4 dataset.n_frames=24 dataset.seed=0] [device=cuda batch_size=8]
+    torchrun --nproc_per_node=4 -m dandelion.datasets.generate dataset=galewsky dataset.path=DIR device=cuda
+
+What it does:
+
+* builds the scenario named by ``dataset.name`` (see :mod:`dandelion.datasets.scenario`) and runs
+  its trajectories in batches of ``batch_size`` per solver call on ``device``, with a tqdm bar;
+* writes one HDF5 file per trajectory (:mod:`dandelion.datasets.storage`) into ``train/``,
+  ``valid/`` or ``test/`` under a temporary name, renamed when complete;
+* resumes: complete files are skipped (a damaged one is regenerated), temporary leftovers removed.
+  The batches are a fixed partition of each rank's trajectory ids, so a resumed run computes every
+  file in the same batch as an uninterrupted run and gives the same bytes (same batch_size, world
+  size and device);
+* refuses a folder that holds a dataset made with another configuration (the fingerprint of the
+  dataset config, all keys but ``path``, is kept in ``dataset.yaml``);
+* shards trajectory ids across ranks under torchrun (``RANK``/``WORLD_SIZE``: rank r takes ids
+  r, r + W, ...; a gloo process group provides the barriers); rank 0 writes the metadata, then after
+  a barrier the train statistics, ``splits.json``, the final ``dataset.yaml`` and the checksums.
+  Rerunning the same command on a finished or partly finished folder completes it.
+
+:func:`generate` is the plain-Python entry point (``generate(cfg) -> Path``); ``main`` is the thin
+hydra wrapper (``configs/generate.yaml``, ``configs/dataset/<name>.yaml``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shlex
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+from .scenario import Scenario, get_scenario
+from .storage import (
+    SPLITS,
+    CorruptFileError,
+    TrajectoryWriter,
+    compute_stats,
+    load_metadata,
+    make_splits,
+    open_trajectory,
+    split_of,
+    temp_path,
+    trajectory_filename,
+    write_checksums,
+    write_json,
+    write_yaml,
+)
+
+__all__ = ["generate", "main", "config_fingerprint", "build_scenario"]
+
+_KNOWN_NAMES = {"train", "valid", "test", "dataset.yaml", "stats.yaml", "splits.json", "checksums.sha256"}
+
+
+def _plain(cfg) -> dict:
+    """OmegaConf config or mapping -> plain dict (resolved)."""
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(cfg, DictConfig):
+            return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+    except ImportError:  # pragma: no cover
+        pass
+    return json.loads(json.dumps(dict(cfg), default=lambda o: dict(o)))
+
+
+def build_scenario(dataset_cfg: Mapping[str, Any]) -> Scenario:
+    """Instantiate the scenario named by ``dataset_cfg["name"]`` with that config.
+
+    Raises ``ValueError`` if the name is missing or unknown.
+    """
+    name = dataset_cfg.get("name")
+    if not name:
+        raise ValueError("the dataset config has no 'name': pass dataset=NAME (e.g. dataset=galewsky)")
+    return get_scenario(str(name), dataset_cfg.get("module"))(dataset_cfg)
+
+
+def config_fingerprint(dataset_cfg: Mapping[str, Any]) -> str:
+    """SHA-256 (first 16 hex digits) of the resolved dataset config without ``path``: two runs with the
+    same fingerprint make the same dataset."""
+    d = {k: v for k, v in dataset_cfg.items() if k != "path"}
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _versions() -> dict:
+    import h5py
+    import torch_harmonics
+
+    from dandelion import __version__
+
+    return {
+        "dandelion": str(__version__),
+        "python": platform.python_version(),
+        "torch": str(torch.__version__),
+        "torch_harmonics": str(torch_harmonics.__version__),
+        "numpy": str(np.__version__),
+        "h5py": str(h5py.__version__),
+    }
+
+
+# ---------------------------------------------------------------------------------------------- distributed
+class _Dist:
+    """Rank/world from torchrun's environment; a gloo process group for barriers when world > 1."""
+
+    def __init__(self):
+        self.rank = int(os.environ.get("RANK", 0))
+        self.world = int(os.environ.get("WORLD_SIZE", 1))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        self.owned = False
+        if self.world > 1:
+            import torch.distributed as dist
+
+            if not dist.is_initialized():
+                dist.init_process_group("gloo", timeout=timedelta(days=7))
+                self.owned = True
+
+    def barrier(self):
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    def close(self):
+        if self.owned:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+
+
+# ---------------------------------------------------------------------------------------------- main function
+def generate(cfg) -> Path:
+    """Generate (or resume, or finish) a dataset folder.
+
+    Parameters
+    ----------
+    cfg : OmegaConf DictConfig or mapping
+        ``dataset`` (the dataset config: ``name``, ``path``, ``nlat``, ``nlon``, ``grid``, ``lmax``,
+        ``n_trajectories``, ``n_frames``, ``seed``, scenario keys), ``device`` (default ``"cpu"``),
+        ``batch_size`` (trajectories per solver call, default 4), ``progress`` (tqdm bar, default True).
+
+    Returns
+    -------
+    Path of the dataset folder.
+
+    Raises
+    ------
+    ValueError
+        If ``dataset.path`` is missing, the configuration is impossible, or the folder holds a
+        dataset made with another configuration (or unrelated files).
+    FloatingPointError
+        If a trajectory becomes non-finite; the message names its id and parameters.
+    """
+    cfg = _plain(cfg)
+    dcfg = dict(cfg.get("dataset") or {})
+    path = dcfg.get("path")
+    if path in (None, "", "???"):
+        raise ValueError("dataset.path is not set: pass dataset.path=DIR (the folder to write the dataset into)")
+    scenario = build_scenario(dcfg)
+    root = Path(path).expanduser().resolve()
+    device = str(cfg.get("device") or "cpu")
+    batch_size = int(cfg.get("batch_size") or 4)
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size} must be a positive integer")
+    progress = bool(cfg.get("progress", True))
+
+    resolved = dict(scenario.cfg)
+    resolved["path"] = str(root)
+    fingerprint = config_fingerprint(resolved)
+    dist = _Dist()
+    if device.startswith("cuda") and dist.world > 1 and device == "cuda":
+        device = f"cuda:{dist.local_rank}"
+    try:
+        meta = {
+            **scenario.describe(),
+            "fingerprint": fingerprint,
+            "complete": False,
+            "config": {"dataset": resolved, "device": device, "batch_size": batch_size},
+            "command": shlex.join(sys.argv),
+            "versions": _versions(),
+        }
+        splits = make_splits(scenario.n_trajectories, seed=int(resolved.get("split_seed", 42)), note=scenario.distinct_note)
+        if dist.rank == 0:
+            _claim(root, meta, resolved)
+            write_json(root / "splits.json", splits)
+        dist.barrier()
+        if dist.rank != 0:
+            _claim(root, meta, resolved, write=False)
+        ids = list(range(scenario.n_trajectories))[dist.rank::dist.world]
+        _run(scenario, root, ids, split_of(splits), batch_size=batch_size, device=device, progress=progress,
+             desc=f"{scenario.name}" + (f" rank {dist.rank}" if dist.world > 1 else ""))
+        dist.barrier()
+        if dist.rank == 0:
+            _finalise(root, scenario, meta, splits)
+        dist.barrier()
+    finally:
+        dist.close()
+    return root
+
+
+def _claim(root: Path, meta: dict, resolved: dict, *, write: bool = True) -> None:
+    """Check that ``root`` is empty, absent, or holds a dataset of the same fingerprint; write the
+    provisional dataset.yaml if there is none."""
+    if (root / "dataset.yaml").is_file():
+        old = load_metadata(root)
+        if old.get("fingerprint") != meta["fingerprint"]:
+            old_cfg = dict((old.get("config") or {}).get("dataset") or {})
+            diff = [f"{k}: {old_cfg.get(k)!r} -> {resolved.get(k)!r}" for k in sorted(set(old_cfg) | set(resolved))
+                    if k != "path" and old_cfg.get(k) != resolved.get(k)]
+            raise ValueError(
+                f"{root} holds a dataset made with a different configuration (fingerprint "
+                f"{old.get('fingerprint')} != {meta['fingerprint']}; differences: {'; '.join(diff) or 'unknown'}). "
+                "Choose another dataset.path, or delete that folder to regenerate it"
+            )
+        return
+    if root.exists():
+        if not root.is_dir():
+            raise ValueError(f"dataset.path {root} is a file, not a folder: choose another dataset.path")
+        foreign = sorted(p.name for p in root.iterdir() if p.name not in _KNOWN_NAMES and not p.name.startswith("."))
+        if foreign:
+            raise ValueError(f"{root} is not empty and holds no dataset.yaml (found {foreign[:5]}): "
+                             "choose an empty or new folder for dataset.path")
+    if write:
+        root.mkdir(parents=True, exist_ok=True)
+        for s in SPLITS:
+            (root / s).mkdir(exist_ok=True)
+        write_yaml(root / "dataset.yaml", meta)
+
+
+def _is_complete(path: Path, trajectory_id: int, n_frames: int) -> bool:
+    if not path.is_file():
+        return False
+    try:
+        with open_trajectory(path) as f:
+            return int(f.attrs["trajectory_id"]) == trajectory_id and f["dimensions"]["time"].shape[0] == n_frames
+    except (CorruptFileError, OSError):
+        return False
+
+
+def _run(scenario: Scenario, root: Path, ids: list[int], split: dict[int, str], *, batch_size: int, device: str,
+         progress: bool, desc: str) -> None:
+    """Generate the missing files among ``ids`` in fixed batches of ``batch_size``."""
+    from tqdm.auto import tqdm
+
+    paths = {i: root / split[i] / trajectory_filename(i) for i in ids}
+    for i, p in paths.items():  # leftovers of an interrupted run (only this rank's ids)
+        temp_path(p).unlink(missing_ok=True)
+    missing = set()
+    for i, p in paths.items():
+        if not _is_complete(p, i, scenario.n_frames):
+            if p.exists():
+                tqdm.write(f"dandelion-generate: {p} is damaged or incomplete; regenerating it")
+                p.unlink()
+            missing.add(i)
+    batches = [ids[k:k + batch_size] for k in range(0, len(ids), batch_size)]
+    todo = [b for b in batches if any(i in missing for i in b)]
+    times, stored = scenario.solver_times(), scenario.stored_times()
+    grid = scenario.grid
+    bar = tqdm(total=sum(len(b) for b in todo) * len(times), desc=desc, unit="frame", disable=not progress, smoothing=0.1)
+    try:
+        for batch in todo:
+            params = [scenario.parameters(i) for i in batch]
+            tensors = {k: torch.tensor([p[k] for p in params], dtype=torch.float64, device=device) for k in params[0]}
+            sim = scenario.build_simulation(tensors, lmax=scenario.solver_lmax, device=device)
+            writers = {}
+            try:
+                for i, p in zip(batch, params):
+                    if i in missing:
+                        writers[i] = TrajectoryWriter(
+                            paths[i], dataset_name=scenario.name, grid=grid, lmax=scenario.stored_lmax,
+                            trajectory_id=i, times=stored, time_units=scenario.time_units,
+                            scalars={k: (v, scenario.units_of(k)) for k, v in p.items()},
+                            fields={k: v.to_dict() for k, v in scenario.fields.items()},
+                        )
+                for k, t in enumerate(times):
+                    try:
+                        sim.advance_to(float(t))
+                        values = scenario.stored_fields(sim.fields(grid))
+                        for j, i in enumerate(batch):
+                            for name, a in values.items():
+                                if not np.isfinite(a[j]).all():
+                                    raise FloatingPointError(f"non-finite {name} in trajectory {j} of the batch")
+                    except FloatingPointError as e:
+                        raise FloatingPointError(
+                            f"{scenario.name}: a trajectory became non-finite before t={t} ({scenario.time_units}) "
+                            f"in the batch of trajectory ids {batch} (batch index in the solver's message): {e}. "
+                            "Parameters: " + "; ".join(f"id {i}: {p}" for i, p in zip(batch, params))
+                            + ". Lower the time step or raise the band limit / diffusion"
+                        ) from e
+                    for j, i in enumerate(batch):
+                        if i in writers:
+                            writers[i].write_frame(k, {name: a[j] for name, a in values.items()})
+                    bar.update(len(batch))
+                for w in writers.values():
+                    w.close()
+            except BaseException:
+                for w in writers.values():
+                    w.abort()
+                raise
+    finally:
+        bar.close()
+
+
+def _finalise(root: Path, scenario: Scenario, meta: dict, splits: dict) -> None:
+    """Check all files are there, then write stats.yaml, splits.json, dataset.yaml and checksums."""
+    rel = [f"{s}/{trajectory_filename(i)}" for s in SPLITS for i in splits[s]]
+    missing = [r for r in rel if not (root / r).is_file()]
+    if missing:
+        raise RuntimeError(f"{len(missing)} trajectory files are missing in {root} (e.g. {missing[:3]}): "
+                           "a rank failed; rerun the same command to finish the dataset")
+    fields = {k: v.to_dict() for k, v in scenario.fields.items()}
+    stats = compute_stats([root / "train" / trajectory_filename(i) for i in splits["train"]], fields)
+    write_yaml(root / "stats.yaml", stats)
+    write_json(root / "splits.json", splits)
+    write_yaml(root / "dataset.yaml", {**meta, "complete": True})
+    write_checksums(root, rel + ["dataset.yaml", "splits.json", "stats.yaml"])
+
+
+# ---------------------------------------------------------------------------------------------- hydra CLI
+def _hydra_entry():
+    import hydra
+
+    @hydra.main(config_path="pkg://dandelion.configs", config_name="generate", version_base="1.3")
+    def _app(cfg):
+        root = generate(cfg)
+        if int(os.environ.get("RANK", 0)) == 0:
+            print(f"dandelion-generate: dataset written to {root}")
+
+    _app()
+
+
+def main() -> None:
+    """Console entry point ``dandelion-generate`` (hydra overrides on the command line)."""
+    _hydra_entry()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""``dandelion-verify DIR``: check a dataset folder against its checksums and schema.
+
+Checks, each problem reported as one line naming the file:
+
+* ``dataset.yaml``, ``splits.json``, ``stats.yaml`` and ``checksums.sha256`` exist and the dataset
+  is marked complete;
+* every trajectory listed in ``splits.json`` exists, is listed in ``checksums.sha256`` and every
+  listed file's SHA-256 matches;
+* every trajectory file opens (not truncated or corrupt), follows the layout
+  (:func:`dandelion.datasets.storage.open_trajectory`), agrees with ``dataset.yaml`` (grid, nlat,
+  nlon, lmax, frames, fields, units, trajectory id) and decodes to finite float32 values;
+* no temporary leftovers or unlisted trajectory files lie in the split folders;
+* ``stats.yaml`` has finite entries for every field.
+
+Exit status 0 when the folder is sound, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from .storage import (
+    SPLITS,
+    CorruptFileError,
+    load_metadata,
+    load_stats,
+    open_trajectory,
+    read_checksums,
+    sha256_file,
+    trajectory_filename,
+)
+
+__all__ = ["verify", "main"]
+
+
+def verify(path) -> list[str]:
+    """Problems found in the dataset folder ``path`` (empty list: the folder is sound).
+
+    Parameters
+    ----------
+    path : path-like
+        A dataset folder written by ``dandelion-generate``.
+
+    Returns
+    -------
+    list of str, one line per problem, each naming the file concerned.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        return [f"{root}: no such dataset folder"]
+    problems: list[str] = []
+    try:
+        meta = load_metadata(root)
+    except (FileNotFoundError, CorruptFileError, ValueError) as e:
+        return [f"{root / 'dataset.yaml'}: {e}"]
+    if not meta.get("complete", False):
+        problems.append(f"{root / 'dataset.yaml'}: generation is not complete; rerun the same dandelion-generate command")
+    try:
+        splits = json.loads((root / "splits.json").read_text())
+    except (OSError, ValueError) as e:
+        return problems + [f"{root / 'splits.json'}: unreadable ({e})"]
+    try:
+        sums = read_checksums(root)
+    except (OSError, ValueError) as e:
+        problems.append(f"{root / 'checksums.sha256'}: {e}")
+        sums = {}
+
+    for rel, digest in sums.items():
+        p = root / rel
+        if not p.is_file():
+            problems.append(f"{p}: listed in checksums.sha256 but missing")
+        elif sha256_file(p) != digest:
+            problems.append(f"{p}: SHA-256 does not match checksums.sha256 (file changed or corrupt)")
+
+    fields = meta.get("fields", {})
+    listed = set()
+    for split in SPLITS:
+        for tid in splits.get(split, []):
+            rel = f"{split}/{trajectory_filename(tid)}"
+            listed.add(rel)
+            p = root / rel
+            if sums and rel not in sums:
+                problems.append(f"{p}: not listed in checksums.sha256")
+            if not p.is_file():
+                problems.append(f"{p}: missing (trajectory {tid} of split {split})")
+                continue
+            problems += _check_file(p, int(tid), meta, fields)
+        folder = root / split
+        if folder.is_dir():
+            for p in sorted(folder.iterdir()):
+                rel = f"{split}/{p.name}"
+                if p.name.endswith(".tmp"):
+                    problems.append(f"{p}: temporary leftover of an interrupted run; rerun dandelion-generate to clean it")
+                elif rel not in listed:
+                    problems.append(f"{p}: not listed in splits.json")
+
+    try:
+        stats = load_stats(root)
+        for name, spec in fields.items():
+            entry = stats.get(name)
+            keys = ("mean", "std", "delta_mean", "delta_std") if spec.get("kind") == "scalar" else ("rms", "delta_rms")
+            if not isinstance(entry, dict) or any(not _finite(entry.get(k)) for k in keys):
+                problems.append(f"{root / 'stats.yaml'}: entry for field {name!r} missing or not finite")
+    except (FileNotFoundError, CorruptFileError, ValueError) as e:
+        problems.append(f"{root / 'stats.yaml'}: {e}")
+    return problems
+
+
+def _finite(x) -> bool:
+    try:
+        return math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def _check_file(p: Path, tid: int, meta: dict, fields: dict) -> list[str]:
+    try:
+        f = open_trajectory(p, check_data=True)
+    except (CorruptFileError, OSError) as e:
+        return [f"{p}: {e}"]
+    out = []
+    with f:
+        for key in ("grid", "nlat", "nlon", "lmax"):
+            if key in meta and str(f.attrs[key]) != str(meta[key]):
+                out.append(f"{p}: attribute {key}={f.attrs[key]} but dataset.yaml says {meta[key]}")
+        if int(f.attrs["trajectory_id"]) != tid:
+            out.append(f"{p}: trajectory_id={int(f.attrs['trajectory_id'])}, expected {tid}")
+        T = f["dimensions"]["time"].shape[0]
+        if "n_frames" in meta and T != int(meta["n_frames"]):
+            out.append(f"{p}: {T} frames, dataset.yaml says {meta['n_frames']}")
+        for name, spec in fields.items():
+            group = "t0_fields" if spec.get("kind") == "scalar" else "t1_fields"
+            if name not in f[group]:
+                out.append(f"{p}: missing {group}/{name}")
+            elif str(f[group][name].attrs["units"]) != str(spec.get("units")):
+                out.append(f"{p}: {group}/{name} units {f[group][name].attrs['units']!r}, dataset.yaml says {spec.get('units')!r}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: ``dandelion-verify DIR`` (prints problems; exit status 1 if any)."""
+    parser = argparse.ArgumentParser(prog="dandelion-verify", description="Check a dandelion dataset folder against its checksums and schema.")
+    parser.add_argument("path", help="dataset folder (the dataset.path of dandelion-generate)")
+    args = parser.parse_args(argv)
+    problems = verify(args.path)
+    for line in problems:
+        print(line)
+    if problems:
+        print(f"dandelion-verify: {len(problems)} problem(s) in {args.path}", file=sys.stderr)
+        return 1
+    print(f"dandelion-verify: {args.path} is sound")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
