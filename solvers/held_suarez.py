@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 __all__ = [
@@ -37,6 +38,9 @@ __all__ = [
     "rayleigh_drag_rate",
     "HeldSuarezForcing",
     "TracerForcing",
+    "HeldSuarezSimulation",
+    "PRESSURE_LEVELS_HPA",
+    "HELD_SUAREZ_MIN_LMAX",
 ]
 
 #: One day in seconds.
@@ -210,4 +214,229 @@ class TracerForcing:
             band = ((latd >= self.lat_south) & (latd <= self.lat_north)).to(q.dtype).reshape(1, 1, -1, 1)
             relax = (band - q) / self.source_time
             out = out + relax * layer.to(q.dtype).reshape(1, -1, 1, 1)
+        return out
+
+
+# ---------------------------------------------------------------------------------------- simulation
+#: Pressure levels (hPa) of the stored dataset (DATASETS.md §5).
+PRESSURE_LEVELS_HPA = (50.0, 100.0, 250.0, 500.0, 700.0, 850.0, 925.0, 1000.0)
+
+#: Documented minimum solver band limit (number of degrees) resolving the HS94 climate: T42.
+HELD_SUAREZ_MIN_LMAX = 43
+
+
+class HeldSuarezSimulation:
+    """Batched Held-Suarez run of the sigma-coordinate primitive equations (Simulation protocol).
+
+    Parameters
+    ----------
+    params : dict of torch.Tensor of shape (B,)
+        ``omega_factor`` (rotation rate / 7.292e-5 1/s), ``delta_T_y`` (K), ``delta_theta_z`` (K);
+        optional ``seed`` (int-valued, the initial-noise seed of each trajectory; default 0..B-1).
+    lmax : int
+        Solver band limit (number of degrees; T42 = 43).
+    n_levels : int
+        Equally spaced sigma levels (20 as in HS94).
+    dt : float
+        Time step (s). Must divide every interval passed to :meth:`advance_to` for pure leapfrog
+        stepping; a remainder is integrated with one IMEX RK step (and the leapfrog restarts).
+    hyperdiffusion_time : float
+        e-folding time (s) of del^8 hyperdiffusion at the truncation degree (0.1 day).
+    scheme : str
+        ``"leapfrog"`` (semi-implicit leapfrog + RAW filter, one explicit evaluation per step) or
+        an IMEX scheme of :data:`dandelion.solvers.integrators.SCHEMES` (e.g. ``"ars222"``).
+    mass_fixer : bool
+        Rescale the global mean surface pressure to its initial value after each step.
+    tracer : bool or TracerForcing
+        Tracer source/sink (True = the card's defaults, False = pure advection).
+    forcing : bool
+        Held-Suarez forcing on (default) or off (adiabatic, inviscid except hyperdiffusion).
+    initial_temperature : float, optional
+        If given, start isothermal at this temperature (K) instead of the default rest state
+        (each level at the global mean of ``T_eq`` of its trajectory).
+    noise_amplitude : float
+        RMS (K) of the seeded large-scale noise added to the initial temperature (degrees 1..21).
+    ps0 : float
+        Initial uniform surface pressure (Pa).
+    pressure_levels : sequence of float
+        Output levels in hPa.
+    device : str or torch.device
+
+    Raises
+    ------
+    ValueError
+        For missing parameters, a band limit < 4, or a non-positive time step.
+    """
+
+    def __init__(self, params: dict, *, lmax: int = HELD_SUAREZ_MIN_LMAX, n_levels: int = 20, dt: float = 1200.0,
+                 hyperdiffusion_time: float = 0.1 * DAY, scheme: str = "leapfrog", mass_fixer: bool = True,
+                 tracer=True, forcing: bool = True, initial_temperature: float | None = None,
+                 noise_amplitude: float = 0.1, ps0: float = 1.0e5, pressure_levels=PRESSURE_LEVELS_HPA,
+                 reference_temperature: float = 300.0, device="cpu"):
+        from dandelion.solvers.integrators import make_stepper
+        from dandelion.solvers.primitive_equations import (PEState, PrimitiveEquations, SemiImplicitLeapfrog,
+                                                            SigmaCoordinates, hyperdiffusion_filter)
+        from dandelion.solvers.spectral import SpectralCore
+
+        missing = [k for k in ("omega_factor", "delta_T_y", "delta_theta_z") if k not in params]
+        if missing:
+            raise ValueError(f"HeldSuarezSimulation params lack {missing}; pass (B,) tensors for omega_factor, delta_T_y, delta_theta_z")
+        if int(lmax) != lmax or lmax < 4:
+            raise ValueError(f"lmax={lmax} must be an integer >= 4 (T42 is lmax=43)")
+        if not dt > 0:
+            raise ValueError(f"dt={dt} must be positive (s)")
+        p = {k: torch.as_tensor(v, dtype=torch.float64, device=device).reshape(-1) for k, v in params.items()}
+        B = p["omega_factor"].numel()
+        self.B, self.device, self.dt = B, torch.device(device), float(dt)
+        C = HS_CONSTANTS
+        self.core = SpectralCore(int(lmax), dealias=1.5, radius=C["radius"]).to(device)
+        self.coords = SigmaCoordinates.equally_spaced(n_levels)
+        self.n = n_levels
+        self.hs = HeldSuarezForcing(p["delta_T_y"], p["delta_theta_z"], kappa=C["kappa"], p0=C["p0"])
+        if tracer is True:
+            self.tracer_forcing = TracerForcing()
+        elif tracer is False or tracer is None:
+            self.tracer_forcing = None
+        else:
+            self.tracer_forcing = tracer
+        self.forcing_on = bool(forcing)
+        self.eq = PrimitiveEquations(self.core, self.coords, reference_temperature=reference_temperature,
+                                     omega=C["omega"] * p["omega_factor"], R=C["R"], kappa=C["kappa"],
+                                     forcing=self._forcing)
+        self._PEState = PEState
+        filt = hyperdiffusion_filter(self.core, 1.0, hyperdiffusion_time, 4)  # rate per second: -log(filt)
+        self._hd_rate = -torch.log(filt)  # (lmax, 1)
+        n = self.n
+        self._hd_mask = torch.ones(4 * n + 1, 1, 1, dtype=torch.float64, device=self.device)
+        self._hd_mask[4 * n] = 0.0  # no hyperdiffusion on ln ps
+        self.mass_fixer = bool(mass_fixer)
+        if scheme == "leapfrog":
+            self.stepper = SemiImplicitLeapfrog(self.eq, self.dt, post=self._post)
+            self._step = self.stepper.step
+            self._partial = self.stepper.rk_step
+        else:
+            base = make_stepper(scheme, self.eq, self.dt)
+            self._step = lambda x: self._post(base(x), self.dt)  # noqa: E731
+            self._partial = lambda x, h: self._post(make_stepper(scheme, self.eq, h)(x), h)  # noqa: E731
+        self.pressure_levels = torch.as_tensor(pressure_levels, dtype=torch.float64, device=self.device)
+        self.x = self._initial_state(p, initial_temperature, noise_amplitude, ps0)
+        self.ps_target = self.eq.mean_surface_pressure(self.x)
+        self.time = 0.0
+
+    # ------------------------------------------------------------------ physics hooks
+    def _forcing(self, g: dict) -> dict:
+        out = {}
+        if self.forcing_on:
+            out["temperature"] = self.hs.temperature_tendency(g["T"], g["sigma"], g["ps"], g["lat"])
+            out["drag"] = self.hs.drag_rate(g["sigma"])
+        if self.tracer_forcing is not None:
+            out["tracer"] = self.tracer_forcing.tendency(g["q"], g["sigma"], g["lat"])
+        return out
+
+    def _post(self, x: torch.Tensor, tau: float) -> torch.Tensor:
+        x = x * torch.exp(-tau * self._hd_rate * self._hd_mask)
+        if self.mass_fixer:
+            mean_ps = self.eq.mean_surface_pressure(x)
+            x = x.clone()
+            x[:, 4 * self.n, 0, 0] += torch.log(self.ps_target / mean_ps) * math.sqrt(4 * math.pi)
+        return x
+
+    def _initial_state(self, p, initial_temperature, noise_amplitude, ps0) -> torch.Tensor:
+        c, n, B = self.core, self.n, self.B
+        sigma = self.eq.sigma
+        if initial_temperature is None:
+            lat = c.lat.reshape(1, 1, -1, 1)
+            teq = equilibrium_temperature(lat, ps0 * sigma.reshape(1, -1, 1, 1),
+                                          p["delta_T_y"].reshape(-1, 1, 1, 1), p["delta_theta_z"].reshape(-1, 1, 1, 1),
+                                          kappa=HS_CONSTANTS["kappa"], p0=HS_CONSTANTS["p0"])
+            T = (teq * c.weights).sum(-2, keepdim=True) / c.weights.sum() * torch.ones(1, 1, 1, c.nlon, dtype=torch.float64, device=self.device)
+            T = T.expand(B, n, c.nlat, c.nlon)
+        else:
+            T = torch.full((B, n, c.nlat, c.nlon), float(initial_temperature), dtype=torch.float64, device=self.device)
+        temp = c.to_spec(T - self.eq.T_ref.reshape(1, -1, 1, 1))
+        if noise_amplitude > 0:
+            seeds = p.get("seed", torch.arange(B, dtype=torch.float64))
+            noise = torch.zeros_like(temp)
+            lsmooth = min(22, c.lmax)
+            for b in range(B):
+                rng = np.random.Generator(np.random.PCG64(int(seeds[b].item())))
+                z = rng.standard_normal((n, lsmooth, lsmooth, 2))
+                spec = torch.complex(torch.as_tensor(z[..., 0]), torch.as_tensor(z[..., 1])).to(self.device)
+                spec[..., 0] = spec[..., 0].real + 0j  # m = 0 coefficients are real
+                noise[b, :, :lsmooth, :lsmooth] = spec * c.mask[:lsmooth, :lsmooth]
+            noise[..., 0, :] = 0  # no global-mean change
+            g = c.to_grid(noise)
+            rms = torch.sqrt((g**2 * c.weights).sum((-2, -1)) / (4 * math.pi))
+            noise = noise * (noise_amplitude / rms.clamp_min(1e-300))[..., None, None]
+            temp = temp + noise
+        zero = torch.zeros_like(temp)
+        lnps = c.to_spec(torch.full((B, c.nlat, c.nlon), math.log(ps0), dtype=torch.float64, device=self.device))
+        return self._PEState.pack(zero, zero.clone(), temp, zero.clone(), lnps)
+
+    # ------------------------------------------------------------------ protocol
+    def advance_to(self, t: float) -> None:
+        """Integrate all B trajectories to time ``t`` (s), landing exactly on it.
+
+        Raises
+        ------
+        ValueError
+            If ``t`` is before the current time.
+        FloatingPointError
+            If a trajectory becomes non-finite (names its batch index).
+        """
+        if t < self.time - 1e-9:
+            raise ValueError(f"cannot advance backwards from t={self.time} s to t={t} s")
+        nsteps = int(math.floor((t - self.time) / self.dt + 1e-9))
+        for i in range(nsteps):
+            self.x = self._step(self.x)
+            if (i + 1) % 72 == 0:
+                self._check_finite()
+        rem = t - (self.time + nsteps * self.dt)
+        if rem > 1e-9 * self.dt:
+            self.x = self._partial(self.x, rem)
+        self.time = float(t)
+        self._check_finite()
+
+    def _check_finite(self) -> None:
+        bad = ~torch.isfinite(torch.view_as_real(self.x)).flatten(1).all(1)
+        if bool(bad.any()):
+            raise FloatingPointError(f"Held-Suarez trajectory {int(bad.nonzero()[0])} of the batch became non-finite at t={self.time} s")
+
+    def model_level_fields(self) -> dict:
+        """Transform-grid fields on model levels (see :meth:`PrimitiveEquations.grid_state`)."""
+        return self.eq.grid_state(self.x)
+
+    def fields(self, grid) -> dict:
+        """Fields on pressure levels at ``grid``'s nodes.
+
+        Returns ``{"T": (B, P, nlat, nlon) K, "u", "v": (B, P, nlat, nlon) m/s, "ps": (B, nlat, nlon) Pa,
+        "tracer": (B, P, nlat, nlon) 1}`` with ``P`` = len(pressure_levels). Model levels are
+        interpolated to pressure linearly in ln p on the solver's transform grid (temperature below
+        the lowest full level with a 6.5 K/km lapse rate, other fields held constant), then the
+        result is truncated to ``min(lmax, grid.lmax)`` and synthesised exactly at the grid's nodes.
+
+        Raises
+        ------
+        FloatingPointError
+            Naming the batch index of a non-finite trajectory.
+        """
+        from dandelion.solvers.primitive_equations import interpolate_to_pressure
+
+        self._check_finite()
+        c = self.core
+        g = self.eq.grid_state(self.x)
+        pl = self.pressure_levels * 100.0
+        sig = self.eq.sigma
+        T = interpolate_to_pressure(g["T"], sig, g["ps"], pl, lapse_rate=6.5e-3, R=HS_CONSTANTS["R"], gravity=HS_CONSTANTS["gravity"])
+        u = interpolate_to_pressure(g["u"], sig, g["ps"], pl)
+        v = interpolate_to_pressure(g["v"], sig, g["ps"], pl)
+        q = interpolate_to_pressure(g["q"], sig, g["ps"], pl)
+        vort, div = c.uv_to_vrtdiv(u, v)
+        uo, vo = c.synthesise_uv(vort, div, grid)
+        out = {"T": c.synthesise(c.to_spec(T), grid), "u": uo, "v": vo,
+               "ps": c.synthesise(c.to_spec(g["ps"]), grid), "tracer": c.synthesise(c.to_spec(q), grid)}
+        for k, f in out.items():
+            bad = ~torch.isfinite(f).flatten(1).all(1)
+            if bool(bad.any()):
+                raise FloatingPointError(f"non-finite {k} in Held-Suarez trajectory {int(bad.nonzero()[0])} at t={self.time} s")
         return out
