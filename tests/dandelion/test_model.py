@@ -1,0 +1,146 @@
+"""Tests of the Dandelion network, its presets and the area-weighted norm."""
+
+import math
+
+import pytest
+import torch
+
+import dandelion
+from dandelion import build_model
+from dandelion.model import PRESETS, Dandelion
+from dandelion.norm import AreaNormS2
+from dandelion.sphere import SphereGrid
+
+
+def smooth_input(grid, channels, batch=2, seed=0):
+    """Degree <= 2 polynomials in (x, y, z) at the grid's nodes, one random combination per channel."""
+    g = torch.Generator().manual_seed(seed)
+    x, y, z = grid.xyz
+    basis = torch.stack([torch.ones_like(x), x, y, z, x * y, y * z, x * z, x * x - y * y, 3 * z * z - 1])
+    c = torch.randn(batch, channels, basis.shape[0], generator=g, dtype=torch.float64)
+    return torch.einsum("bck,kij->bcij", c, basis).float()
+
+
+def test_registered_and_lazy_attribute():
+    assert "dandelion" in dandelion.available_models()
+    m = build_model("dandelion", "tiny", 16, 4, 32, 64, "equiangular")
+    assert isinstance(m, Dandelion) and isinstance(m, dandelion.Dandelion)
+    assert m.resolution_dependent is False
+
+
+@pytest.mark.parametrize("preset,low,high", [("paper", 17e6, 21e6)])
+def test_paper_parameter_count(preset, low, high):
+    m = build_model("dandelion", preset, 16, 4, 32, 64, "equiangular")
+    n = sum(p.numel() for p in m.parameters())
+    assert low <= n <= high, n
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_no_spatial_convolution(preset):
+    m = build_model("dandelion", preset, 16, 4, 16, 64, "legendre-gauss")
+    for name, mod in m.named_modules():
+        ks = getattr(mod, "kernel_size", None)
+        if ks is not None:
+            ks = (ks,) if isinstance(ks, int) else tuple(ks)
+            assert math.prod(ks) == 1, f"{name} has kernel {ks}"
+        assert "Disco" not in type(mod).__name__
+
+
+def test_same_weights_on_three_grids():
+    """tiny weights built at 32x64 load into the 64x128 and odd-row 33x64 models and run."""
+    ref = build_model("dandelion", "tiny", 16, 4, 32, 64, "equiangular")
+    state = ref.state_dict()
+    for nlat, nlon in [(32, 64), (64, 128), (33, 64)]:
+        m = build_model("dandelion", "tiny", 16, 4, nlat, nlon, "equiangular")
+        m.load_state_dict(state, strict=True)
+        x = smooth_input(SphereGrid(nlat, nlon), 16)
+        y = m(x)
+        assert y.shape == (2, 4, nlat, nlon) and torch.isfinite(y).all()
+
+
+def test_outputs_agree_across_resolutions():
+    """A smooth input gives nearly the same output at the shared nodes of 33x64 and 65x128 grids."""
+    torch.manual_seed(0)
+    ref = build_model("dandelion", "tiny", 16, 4, 33, 64, "equiangular")
+    fine = build_model("dandelion", "tiny", 16, 4, 65, 128, "equiangular")
+    fine.load_state_dict(ref.state_dict())
+    with torch.no_grad():
+        yc = ref(smooth_input(SphereGrid(33, 64), 16))
+        yf = fine(smooth_input(SphereGrid(65, 128), 16))[..., ::2, ::2]
+    assert float((yf - yc).norm() / yc.norm()) < 0.05
+
+
+def test_nlon_must_divide():
+    with pytest.raises(ValueError, match="nlon=60"):
+        build_model("dandelion", "paper", 16, 4, 32, 60, "equiangular")  # 60 does not divide by 8
+
+
+def test_bad_preset_and_override():
+    with pytest.raises(ValueError, match="preset"):
+        build_model("dandelion", "huge", 16, 4, 32, 64, "equiangular")
+    with pytest.raises(ValueError, match="widht"):
+        build_model("dandelion", "tiny", 16, 4, 32, 64, "equiangular", widht=3)
+
+
+def test_input_shape_checked():
+    m = build_model("dandelion", "tiny", 16, 4, 32, 64, "equiangular")
+    with pytest.raises(ValueError, match="load_state_dict"):
+        m(torch.zeros(1, 16, 64, 128))
+
+
+def test_film_conditioning():
+    m = build_model("dandelion", "tiny", 16, 4, 32, 64, "legendre-gauss", cond_dim=3)
+    x = smooth_input(SphereGrid(32, 64, "legendre-gauss"), 16)
+    c = torch.randn(2, 3)
+    y0 = m(x, c)
+    # FiLM starts at zero: the same as no conditioning; it then trains
+    y0.square().mean().backward()
+    assert all(torch.isfinite(p.grad).all() for p in m.parameters() if p.grad is not None)
+    with pytest.raises(ValueError, match="cond"):
+        m(x)
+
+
+def test_tiny_trains():
+    """A few AdamW steps reduce the loss of fitting a smooth target (the model can learn)."""
+    torch.manual_seed(0)
+    m = build_model("dandelion", "tiny", 4, 1, 16, 32, "equiangular")
+    g = SphereGrid(16, 32)
+    x = smooth_input(g, 4, batch=4)
+    target = (x[:, :1] * x[:, 1:2]).detach()
+    opt = torch.optim.AdamW(m.parameters(), lr=5e-3)
+    losses = []
+    for _ in range(15):
+        loss = (m(x) - target).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.7 * losses[0]
+
+
+# ----------------------------------------------------------------------------- area norm
+@pytest.mark.parametrize("nlat,nlon,grid", [(32, 64, "equiangular"), (24, 48, "legendre-gauss")])
+def test_area_norm_statistics(nlat, nlon, grid):
+    g = SphereGrid(nlat, nlon, grid)
+    norm = AreaNormS2(g, 6, groups=2).double()
+    x = smooth_input(g, 6).double() * 5 + 3
+    y = norm(x)
+    w = g.weights / (4 * math.pi)
+    yg = y.reshape(2, 2, 3, nlat, nlon)
+    mean = (yg * w).sum((-1, -2)).mean(-1)
+    var = ((yg - mean[..., None, None, None]) ** 2 * w).sum((-1, -2)).mean(-1)
+    torch.testing.assert_close(mean, torch.zeros_like(mean), atol=1e-6, rtol=0)  # weights stored float32
+    torch.testing.assert_close(var, torch.ones_like(var), atol=1e-4, rtol=0)
+
+
+def test_area_norm_resolution_independent():
+    """The same smooth field on two grids gets the same statistics (area weights, not node counts)."""
+    outs = []
+    for nlat, nlon, grid in [(17, 32, "equiangular"), (64, 128, "legendre-gauss")]:
+        g = SphereGrid(nlat, nlon, grid)
+        norm = AreaNormS2(g, 3).double()
+        x = smooth_input(g, 3).double()
+        y = norm(x)
+        # recover the scale: y = (x - m)/s  ->  s = (x - m)/y at a node; compare via the pole value
+        outs.append((y[..., 0, 0] - y[..., -1, 0]) / (x[..., 0, 0] - x[..., -1, 0]))
+    torch.testing.assert_close(outs[0], outs[1], atol=1e-6, rtol=1e-6)

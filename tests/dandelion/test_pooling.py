@@ -1,0 +1,71 @@
+"""Tests of dandelion.pooling: spectral down/up sampling between U-Net levels."""
+
+import math
+
+import pytest
+import torch
+from torch_harmonics import InverseRealSHT
+
+from dandelion.pooling import SpectralDownsample, SpectralUpsample, coarse_grid, pooling_band_limit
+from dandelion.sphere import SphereGrid
+
+FINE = [(32, 64, "equiangular"), (33, 64, "equiangular"), (32, 64, "legendre-gauss"), (31, 64, "legendre-gauss"), (65, 128, "equiangular")]
+
+
+def band_limited(grid, band, batch=3, seed=0):
+    """Random real field with degrees < band (orders < band), synthesised in float64 on grid."""
+    g = torch.Generator().manual_seed(seed)
+    coeffs = torch.randn(batch, band, band, 2, generator=g, dtype=torch.float64)
+    coeffs = torch.view_as_complex(coeffs)
+    l = torch.arange(band)[:, None]
+    m = torch.arange(band)[None, :]
+    coeffs = coeffs * (m <= l)
+    coeffs[..., 0] = coeffs[..., 0].real  # m = 0 real
+    isht = InverseRealSHT(grid.nlat, grid.nlon, lmax=band, mmax=band, grid=grid.grid)
+    return isht(coeffs), coeffs
+
+
+def rel(a, b):
+    return float((a - b).norm() / b.norm())
+
+
+@pytest.mark.parametrize("nlat,nlon,grid", FINE)
+def test_down_then_up_reproduces_band_limited_field(nlat, nlon, grid):
+    fine = SphereGrid(nlat, nlon, grid)
+    coarse = coarse_grid(fine, 1)
+    assert coarse.grid == "legendre-gauss" and coarse.nlat == math.ceil(nlat / 2) and coarse.nlon == nlon // 2
+    down, up = SpectralDownsample(fine, coarse), SpectralUpsample(coarse, fine)
+    band = pooling_band_limit(fine, coarse)
+    f64, coeffs = band_limited(fine, band)
+    f = f64.float()
+    coarse_f = down(f)
+    assert coarse_f.dtype == torch.float32 and coarse_f.shape == (3, coarse.nlat, coarse.nlon)
+    # the coarse field is the same band-limited function at the coarse nodes
+    expected_coarse = InverseRealSHT(coarse.nlat, coarse.nlon, lmax=band, mmax=band, grid="legendre-gauss")(coeffs)
+    assert rel(coarse_f.double(), expected_coarse) < 1e-5
+    assert rel(up(coarse_f).double(), f64) < 1e-5
+
+
+@pytest.mark.parametrize("nlat,nlon,grid", FINE)
+@pytest.mark.parametrize("k", [1, 3])
+def test_shift_equivariance(nlat, nlon, grid, k):
+    """Rolling the fine input by 2k columns rolls the pooled output by k columns."""
+    fine = SphereGrid(nlat, nlon, grid)
+    coarse = coarse_grid(fine, 1)
+    down = SpectralDownsample(fine, coarse)
+    x = torch.randn(2, 4, nlat, nlon, generator=torch.Generator().manual_seed(k))
+    a = down(torch.roll(x, 2 * k, dims=-1))
+    b = torch.roll(down(x), k, dims=-1)
+    assert rel(a, b) < 1e-5
+
+
+def test_tables_cast_once_to_float32():
+    fine = SphereGrid(32, 64)
+    down = SpectralDownsample(fine, coarse_grid(fine, 1))
+    assert down.sht.weights.dtype == torch.float32 and down.isht.pct.dtype == torch.float32
+    assert down.state_dict() == {} or all("weights" not in k and "pct" not in k for k in down.state_dict())
+
+
+def test_coarse_grid_rejects_indivisible_nlon():
+    with pytest.raises(ValueError, match="nlon=30"):
+        coarse_grid(SphereGrid(16, 30), 2)
