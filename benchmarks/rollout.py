@@ -1,0 +1,245 @@
+"""Rollout evaluation (``dandelion-rollout``): autoregressive forecasts on the test split, scored per lead time.
+
+``dandelion-rollout checkpoint=RUN/best.pt dataset=galewsky dataset.path=DIR [n_steps=20 init_stride=1
+max_inits=null max_trajectories=null device=cuda output_dir=DIR save_forecasts=true]``
+
+For every valid initial frame of every test trajectory (or the configured subset) the model is run
+``n_steps`` steps, each prediction fed back as input (:func:`dandelion.api.iter_rollout`), decoded to
+physical units with the checkpoint's channel layout, and scored with :mod:`dandelion.benchmarks.metrics`
+against the stored frames. Written to ``output_dir`` (default ``<checkpoint folder>/rollout_<split>``):
+
+* ``metrics.json``: per lead step (1..n_steps) and variable, the mean over all forecasts of the
+  per-forecast metric: ``rmse`` (area-weighted, physical units), ``vrmse`` (area-weighted),
+  ``vrmse_well`` (the Well's unweighted definition), ``acc`` (against the train-split mean of each
+  scalar field, 0 for vector components, which have no stored mean); variable ``mean`` = the average
+  of the per-variable VRMSE curves (scalar fields and vector components); a ``summary`` with the
+  ``next_step`` value (lead 1) and ``mean_1_20`` (mean over leads 1..min(20, n_steps)); ``spectra``:
+  mean angular power spectra of prediction and truth at ``spectra_leads``;
+* ``metrics.csv`` (long format: lead_step, lead_time, metric, variable, value) and
+  ``spectra.csv`` (lead_step, variable, degree, pred, true);
+* ``sample_forecast.nc``: the first forecast with its truth (CF netCDF), and PNG plots
+  (maps, error versus lead, spectra) when ``plots=true``;
+* ``forecasts.nc`` with every forecast when ``save_forecasts=true`` (never overwritten unless
+  ``overwrite=true``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import metrics as M
+
+__all__ = ["evaluate", "rollout", "main", "METRICS"]
+
+METRICS = ("rmse", "vrmse", "vrmse_well", "acc")
+
+
+def _climatology(dataset) -> dict:
+    """Train-split mean per scalar field (stats.yaml); vectors 0 (no per-component mean is stored)."""
+    out = {}
+    for name, kind in dataset.layout.fields.items():
+        out[name] = float(dataset.stats[name]["mean"]) if kind == "scalar" else 0.0
+    return out
+
+
+def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=None, trajectories=None, max_trajectories=None,
+             batch_size: int = 8, spectra_leads=(1, 5, 20), keep_forecasts: bool = False, sample: bool = True, progress: bool = False) -> dict:
+    """Roll out and score; the in-memory core of :func:`rollout`.
+
+    Parameters
+    ----------
+    model : :class:`dandelion.api.Forecaster`.
+    dataset : from :func:`dandelion.api.open_dataset`.
+    n_steps, init_stride, max_inits, trajectories, max_trajectories, batch_size :
+        as :func:`dandelion.api.iter_rollout`.
+    spectra_leads : lead steps at which mean power spectra are computed (those > n_steps are dropped).
+    keep_forecasts : also return every forecast as a :class:`dandelion.api.Forecast` (``"forecast"``).
+    sample : return the first forecast with its truth (``"sample"``, a Forecast of one).
+
+    Returns
+    -------
+    dict with ``results`` (the ``metrics.json`` content) and optionally ``forecast`` and ``sample``.
+    """
+    from dandelion import api
+
+    grid = dataset.grid
+    clim = _climatology(dataset)
+    spectra_leads = [int(k) for k in spectra_leads if 1 <= int(k) <= n_steps]
+    sums: dict = {m: {} for m in METRICS}
+    spec_sums: dict = {"pred": {}, "true": {}}
+    count = 0
+    kept, first = [], None
+    for b in api.iter_rollout(model, dataset, n_steps, init_stride, max_inits, trajectories, max_trajectories, batch_size, progress):
+        out = M.field_metrics(b["pred"], b["true"], grid, climatology=clim)
+        for m in METRICS:
+            for var, v in out[m].items():  # v: (b, n_steps)
+                sums[m][var] = sums[m].get(var, 0.0) + v.sum(0).cpu().double()
+        count += len(b["init"])
+        if spectra_leads:
+            leads = torch.as_tensor(spectra_leads) - 1
+            for which in ("pred", "true"):
+                for name, f in b[which].items():
+                    f = f[:, leads].double()
+                    parts = {name: f} if f.shape[-2:] == grid.shape else dict(zip(M.variable_names(name, "vector"), f.unbind(-1)))
+                    for var, g in parts.items():
+                        spec_sums[which][var] = spec_sums[which].get(var, 0.0) + M.power_spectrum(g, grid).sum(0).cpu()
+        if keep_forecasts:
+            kept.append({**b, "pred": {k: v.cpu() for k, v in b["pred"].items()}, "true": {k: v.cpu() for k, v in b["true"].items()}})
+        if sample and first is None:
+            first = {**b, "init": b["init"][:1], "inits": b["init"][:1], "init_slot": np.arange(1),
+                     "pred": {k: v[:1].cpu() for k, v in b["pred"].items()}, "true": {k: v[:1].cpu() for k, v in b["true"].items()}}
+    if count == 0:
+        raise ValueError("no forecast was made: check trajectories / max_inits")
+
+    curves = {m: {var: (s / count).tolist() for var, s in d.items()} for m, d in sums.items()}
+    per_var = [v for v in curves["vrmse_well"]]  # scalar fields and vector components
+    for m in ("vrmse", "vrmse_well"):
+        curves[m]["mean"] = np.mean([curves[m][v] for v in per_var], axis=0).tolist()
+    n20 = min(20, n_steps)
+    summary = {"next_step": {m: {v: c[0] for v, c in d.items()} for m, d in curves.items()},
+               f"mean_1_{n20}": {m: {v: float(np.mean(c[:n20])) for v, c in d.items()} for m, d in curves.items()}}
+    meta = dataset.metadata
+    time_units = str(meta.get("time_units", "s"))
+    dt = float(meta.get("dt_frame", 1.0))
+    lead = (dt * np.arange(1, n_steps + 1)).tolist()
+    units = {}
+    for name, fm in meta["fields"].items():
+        for var in M.variable_names(name, fm.get("kind", "scalar")):
+            units[var] = str(fm.get("units", ""))
+        if fm.get("kind") == "vector":
+            units[name] = str(fm.get("units", ""))
+    results = {
+        "model": getattr(model, "name", "model"),
+        "checkpoint": str(getattr(model, "checkpoint", "") or ""),
+        "dataset": str(meta.get("name", "")),
+        "dataset_path": str(dataset.path),
+        "split": dataset.split,
+        "grid": grid.to_dict(),
+        "n_forecasts": count,
+        "n_steps": int(n_steps),
+        "lead_time": lead,
+        "time_units": time_units,
+        "lead_time_hours": [t / 3600.0 for t in lead] if time_units == "s" else None,
+        "units": units,
+        "climatology": clim,
+        "metrics": curves,
+        "summary": summary,
+        "spectra": {"leads": spectra_leads, **{w: {v: (s / count).tolist() for v, s in spec_sums[w].items()} for w in ("pred", "true")}}
+        if spectra_leads else None,
+        "definitions": "per-forecast metrics averaged over forecasts; see dandelion.benchmarks.metrics and dandelion.benchmarks.rollout",
+    }
+    ret = {"results": results}
+    if keep_forecasts:
+        ret["forecast"] = api.collect_forecast(kept, model, dataset, n_steps)
+    if sample and first is not None:
+        ret["sample"] = api.collect_forecast([first], model, dataset, n_steps)
+    return ret
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_results(results: dict, out_dir) -> dict:
+    """Write ``metrics.json``, ``metrics.csv`` and ``spectra.csv`` (atomic); returns their paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out_dir / "metrics.json", "csv": out_dir / "metrics.csv"}
+    _atomic_text(paths["json"], json.dumps(results, indent=1))
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["lead_step", f"lead_time_{results['time_units']}", "metric", "variable", "value"])
+    for m, d in results["metrics"].items():
+        for var, curve in d.items():
+            for k, val in enumerate(curve):
+                w.writerow([k + 1, results["lead_time"][k], m, var, f"{val:.8g}"])
+    _atomic_text(paths["csv"], buf.getvalue())
+    if results.get("spectra"):
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(["lead_step", "variable", "degree", "pred", "true"])
+        sp = results["spectra"]
+        for i, lead in enumerate(sp["leads"]):
+            for var in sp["true"]:
+                for l, (p, t) in enumerate(zip(sp["pred"][var][i], sp["true"][var][i])):
+                    w.writerow([lead, var, l, f"{p:.8g}", f"{t:.8g}"])
+        paths["spectra_csv"] = out_dir / "spectra.csv"
+        _atomic_text(paths["spectra_csv"], buf.getvalue())
+    return paths
+
+
+def rollout(cfg) -> dict:
+    """The ``dandelion-rollout`` job (configs/rollout.yaml).
+
+    Returns
+    -------
+    dict with ``results`` (metrics.json content), ``output_dir`` and ``paths`` of every file written.
+
+    Raises
+    ------
+    ValueError
+        If the checkpoint's grid, resolution or fields do not match the data (unless
+        ``allow_resolution_change`` for a resolution-free model), or no forecast fits.
+    FileExistsError
+        If ``save_forecasts`` and ``forecasts.nc`` exists without ``overwrite``.
+    """
+    from dandelion import api
+
+    api.import_plugins(cfg.get("plugins"))
+    if cfg.get("checkpoint") in (None, "???"):
+        raise ValueError("no checkpoint given: pass checkpoint=RUN_DIR/best.pt")
+    device = cfg.get("device", "cpu")
+    data = api.open_dataset(cfg.dataset.path, cfg.get("split", "test"))
+    model = api.load_model(cfg.checkpoint, device=device, dataset=data, allow_resolution_change=bool(cfg.get("allow_resolution_change", False)))
+    out_dir = Path(cfg.get("output_dir") or Path(cfg.checkpoint).parent / f"rollout_{data.split}")
+    fc_path = out_dir / "forecasts.nc"
+    save_fc = bool(cfg.get("save_forecasts", False))
+    if save_fc and fc_path.exists() and not cfg.get("overwrite", False):
+        raise FileExistsError(f"{fc_path} exists: choose another output_dir or pass overwrite=true to replace it")
+    ev = evaluate(
+        model, data, n_steps=int(cfg.get("n_steps", 20)), init_stride=int(cfg.get("init_stride", 1)), max_inits=cfg.get("max_inits"),
+        trajectories=cfg.get("trajectories"), max_trajectories=cfg.get("max_trajectories"), batch_size=int(cfg.get("batch_size", 8)),
+        spectra_leads=list(cfg.get("spectra_leads", [1, 5, 20]) or []), keep_forecasts=save_fc, sample=bool(cfg.get("sample", True)),
+        progress=bool(cfg.get("progress", False)),
+    )
+    results = ev["results"]
+    paths = write_results(results, out_dir)
+    if save_fc:
+        paths["forecasts"] = api.export(ev["forecast"], fc_path, overwrite=bool(cfg.get("overwrite", False)), include_truth=bool(cfg.get("include_truth", False)))
+    if "sample" in ev:
+        paths["sample"] = api.export(ev["sample"], out_dir / "sample_forecast.nc", overwrite=True, include_truth=True)
+    if cfg.get("plots", True):
+        from . import report
+
+        label = results["model"]
+        paths["error_vs_lead"] = report.plot_error_vs_lead({label: results}, out_dir / "vrmse_vs_lead.png", metric="vrmse")
+        if results.get("spectra"):
+            paths["spectra_png"] = report.plot_spectra(results, out_dir / "spectra.png")
+        if "sample" in paths:
+            paths["maps"] = report.plot_maps(paths["sample"], out_dir / "maps.png", leads=tuple(cfg.get("map_leads", [1, 5, 20])))
+    s = results["summary"]
+    n20 = next(k for k in s if k.startswith("mean_1_"))
+    print(f"{results['model']}: {results['n_forecasts']} forecasts x {results['n_steps']} steps; VRMSE (area-weighted / Well) "
+          f"next step {s['next_step']['vrmse']['mean']:.4f} / {s['next_step']['vrmse_well']['mean']:.4f}, "
+          f"{n20.replace('mean_', '').replace('_', ':')} {s[n20]['vrmse']['mean']:.4f} / {s[n20]['vrmse_well']['mean']:.4f}")
+    print(f"metrics: {paths['json']}")
+    return {"results": results, "output_dir": str(out_dir), "paths": {k: str(v) for k, v in paths.items()}}
+
+
+def main():  # pragma: no cover - thin hydra wrapper, tested by a subprocess smoke test
+    import hydra
+
+    @hydra.main(config_path="pkg://dandelion.configs", config_name="rollout", version_base="1.3")
+    def _main(cfg):
+        rollout(cfg)
+
+    _main()
