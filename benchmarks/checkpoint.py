@@ -37,7 +37,7 @@ FORMAT = "dandelion-checkpoint/1"
 
 def package_versions() -> dict[str, str]:
     """Versions of the packages a checkpoint depends on, as strings."""
-    out = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__}
+    out = {"python": platform.python_version(), "torch": str(torch.__version__), "numpy": str(np.__version__)}
     for name in ("dandelion", "torch_harmonics", "h5py"):
         try:
             out[name] = str(__import__(name).__version__)

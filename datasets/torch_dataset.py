@@ -36,7 +36,8 @@ __all__ = ["ChannelLayout", "WindowDataset", "loss_weights"]
 
 _SCALAR_KEYS = ("mean", "std")
 _VECTOR_KEYS = ("rms",)
-_REGENERATE = "regenerate the statistics of the train split (dandelion.datasets.storage / dandelion-generate)"
+_REGENERATE = ("regenerate stats.yaml from the train split (rerun the dandelion-generate command that made the folder, "
+               "or write dandelion.datasets.storage.compute_stats(train files, dataset.yaml fields) to it)")
 
 
 def loss_weights(grid: SphereGrid) -> torch.Tensor:

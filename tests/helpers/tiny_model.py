@@ -14,8 +14,9 @@ class PointwiseTest(nn.Module):
 
     resolution_dependent = False
 
-    def __init__(self, in_channels, out_channels, width=8):
+    def __init__(self, in_channels, out_channels, width=8, resolution_dependent=False):
         super().__init__()
+        self.resolution_dependent = bool(resolution_dependent)  # a test may pretend weights depend on the grid
         self.net = nn.Sequential(nn.Conv2d(in_channels, width, 1), nn.GELU(), nn.Conv2d(width, out_channels, 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -24,4 +25,33 @@ class PointwiseTest(nn.Module):
 
 @register_model("_pointwise_test")
 def build_pointwise_test(preset="tiny", in_channels=16, out_channels=4, nlat=32, nlon=64, grid="equiangular", **overrides):
-    return PointwiseTest(in_channels, out_channels, **overrides)
+    model = PointwiseTest(in_channels, out_channels, **overrides)
+    BUILT.append(model)
+    return model
+
+
+# Test probe: with DANDELION_TEST_HASH_DIR set, every process writes the parameter hash of the last
+# model it built to DIR/rank<RANK>.txt when it exits (used by the torchrun test, one file per rank).
+BUILT: list = []
+
+
+def _write_hash():
+    import os
+    from pathlib import Path
+
+    from dandelion.benchmarks.train import parameter_hash
+
+    out = os.environ.get("DANDELION_TEST_HASH_DIR")
+    if out and BUILT:
+        Path(out, f"rank{os.environ.get('RANK', '0')}.txt").write_text(parameter_hash(BUILT[-1]))
+
+
+def _register_probe():
+    import atexit
+    import os
+
+    if os.environ.get("DANDELION_TEST_HASH_DIR"):
+        atexit.register(_write_hash)
+
+
+_register_probe()
