@@ -1,0 +1,95 @@
+"""The galewsky scenario: sweep, seeded parameters (distinct simulations), cadence; a tiny generation run."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from dandelion.datasets import storage
+from dandelion.datasets.scenario import get_scenario
+
+Galewsky = get_scenario("galewsky")
+
+
+def test_sweep_size_order_and_axes():
+    s = Galewsky({})
+    assert s.n_sweep == 960 and s.n_trajectories == 960
+    axes = s.axes()
+    assert axes["u_max"] == [60.0, 70.0, 80.0, 90.0, 100.0]
+    np.testing.assert_allclose(np.degrees(axes["phi_c"]), [30, 40, 50, 60])
+    assert axes["h_hat"] == [60.0, 240.0] and axes["H"] == [8000.0, 10000.0, 12000.0, 14000.0]
+    # row-major in the order u_max, phi_c, h_hat, H, seed (the seed fastest)
+    expected = itertools.product(axes["u_max"], axes["phi_c"], axes["h_hat"], axes["H"], range(6))
+    for tid, want in zip(range(960), expected):
+        got = s.sweep_index(tid)
+        assert tuple(got.values()) == want
+
+
+def test_every_trajectory_is_a_distinct_simulation():
+    """No two trajectories share all parameters that a rotation cannot change: the physics tuple plus
+    the bump's latitude offset inside the jet (bump_lon and the tilt are rotations)."""
+    s = Galewsky({})
+    params = [s.parameters(i) for i in range(960)]
+    keys = {(p["u_max"], p["phi_c"], p["h_hat"], p["H"], p["bump_dlat"]) for p in params}
+    assert len(keys) == 960
+    d = math.radians(5.0)
+    for start in range(0, 960, 6):  # one physics tuple: its seeds sit in disjoint strata of (-d, d)
+        dl = [params[start + k]["bump_dlat"] for k in range(6)]
+        assert all(-d <= x < d for x in dl)
+        for k, x in enumerate(dl):
+            assert -d + 2 * d * k / 6 <= x < -d + 2 * d * (k + 1) / 6
+    for p in params:
+        axis = np.array([p["rot_axis_x"], p["rot_axis_y"], p["rot_axis_z"]])
+        assert abs(np.linalg.norm(axis) - 1) < 1e-12
+        assert 0 <= p["rot_angle"] < 2 * math.pi and 0 <= p["bump_lon"] < 2 * math.pi
+
+
+def test_parameters_regenerate_alone_and_depend_on_the_dataset_seed():
+    full = Galewsky({})
+    small = Galewsky({"n_trajectories": 10})
+    for tid in (0, 3, 9):
+        assert small.parameters(tid) == full.parameters(tid)
+    other = Galewsky({"seed": 1})
+    assert other.parameters(3)["bump_lon"] != full.parameters(3)["bump_lon"]
+    assert list(full.parameters(0)) == ["u_max", "phi_c", "h_hat", "H", "seed", "rot_axis_x", "rot_axis_y",
+                                        "rot_axis_z", "rot_angle", "bump_lon", "bump_dlat"]
+
+
+def test_frames_drop_the_spinup_and_land_on_4_hours():
+    s = Galewsky({})
+    t = s.solver_times()
+    assert len(t) == 168 and t[0] == 4 * 86400.0 and np.all(np.diff(t) == 14400.0)
+    assert t[-1] <= 32 * 86400.0
+    np.testing.assert_array_equal(s.stored_times(), 14400.0 * np.arange(168))
+
+
+@pytest.mark.parametrize("cfg, msg", [({"bump_dlat_max_deg": 25}, "bump_dlat_max_deg"), ({"frame_hours": 0}, "frame_hours"),
+                                      ({"n_trajectories": 961}, "n_trajectories=961"), ({"grid": "healpix"}, "unknown grid")])
+def test_bad_configuration_refused(cfg, msg):
+    with pytest.raises(ValueError, match=msg):
+        Galewsky(cfg)
+
+
+def test_tiny_generation_run(tmp_path):
+    """4 trajectories at 16x32, a reduced band limit and 3 frames after a 6-hour spin-up: the files are
+    complete, h has near-zero area mean (h is the departure from H; the bump adds a little), the winds
+    are jets of the expected strength, and the dataset is marked reduced."""
+    pytest.importorskip("dandelion.solvers.galewsky")
+    from dandelion.datasets.generate import generate
+    from dandelion.datasets.verify import verify
+
+    root = generate({"dataset": {"name": "galewsky", "path": str(tmp_path / "g"), "nlat": 16, "nlon": 32, "lmax": 10,
+                                 "n_trajectories": 4, "n_frames": 3, "spinup_days": 0.25, "frame_hours": 4.0},
+                     "batch_size": 4, "progress": False})
+    meta = storage.load_metadata(root)
+    assert meta["reduced"] is True and meta["lmax"] == 8 and meta["solver_lmax"] == 10
+    assert meta["fields"]["h"]["units"] == "m" and meta["fields"]["velocity"]["units"] == "m/s"
+    assert verify(root) == []
+    for path in sorted(root.glob("*/traj_*.h5")):
+        with storage.open_trajectory(path) as f:
+            u_max = float(f["scalars/u_max"][()])
+            vel = f["t1_fields/velocity"][0]
+            assert f["dimensions/time"][()].tolist() == [0.0, 14400.0, 28800.0]
+        speed = np.sqrt((vel ** 2).sum(-1))
+        assert 0.5 * u_max < speed.max() < 1.3 * u_max
