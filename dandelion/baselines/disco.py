@@ -14,15 +14,15 @@ dropout; so this module assembles the same kind of network from the two DISCO la
 
 Network (levels ``k = 0..L-1``, channels ``c_k = width * multipliers[k]``):
 
-* lift: the input (plus the unit position vector ``(x, y, z)``, as Dandelion's lift) by a 1x1 map;
+* lift: the input plus the unit position vector ``(x, y, z)`` by a pointwise MLP (as Dandelion's);
 * level grids: level 0 is the data grid; level ``k >= 1`` is Legendre-Gauss with
   ``ceil(nlat / 2**k)`` rows and ``nlon / 2**k`` columns (as Dandelion's pooling, DESIGN.md §4);
 * block: pre-norm residual ``x + W(GELU(DISCO(GroupNorm(x))))`` with a 1x1 ``W`` (the Dandelion
-  block with the warp replaced by a DISCO convolution), ``depth`` blocks per level on the way down
-  and on the way up;
+  block with the warp replaced by a DISCO convolution), ``encoder_blocks[k]`` blocks at level ``k``
+  on the way down and ``decoder_blocks[k]`` on the way up (the scaffold of :mod:`dandelion.model`);
 * down: strided DISCO convolution level ``k`` -> ``k+1``; up: transposed DISCO convolution
   ``k+1`` -> ``k``, concatenated with the skip and merged by a 1x1 map;
-* head: GroupNorm and a 1x1 map to ``out_channels``.
+* head: GroupNorm and a pointwise MLP to ``out_channels``.
 
 Filters: basis ``"harmonic"`` with ``kernel_shape = (3, 3)`` (9 basis functions; torch-harmonics'
 non-deprecated replacement of the ``"morlet"`` basis its examples use), ``basis_norm_mode="nodal"``.
@@ -68,9 +68,9 @@ except ImportError:  # pragma: no cover
 __all__ = ["DiscoUNet", "DISCO_PRESETS"]
 
 DISCO_PRESETS: dict[str, dict] = {
-    "tiny": dict(width=16, multipliers=(1, 2, 4), depth=1, kernel_shape=(3, 3), basis_type="harmonic", theta_cutoff=2 * math.pi / 32, position_channels=True, optimized_kernel=None),
-    "small": dict(width=24, multipliers=(1, 2, 4), depth=1, kernel_shape=(3, 3), basis_type="harmonic", theta_cutoff=2 * math.pi / 64, position_channels=True, optimized_kernel=None),
-    "paper": dict(width=100, multipliers=(1, 2, 4, 8), depth=1, kernel_shape=(3, 3), basis_type="harmonic", theta_cutoff=2 * math.pi / 256, position_channels=True, optimized_kernel=None),
+    "tiny": dict(width=8, multipliers=(1, 2), encoder_blocks=(1, 1), decoder_blocks=(1,), kernel_shape=(3, 3), basis_type="harmonic", theta_cutoff=2 * math.pi / 32, position_channels=True, optimized_kernel=None),
+    "small": dict(width=15, multipliers=(1, 2, 4), encoder_blocks=(1, 1, 2), decoder_blocks=(1, 1), kernel_shape=(3, 3), basis_type="harmonic", theta_cutoff=2 * math.pi / 64, position_channels=True, optimized_kernel=None),
+    "paper": dict(width=72, multipliers=(1, 2, 4, 8), encoder_blocks=(2, 2, 2, 3), decoder_blocks=(2, 2, 2), kernel_shape=(3, 3), basis_type="harmonic", theta_cutoff=2 * math.pi / 256, position_channels=True, optimized_kernel=None),
 }
 
 
@@ -106,8 +106,8 @@ class DiscoUNet(GridGuard, nn.Module):
         Channels of level 0; level ``k`` has ``width * multipliers[k]``.
     multipliers : sequence of int
         One per level (``levels = len(multipliers)``).
-    depth : int
-        Residual blocks per level, on the way down and on the way up (the coarsest level has ``depth``).
+    encoder_blocks, decoder_blocks : sequence of int
+        Residual blocks per level on the way down (``levels`` entries) and up (``levels - 1``).
     kernel_shape, basis_type :
         DISCO filter basis (torch-harmonics names).
     theta_cutoff : float
@@ -126,14 +126,14 @@ class DiscoUNet(GridGuard, nn.Module):
 
     resolution_dependent = False
 
-    def __init__(self, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str = "equiangular", *, width: int = 16, multipliers=(1, 2, 4), depth: int = 1, kernel_shape=(3, 3), basis_type: str = "harmonic", theta_cutoff: float = 2 * math.pi / 32, position_channels: bool = True, optimized_kernel: bool | None = None):
+    def __init__(self, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str = "equiangular", *, width: int = 12, multipliers=(1, 2), encoder_blocks=(1, 1), decoder_blocks=(1,), kernel_shape=(3, 3), basis_type: str = "harmonic", theta_cutoff: float = 2 * math.pi / 32, position_channels: bool = True, optimized_kernel: bool | None = None):
         super().__init__()
         levels = len(multipliers)
         check_grid_args("disco", in_channels, out_channels, nlat, nlon, grid, nlon_divisor=2 ** (levels - 1), nlat_min=2 ** levels)
         if not (theta_cutoff > 0 and theta_cutoff * 2 ** (levels - 1) < math.pi):
             raise ValueError(f"disco: theta_cutoff={theta_cutoff} rad must be > 0 and theta_cutoff * 2**(levels-1) < pi")
-        if depth < 1:
-            raise ValueError(f"disco: depth={depth} must be >= 1")
+        if len(encoder_blocks) != levels or len(decoder_blocks) != levels - 1:
+            raise ValueError(f"disco: need {levels} encoder_blocks and {levels - 1} decoder_blocks entries, got {tuple(encoder_blocks)} and {tuple(decoder_blocks)}")
         self.init_grid_guard(nlat, nlon, grid)
         if optimized_kernel is None:
             optimized_kernel = (not torch.cuda.is_available()) and _optimized_available()
@@ -148,8 +148,13 @@ class DiscoUNet(GridGuard, nn.Module):
         common = dict(kernel_shape=tuple(kernel_shape), basis_type=basis_type)
 
         self.position = PositionChannels(nlat, nlon, grid) if position_channels else None
-        self.lift = nn.Conv2d(in_channels + (3 if position_channels else 0), ch[0], 1)
-        self.down_blocks = nn.ModuleList([nn.Sequential(*[_Block(ch[k], shapes[k], grids[k], thetas[k], optimized_kernel=opt, **common) for _ in range(depth)]) for k in range(levels)])
+        c_in = in_channels + (3 if position_channels else 0)
+        self.lift = nn.Sequential(nn.Conv2d(c_in, width, 1), nn.GELU(), nn.Conv2d(width, ch[0], 1))
+
+        def blocks(k, n):
+            return nn.Sequential(*[_Block(ch[k], shapes[k], grids[k], thetas[k], optimized_kernel=opt, **common) for _ in range(n)])
+
+        self.down_blocks = nn.ModuleList([blocks(k, encoder_blocks[k]) for k in range(levels)])
         self.downs = nn.ModuleList(
             [
                 _disco("conv", in_channels=ch[k], out_channels=ch[k + 1], in_shape=shapes[k], out_shape=shapes[k + 1], basis_norm_mode="nodal", grid_in=grids[k], grid_out=grids[k + 1], bias=True, theta_cutoff=thetas[k + 1], optimized_kernel=opt, **common)
@@ -163,9 +168,9 @@ class DiscoUNet(GridGuard, nn.Module):
             ]
         )
         self.merges = nn.ModuleList([nn.Conv2d(2 * ch[k], ch[k], 1) for k in range(levels - 1)])
-        self.up_blocks = nn.ModuleList([nn.Sequential(*[_Block(ch[k], shapes[k], grids[k], thetas[k], optimized_kernel=opt, **common) for _ in range(depth)]) for k in range(levels - 1)])
+        self.up_blocks = nn.ModuleList([blocks(k, decoder_blocks[k]) for k in range(levels - 1)])
         self.head_norm = group_norm(ch[0])
-        self.head = nn.Conv2d(ch[0], out_channels, 1)
+        self.head = nn.Sequential(nn.Conv2d(ch[0], ch[0], 1), nn.GELU(), nn.Conv2d(ch[0], out_channels, 1))
 
     # -- kernels --------------------------------------------------------------------------------
     def use_torch_kernels(self) -> None:

@@ -20,14 +20,17 @@ The sphere is treated as a plane (the point of this baseline):
 * levels halve rows and columns; an odd row count is zero-padded by one row before the strided
   convolution and the extra row is cropped after the transposed one, so odd grids work.
 
-Block: ``x + W(GELU(SelfWarp(GroupNorm(x))))`` with a 1x1 ``W`` (the same block as Dandelion's with
-the planar warp), ``depth`` blocks per level on the way down and on the way up. The displacement
-MLP's last layer starts at zero, so every warp starts as the identity. The lift appends the unit
-position vector ``(x, y, z)`` of each node (as Dandelion's lift) so all models see the same inputs.
+Block: ``x + W(GELU(SelfWarp(GroupNorm(x))))`` with a 1x1 ``W``: Dandelion's block with the planar
+warp. The scaffold (lift MLP with the unit position vector ``(x, y, z)`` appended to the input, blocks
+per level, skip fusion, head MLP) and the displacement initialisation (heads spread over directions,
+1 to 3 grid spacings) mirror :mod:`dandelion.model`, so the comparison isolates the warp geometry
+and the pooling.
 Weights do not depend on the grid: ``resolution_dependent = False``.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn as nn
@@ -40,19 +43,28 @@ from .common import PositionChannels, check_grid_args, group_norm, resolve_prese
 __all__ = ["Flower2D", "SelfWarp2d", "FLOWER2D_PRESETS"]
 
 FLOWER2D_PRESETS: dict[str, dict] = {
-    "tiny": dict(width=24, multipliers=(1, 2, 4), depth=1, heads=4, disp_hidden=32, position_channels=True),
-    "small": dict(width=32, multipliers=(1, 2, 4), depth=1, heads=8, disp_hidden=64, position_channels=True),
-    "paper": dict(width=150, multipliers=(1, 2, 4, 8), depth=1, heads=50, disp_hidden=150, position_channels=True),
+    "tiny": dict(width=12, multipliers=(1, 2), heads=4, encoder_blocks=(1, 1), decoder_blocks=(1,), offset_ratio=1.0, position_channels=True),
+    "small": dict(width=27, multipliers=(1, 2, 4), heads=9, encoder_blocks=(1, 1, 2), decoder_blocks=(1, 1), offset_ratio=0.5, position_channels=True),
+    "paper": dict(width=132, multipliers=(1, 2, 4, 8), heads=44, encoder_blocks=(2, 2, 2, 3), decoder_blocks=(2, 2, 2), offset_ratio=0.5, position_channels=True),
 }
-
 
 class SelfWarp2d(nn.Module):
     """Multi-head planar self-warp on a lat-lon image.
 
     ``(B, C, nlat, nlon) -> (B, C, nlat, nlon)``: per head a pointwise affine value map
-    ``(C -> C / heads)`` and a displacement ``(rho_lon, rho_lat)`` from a shared pointwise MLP
-    ``C -> disp_hidden -> 2 * heads``; the values are sampled at the displaced points with one
-    ``grid_sample`` call (heads folded into the batch), periodic in longitude, zero outside the rows.
+    (``C -> C / heads``, one ``C -> C`` map split by heads) and a displacement ``(rho_lon, rho_lat)``
+    from a shared pointwise MLP ``C -> hidden -> GELU -> 2 * heads``; the values are sampled at the
+    displaced points with one ``grid_sample`` call (heads folded into the batch), periodic in
+    longitude, zero outside the first and last rows.
+
+    Parameters
+    ----------
+    channels, heads, hidden : int
+        ``channels`` must divide by ``heads``.
+    init_shape : (nlat, nlon) or None
+        Grid used only to initialise the displacements as Dandelion's warp does: head ``h`` starts
+        ``1 + h % 3`` grid spacings away in direction ``2 pi h / heads`` (last MLP layer's weights
+        scaled by 0.1). None: all displacements start at zero (the identity).
 
     Raises
     ------
@@ -60,15 +72,26 @@ class SelfWarp2d(nn.Module):
         If ``channels`` is not divisible by ``heads``.
     """
 
-    def __init__(self, channels: int, heads: int, disp_hidden: int):
+    def __init__(self, channels: int, heads: int, hidden: int, init_shape: tuple[int, int] | None = None):
         super().__init__()
         if channels % heads != 0:
             raise ValueError(f"flower2d: channels={channels} must be divisible by heads={heads}")
         self.heads = heads
         self.value = nn.Conv2d(channels, channels, 1)
-        self.disp = nn.Sequential(nn.Conv2d(channels, disp_hidden, 1), nn.GELU(), nn.Conv2d(disp_hidden, 2 * heads, 1))
-        nn.init.zeros_(self.disp[-1].weight)
-        nn.init.zeros_(self.disp[-1].bias)
+        self.disp = nn.Sequential(nn.Conv2d(channels, hidden, 1), nn.GELU(), nn.Conv2d(hidden, 2 * heads, 1))
+        last = self.disp[-1]
+        with torch.no_grad():
+            if init_shape is None:
+                last.weight.zero_()
+                last.bias.zero_()
+            else:
+                nlat, nlon = init_shape
+                last.weight.mul_(0.1)
+                h = torch.arange(heads, dtype=torch.float64)
+                ang, rad = 2 * math.pi * h / heads, 1.0 + h % 3  # in grid spacings
+                d_lon = rad * torch.cos(ang) * (2.0 / nlon)
+                d_lat = rad * torch.sin(ang) * (2.0 / max(nlat - 1, 1))
+                last.bias.copy_(torch.stack([d_lon, d_lat], dim=1).reshape(-1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, C, H, W = x.shape
@@ -87,10 +110,12 @@ class SelfWarp2d(nn.Module):
 
 
 class _Block(nn.Module):
-    def __init__(self, channels: int, heads: int, disp_hidden: int):
+    """Pre-norm residual block ``x + W(GELU(SelfWarp(GroupNorm(x))))``."""
+
+    def __init__(self, channels: int, heads: int, hidden: int, init_shape):
         super().__init__()
         self.norm = group_norm(channels)
-        self.warp = SelfWarp2d(channels, heads, disp_hidden)
+        self.warp = SelfWarp2d(channels, heads, hidden, init_shape)
         self.mix = nn.Conv2d(channels, channels, 1)
 
     def forward(self, x):
@@ -100,49 +125,63 @@ class _Block(nn.Module):
 class Flower2D(GridGuard, nn.Module):
     """Planar Flower U-Net on the lat-lon image: ``(B, in_channels, nlat, nlon) -> (B, out_channels, nlat, nlon)``.
 
+    The scaffold mirrors :class:`dandelion.Dandelion` (lift MLP, blocks per level, skips fused by a
+    1x1 map, head MLP) with the planar warp, GroupNorm and 2x2 (transposed) strided convolutions.
+
     Parameters
     ----------
     in_channels, out_channels : int
     nlat, nlon, grid :
         The data grid; ``nlon`` must divide by ``2**(levels-1)``. The grid type only enters through
         the position channels (node coordinates) and the grid guard.
-    width, multipliers, depth :
-        Level ``k`` has ``width * multipliers[k]`` channels; ``depth`` blocks per level down and up.
+    width, multipliers :
+        Level ``k`` has ``width * multipliers[k]`` channels; ``levels = len(multipliers)``.
     heads : int
-        Warp heads at level 0; level ``k`` uses ``heads * multipliers[k]`` heads (constant head width).
-    disp_hidden : int
-        Hidden width of the displacement MLP at level 0 (scaled by ``multipliers[k]``).
+        Warp heads at every level (every level width must divide by it).
+    encoder_blocks, decoder_blocks : sequence of int
+        Blocks per level on the way down (``levels`` entries) and up (``levels - 1`` entries).
+    offset_ratio : float
+        Hidden width of the displacement MLP as a fraction of the level width.
     position_channels : bool
         Append the unit position vector as 3 input channels.
 
     Raises
     ------
     ValueError
-        For bad grids or ``nlon`` not divisible by ``2**(levels-1)``, or ``width`` not divisible by ``heads``.
+        For bad grids, ``nlon`` not divisible by ``2**(levels-1)``, block lists of the wrong length,
+        or a level width not divisible by ``heads``.
     """
 
     resolution_dependent = False
 
-    def __init__(self, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str = "equiangular", *, width: int = 24, multipliers=(1, 2, 4), depth: int = 1, heads: int = 4, disp_hidden: int = 32, position_channels: bool = True):
+    def __init__(self, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str = "equiangular", *, width: int = 16, multipliers=(1, 2), heads: int = 4, encoder_blocks=(1, 1), decoder_blocks=(1,), offset_ratio: float = 0.5, position_channels: bool = True):
         super().__init__()
         levels = len(multipliers)
         check_grid_args("flower2d", in_channels, out_channels, nlat, nlon, grid, nlon_divisor=2 ** (levels - 1), nlat_min=2 ** (levels - 1))
-        if width % heads != 0:
-            raise ValueError(f"flower2d: width={width} must be divisible by heads={heads}")
+        if len(encoder_blocks) != levels or len(decoder_blocks) != levels - 1:
+            raise ValueError(f"flower2d: need {levels} encoder_blocks and {levels - 1} decoder_blocks entries, got {tuple(encoder_blocks)} and {tuple(decoder_blocks)}")
+        ch = [int(width * m) for m in multipliers]
+        if any(c % heads for c in ch):
+            raise ValueError(f"flower2d: level widths {ch} must all be divisible by heads={heads}")
         self.init_grid_guard(nlat, nlon, grid)
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
-        ch = [int(width * m) for m in multipliers]
-        hd = [int(heads * m) for m in multipliers]
-        dh = [int(disp_hidden * m) for m in multipliers]
+        shapes = [(nlat, nlon)]
+        for _ in range(levels - 1):
+            shapes.append(((shapes[-1][0] + 1) // 2, shapes[-1][1] // 2))
+
+        def blocks(k, n):
+            return nn.Sequential(*[_Block(ch[k], heads, max(1, int(offset_ratio * ch[k])), shapes[k]) for _ in range(n)])
+
         self.position = PositionChannels(nlat, nlon, grid) if position_channels else None
-        self.lift = nn.Conv2d(in_channels + (3 if position_channels else 0), ch[0], 1)
-        self.down_blocks = nn.ModuleList([nn.Sequential(*[_Block(ch[k], hd[k], dh[k]) for _ in range(depth)]) for k in range(levels)])
+        c_in = in_channels + (3 if position_channels else 0)
+        self.lift = nn.Sequential(nn.Conv2d(c_in, width, 1), nn.GELU(), nn.Conv2d(width, ch[0], 1))
+        self.down_blocks = nn.ModuleList([blocks(k, encoder_blocks[k]) for k in range(levels)])
         self.downs = nn.ModuleList([nn.Conv2d(ch[k], ch[k + 1], 2, stride=2) for k in range(levels - 1)])
         self.ups = nn.ModuleList([nn.ConvTranspose2d(ch[k + 1], ch[k], 2, stride=2) for k in range(levels - 1)])
         self.merges = nn.ModuleList([nn.Conv2d(2 * ch[k], ch[k], 1) for k in range(levels - 1)])
-        self.up_blocks = nn.ModuleList([nn.Sequential(*[_Block(ch[k], hd[k], dh[k]) for _ in range(depth)]) for k in range(levels - 1)])
+        self.up_blocks = nn.ModuleList([blocks(k, decoder_blocks[k]) for k in range(levels - 1)])
         self.head_norm = group_norm(ch[0])
-        self.head = nn.Conv2d(ch[0], out_channels, 1)
+        self.head = nn.Sequential(nn.Conv2d(ch[0], ch[0], 1), nn.GELU(), nn.Conv2d(ch[0], out_channels, 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` : ``(B, in_channels, nlat, nlon)`` -> ``(B, out_channels, nlat, nlon)``."""

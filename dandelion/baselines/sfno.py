@@ -40,8 +40,8 @@ __all__ = ["SFNO", "SFNO_PRESETS", "sfno_band_limit"]
 #: Presets. SFNO's parameter count depends on the resolution through L; each preset was matched to
 #: Dandelion's preset of the same name at the resolution in ``matched_at`` (16 in, 4 out channels).
 SFNO_PRESETS: dict[str, dict] = {
-    "tiny": dict(embed_dim=32, num_layers=4, scale_factor=2, mlp_ratio=2.0, lmax=None, position_channels=True, normalization_layer="none", matched_at=(32, 64)),
-    "small": dict(embed_dim=48, num_layers=4, scale_factor=2, mlp_ratio=2.0, lmax=None, position_channels=True, normalization_layer="none", matched_at=(64, 128)),
+    "tiny": dict(embed_dim=7, num_layers=4, scale_factor=2, mlp_ratio=2.0, lmax=None, position_channels=True, normalization_layer="none", matched_at=(32, 64)),
+    "small": dict(embed_dim=23, num_layers=4, scale_factor=2, mlp_ratio=2.0, lmax=None, position_channels=True, normalization_layer="none", matched_at=(64, 128)),
     "paper": dict(embed_dim=136, num_layers=4, scale_factor=2, mlp_ratio=2.0, lmax=None, position_channels=True, normalization_layer="none", matched_at=(256, 512)),
 }
 
