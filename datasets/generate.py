@@ -191,12 +191,10 @@ def generate(cfg) -> Path:
             "versions": _versions(),
         }
         splits = make_splits(scenario.n_trajectories, seed=int(resolved.get("split_seed", 42)), note=scenario.distinct_note)
+        _claim(root, meta, resolved, write=dist.rank == 0)  # every rank refuses a mismatch by itself
         if dist.rank == 0:
-            _claim(root, meta, resolved)
             write_json(root / "splits.json", splits)
         dist.barrier()
-        if dist.rank != 0:
-            _claim(root, meta, resolved, write=False)
         ids = list(range(scenario.n_trajectories))[dist.rank::dist.world]
         _run(scenario, root, ids, split_of(splits), batch_size=batch_size, device=device, progress=progress,
              desc=f"{scenario.name}" + (f" rank {dist.rank}" if dist.world > 1 else ""))
