@@ -133,8 +133,12 @@ def plot_error_vs_lead(results: dict, path, metric: str = "vrmse", variables=Non
     if metric not in first["metrics"]:
         raise ValueError(f"metric {metric!r} not in the rollout metrics {sorted(first['metrics'])}")
     variables = variables or list(first["metrics"][metric])
-    fig, axes = plt.subplots(1, len(variables), figsize=(4.2 * len(variables), 3.4), squeeze=False, constrained_layout=True)
-    for ax, var in zip(axes[0], variables):
+    ncols = min(3, len(variables))
+    nrows = -(-len(variables) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.4 * nrows), squeeze=False, constrained_layout=True)
+    for ax in axes.flat[len(variables):]:
+        ax.set_visible(False)
+    for ax, var in zip(axes.flat, variables):
         for label, res in results.items():
             vals = res["metrics"][metric].get(var)
             if vals is None:
@@ -165,10 +169,17 @@ def plot_spectra(result, path, variables=None) -> Path:
     spec = res.get("spectra")
     if not spec:
         raise ValueError("the rollout metrics hold no spectra: run dandelion-rollout with spectra_leads set")
+    from matplotlib.ticker import ScalarFormatter
+
     variables = variables or list(spec["true"])
-    fig, axes = plt.subplots(1, len(variables), figsize=(4.2 * len(variables), 3.4), squeeze=False, constrained_layout=True)
+    ncols = min(3, len(variables))
+    nrows = -(-len(variables) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.4 * nrows), squeeze=False, constrained_layout=True)
+    for ax in axes.flat[len(variables):]:
+        ax.set_visible(False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, var in zip(axes[0], variables):
+    for ax, var in zip(axes.flat, variables):
+        top = max(float(np.max(spec["true"][var][i][1:] or [1.0])) for i in range(len(spec["leads"])))
         for i, lead in enumerate(spec["leads"]):
             c = colors[i % len(colors)]
             t = np.asarray(spec["true"][var][i])
@@ -176,6 +187,11 @@ def plot_spectra(result, path, variables=None) -> Path:
             deg = np.arange(len(t))
             ax.loglog(deg[1:], np.maximum(t[1:], 1e-300), color=c, ls="-", label=f"truth, step {lead}")
             ax.loglog(deg[1:], np.maximum(p[1:], 1e-300), color=c, ls="--", label=f"prediction, step {lead}")
+        ax.set_ylim(max(top * 1e-10, 1e-300), top * 3)
+        n_deg = len(spec["true"][var][0])
+        ax.set_xticks([t for t in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000) if t < n_deg])
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(plt.NullFormatter())
         ax.set_title(f"power spectrum of {var}", fontsize=10)
         ax.set_xlabel("degree l")
         ax.set_ylabel("P(l)")
