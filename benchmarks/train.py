@@ -422,14 +422,14 @@ class Trainer:
             return {"val_loss": math.nan, "val_vrmse": math.nan}
         return {"val_loss": total[0] / total[2], "val_vrmse": total[1] / total[2]}
 
-    def _stop_reason(self, t_start: float) -> str | None:
+    def _stop_reason(self, t_start: float, check_time: bool = True) -> str | None:
         t = self.t
         reason = None
         if self.step >= self.total_steps:
             reason = "max_steps" if t.get("max_steps") and self.total_steps == int(t.max_steps) else "done"
         elif t.get("stop_at_step") and self.step >= int(t.stop_at_step):
             reason = "stop_at_step"
-        if t.get("max_minutes"):
+        if check_time and t.get("max_minutes"):
             late = float(time.perf_counter() - t_start > 60.0 * float(t.max_minutes))
             if self.dist.all_sum([late])[0] > 0 and reason is None:  # every rank stops together
                 reason = "max_minutes"
@@ -444,7 +444,7 @@ class Trainer:
         from tqdm.auto import tqdm
 
         t_start = time.perf_counter()
-        reason = self._stop_reason(t_start)
+        reason = self._stop_reason(t_start, check_time=False)
         train_loss, val = math.nan, {}
         epoch_offsets = [0]
         for p in self.phases:
@@ -503,7 +503,7 @@ class Trainer:
                 self.save("last.pt")
                 if reason:
                     break
-        if not self.history:  # nothing to do (e.g. resumed a finished run): still report and checkpoint
+        if not val:  # nothing was trained in this call (e.g. resumed a finished run): still report and checkpoint
             val = self.validate()
             self.save("last.pt")
             if not (self.run_dir / "best.pt").exists():

@@ -16,7 +16,7 @@ from hydra import compose, initialize_config_module
 
 import tiny_model  # noqa: F401  (registers "_pointwise_test")
 from dandelion.benchmarks.checkpoint import layout_from_checkpoint, load_checkpoint, model_from_checkpoint
-from dandelion.benchmarks.train import EpochSampler, Trainer, WarmupCosine, area_weighted_mse, train
+from dandelion.benchmarks.train import EpochSampler, Trainer, WarmupCosine, area_weighted_mse, rollout, train
 from dandelion.datasets.torch_dataset import WindowDataset, loss_weights
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
@@ -82,6 +82,43 @@ def test_schedule_and_sampler_are_pure_functions():
     assert sorted(a) == list(range(10)) and EpochSampler(10, seed=3, epoch=2, start=4).indices == a[4:]
     shards = [EpochSampler(11, seed=0, epoch=0, rank=r, world_size=2).indices for r in (0, 1)]
     assert len(shards[0]) == len(shards[1]) == 6 and set(shards[0] + shards[1]) == set(range(11))
+
+
+def test_rollout_feeds_predictions_back():
+    """Window shifting of the autoregressive phase: the oldest frame leaves, the prediction enters."""
+    x = torch.tensor([1.0, 2.0, 3.0]).reshape(1, 3, 1, 1)  # n_in = 3 frames of C = 1 channel
+    last_plus_one = lambda x: x[:, -1:] + 1  # noqa: E731
+    assert rollout(last_plus_one, x, 4, 1).flatten().tolist() == [4.0, 5.0, 6.0, 7.0]
+    oldest = lambda x: x[:, :1]  # noqa: E731
+    assert rollout(oldest, x, 5, 1).flatten().tolist() == [1.0, 2.0, 3.0, 1.0, 2.0]
+
+
+def test_training_reduces_the_validation_loss(data, tmp_path):
+    cfg = _cfg(data, tmp_path / "run", "trainer.lr=1e-2", "trainer.epochs=6", "trainer.finetune.epochs=0", "trainer.warmup_steps=1")
+    trainer = Trainer(cfg)
+    before = trainer.validate()["val_loss"]
+    result = trainer.fit()
+    trainer.close()
+    assert result["step"] == 18 and result["val_loss"] < 0.5 * before
+    assert result["best_val_loss"] <= result["val_loss"]
+
+
+def test_budget_knobs_stop_with_checkpoints(data, tmp_path):
+    result = train(_cfg(data, tmp_path / "run", "trainer.max_minutes=1e-9"))
+    assert result["stopped"] == "max_minutes" and result["step"] == 1 and Path(result["last"]).is_file()
+    again = train(_cfg(data, tmp_path / "run2", f"resume={result['last']}", "trainer.max_steps=1"))
+    assert again["step"] == 1 and again["stopped"] == "max_steps" and not math.isnan(again["val_loss"])
+
+
+def test_tensorboard_on_request(data, tmp_path):
+    try:
+        import torch.utils.tensorboard  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="tensorboard"):
+            train(_cfg(data, tmp_path / "run", "trainer.tensorboard=true", "trainer.max_steps=1"))
+    else:
+        train(_cfg(data, tmp_path / "run", "trainer.tensorboard=true", "trainer.max_steps=1"))
+        assert any((tmp_path / "run" / "tensorboard").iterdir())
 
 
 def _state(path):
