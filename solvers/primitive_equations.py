@@ -24,9 +24,10 @@ Time stepping: semi-implicit. The gravity-wave terms linearised about ``T_ref`` 
 *Numerical Methods for Fluid Dynamics*, 2nd ed., §8.6.5; Hoskins & Simmons 1975 §3) are the
 implicit terms; per total wavenumber ``l`` the implicit solve reduces to one ``N x N`` system for
 the divergence (:meth:`PrimitiveEquations.implicit_inverse`). Everything else (advection,
-forcing) is explicit. Any IMEX integrator with the Dinosaur-style interface works; the default
-is the IMEX SIL3 scheme of Whitaker & Kar (2013, MWR 141, 3426-3434). Scale-selective
-hyperdiffusion (del^8 by default) is applied as an exact integrating factor after each step.
+forcing) is explicit. Any IMEX integrator of :mod:`dandelion.solvers.integrators` works (e.g.
+ARS(2,2,2)); :class:`SemiImplicitLeapfrog` (one explicit evaluation per step, RAW filter) is the
+default of the Held-Suarez runs. Scale-selective hyperdiffusion (del^8 by default) is applied as an
+exact integrating factor after each step (:func:`hyperdiffusion_filter`).
 
 State layout: one complex tensor ``(B, 4N + 1, lmax, mmax)`` holding
 ``[vorticity (N), divergence (N), temperature anomaly (N), tracer Q (N), ln ps (1)]``, so any
@@ -50,7 +51,6 @@ __all__ = [
     "SigmaCoordinates",
     "PEState",
     "PrimitiveEquations",
-    "imex_rk_sil3",
     "SemiImplicitLeapfrog",
     "hyperdiffusion_filter",
     "interpolate_to_pressure",
@@ -336,15 +336,13 @@ class PrimitiveEquations:
         in :meth:`implicit_terms`). Returns the packed tendency (B, 4N+1, lmax, mmax)."""
         c, vert, n = self.core, self.vertical, self.n
         s = PEState(x, n)
+        # transforms batched over fields (5 calls per evaluation)
+        grid = c.to_grid(x)
+        zeta, delta, Tp, Q = grid[:, :n], grid[:, n:2 * n], grid[:, 2 * n:3 * n], grid[:, 3 * n:4 * n]
+        ps = torch.exp(grid[:, 4 * n:])  # (B, 1, nlat, nlon)
         u, v = c.vrtdiv_to_uv(s.vorticity, s.divergence)
-        zeta = c.to_grid(s.vorticity)
-        delta = c.to_grid(s.divergence)
-        Tp = c.to_grid(s.temperature)
-        Tx, Ty = c.gradient(s.temperature)
-        gx, gy = c.gradient(s.log_surface_pressure)
-        gx, gy = gx.unsqueeze(1), gy.unsqueeze(1)
-        ps = torch.exp(c.to_grid(s.log_surface_pressure)).unsqueeze(1)
-        Q = c.to_grid(s.tracer)
+        gx, gy = c.gradient(x.index_select(1, self._grad_index(x)))
+        Tx, Ty, gx, gy = gx[:, :n], gy[:, :n], gx[:, n:], gy[:, n:]
 
         ugl = u * gx + v * gy
         D = delta + ugl
@@ -355,18 +353,12 @@ class PrimitiveEquations:
         rc = self.R * _lv(self.c_pg, Tp) * Tp
         Fu = absvort * v - vert.advection(sdot, u) - rc * gx
         Fv = -absvort * u - vert.advection(sdot, v) - rc * gy
-        dvort, ddiv = c.uv_to_vrtdiv(Fu, Fv)
-        energy = c.to_spec(0.5 * (u * u + v * v))
-        if self.phis is not None:
-            energy = energy + self.phis.unsqueeze(-3)
-        ddiv = ddiv - c.laplacian(energy)
 
         dT = -(u * Tx + v * Ty) - vert.advection(sdot, T) + self.kappa * T * omega_p
-
         q = Q / ps
-        _, divQ = c.uv_to_vrtdiv(Q * u, Q * v)
         dQ_grid = -vert.flux_divergence(sdot, ps * q)
 
+        kv = None
         if self.forcing is not None:
             f = self.forcing(dict(T=T, ps=ps[:, 0], q=q, sigma=self.sigma, lat=c.lat[:, 0]))
             if "temperature" in f:
@@ -375,14 +367,30 @@ class PrimitiveEquations:
                 dQ_grid = dQ_grid + ps * f["tracer"]
             if "drag" in f:
                 kv = f["drag"].to(x.dtype).reshape(-1, 1, 1)
-                dvort = dvort - kv * s.vorticity
-                ddiv = ddiv - kv * s.divergence
+
+        vd = c.uv_to_vrtdiv(torch.cat([Fu, Q * u], 1), torch.cat([Fv, Q * v], 1))
+        dvort, ddiv, divQ = vd[0][:, :n], vd[1][:, :n], vd[1][:, n:]
+        sp = c.to_spec(torch.cat([0.5 * (u * u + v * v), dT, dQ_grid, dlnps.unsqueeze(1)], 1))
+        energy, dT_s, dQ_s, dlnps_s = sp[:, :n], sp[:, n:2 * n], sp[:, 2 * n:3 * n], sp[:, 3 * n]
+        if self.phis is not None:
+            energy = energy + self.phis.unsqueeze(-3)
+        ddiv = ddiv - c.laplacian(energy)
+        if kv is not None:
+            dvort = dvort - kv * s.vorticity
+            ddiv = ddiv - kv * s.divergence
 
         # explicit = full - linear: add back the linear parts that the full grid tendency contains
-        dtemp = c.to_spec(dT) + torch.einsum("kj,...jlm->...klm", self.H.to(x.dtype), s.divergence)
-        dlnps_s = c.to_spec(dlnps) + torch.einsum("j,...jlm->...lm", self.dsig.to(x.dtype), s.divergence)
-        dQ = c.to_spec(dQ_grid) - divQ
-        return PEState.pack(dvort * c.mask, ddiv * c.mask, dtemp * c.mask, dQ * c.mask, dlnps_s * c.mask)
+        dtemp = dT_s + torch.einsum("kj,...jlm->...klm", self.H.to(x.dtype), s.divergence)
+        dlnps_s = dlnps_s + torch.einsum("j,...jlm->...lm", self.dsig.to(x.dtype), s.divergence)
+        dQ = dQ_s - divQ
+        return PEState.pack(dvort, ddiv, dtemp, dQ, dlnps_s) * c.mask
+
+    def _grad_index(self, x):
+        """Channel indices of the temperature levels and ln ps in the packed state (cached)."""
+        if getattr(self, "_gi", None) is None or self._gi.device != x.device:
+            n = self.n
+            self._gi = torch.cat([torch.arange(2 * n, 3 * n), torch.tensor([4 * n])]).to(x.device)
+        return self._gi
 
     # ------------------------------------------------------------------ invariants
     def mean_surface_pressure(self, x: torch.Tensor) -> torch.Tensor:
@@ -405,46 +413,6 @@ def hyperdiffusion_filter(core: SpectralCore, dt: float, timescale: float, order
     l = core.l
     L = core.lmax - 1
     return torch.exp(-(dt / timescale) * ((l * (l + 1)) / (L * (L + 1))) ** order)
-
-
-def imex_rk_sil3(equation, dt: float) -> Callable[[torch.Tensor], torch.Tensor]:
-    """One step of the IMEX SIL3 scheme (Whitaker & Kar 2013, MWR 141, eq. 10 tableau), as in Dinosaur.
-
-    ``equation`` exposes ``explicit_terms(x)``, ``implicit_terms(x)``, ``implicit_inverse(x, eta)``.
-    Third order for the explicit part, second order for the implicit part; A-stable implicit part.
-    """
-    a_ex = [[1 / 3], [1 / 6, 1 / 2], [1 / 2, -1 / 2, 1]]
-    a_im = [[1 / 6, 1 / 6], [1 / 3, 0, 1 / 3], [3 / 8, 0, 3 / 8, 1 / 4]]
-    b_ex = [1 / 2, -1 / 2, 1, 0]
-    b_im = [3 / 8, 0, 3 / 8, 1 / 4]
-    n = len(b_ex)
-
-    def step(y0: torch.Tensor) -> torch.Tensor:
-        F = [None] * n
-        G = [None] * n
-        F[0] = equation.explicit_terms(y0)
-        G[0] = equation.implicit_terms(y0)
-        for i in range(1, n):
-            y = y0
-            for j in range(i):
-                if a_ex[i - 1][j]:
-                    y = y + dt * a_ex[i - 1][j] * F[j]
-                if a_im[i - 1][j]:
-                    y = y + dt * a_im[i - 1][j] * G[j]
-            diag = a_im[i - 1][i]
-            y = equation.implicit_inverse(y, dt * diag) if diag else y
-            if b_ex[i] or any(r[i] for r in a_ex[i:] if len(r) > i):
-                F[i] = equation.explicit_terms(y)
-            G[i] = equation.implicit_terms(y)
-        out = y0
-        for j in range(n):
-            if b_ex[j]:
-                out = out + dt * b_ex[j] * F[j]
-            if b_im[j]:
-                out = out + dt * b_im[j] * G[j]
-        return out
-
-    return step
 
 
 class SemiImplicitLeapfrog:
