@@ -225,3 +225,16 @@ def test_bad_configuration_raises(name, overrides, match):
 def test_bad_nlon_raises(name):
     with pytest.raises(ValueError, match="nlon=63"):
         dandelion.build_model(name, "tiny", C_IN, C_OUT, 32, 63, "equiangular")
+
+
+def test_parameter_table_rows():
+    from dandelion.baselines import parameter_table
+
+    rows = parameter_table(resolutions={"tiny": (32, 64)})
+    names = [r["model"] for r in rows]
+    assert set(BASELINES) <= set(names)
+    for r in rows:
+        assert r["n_parameters"] > 0 and r["preset"] == "tiny" and (r["nlat"], r["nlon"]) == (32, 64)
+        if "dandelion" in names:
+            ref = next(x for x in rows if x["model"] == "dandelion")["n_parameters"]
+            assert r["ratio_to_dandelion"] == pytest.approx(r["n_parameters"] / ref)
