@@ -193,3 +193,14 @@ def test_dandelion_train_under_torchrun_two_ranks(data, tmp_path):
     assert parameter_hash(model) == h0
     # one run directory for all ranks: nothing else was created next to it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "ddp", "hashes"]
+
+
+def test_torchrun_requires_an_agreed_run_dir(monkeypatch):
+    from dandelion.benchmarks.train import _check_torchrun_argv
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(SystemExit, match="run_dir"):
+        _check_torchrun_argv(["dataset.path=x"])
+    _check_torchrun_argv(["dataset.path=x", "run_dir=runs/a"])
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    _check_torchrun_argv(["dataset.path=x"])
