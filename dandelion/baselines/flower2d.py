@@ -42,6 +42,10 @@ from .common import PositionChannels, check_grid_args, group_norm, resolve_prese
 
 __all__ = ["Flower2D", "SelfWarp2d", "FLOWER2D_PRESETS"]
 
+#: Presets: Dandelion's scaffold (levels, blocks per level, offset_ratio) with width/heads adjusted to
+#: match its parameter count (16 in, 4 out; resolution-free; paper keeps Dandelion's 3 channels per
+#: head): tiny 6,508 vs 6,972; small 149,862 vs 147,268; paper 18,985,300 vs 18,840,004 (Dandelion
+#: presets of commit 2466712).
 FLOWER2D_PRESETS: dict[str, dict] = {
     "tiny": dict(width=12, multipliers=(1, 2), heads=4, encoder_blocks=(1, 1), decoder_blocks=(1,), offset_ratio=1.0, position_channels=True),
     "small": dict(width=27, multipliers=(1, 2, 4), heads=9, encoder_blocks=(1, 1, 2), decoder_blocks=(1, 1), offset_ratio=0.5, position_channels=True),

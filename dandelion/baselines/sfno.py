@@ -38,7 +38,10 @@ from .common import PositionChannels, check_grid_args, resolve_preset
 __all__ = ["SFNO", "SFNO_PRESETS", "sfno_band_limit"]
 
 #: Presets. SFNO's parameter count depends on the resolution through L; each preset was matched to
-#: Dandelion's preset of the same name at the resolution in ``matched_at`` (16 in, 4 out channels).
+#: Dandelion's preset of the same name at the resolution in ``matched_at`` (16 in, 4 out channels,
+#: either grid; real scalars, complex counted twice): tiny 7,273 at 32x64 (L = 16) vs 6,972;
+#: small 144,601 at 64x128 (L = 32) vs 147,268; paper 19,240,056 at 256x512 (L = 128) vs 18,840,004
+#: (Dandelion presets of commit 2466712). At other resolutions the count differs (2 E^2 L per layer).
 SFNO_PRESETS: dict[str, dict] = {
     "tiny": dict(embed_dim=7, num_layers=4, scale_factor=2, mlp_ratio=2.0, lmax=None, position_channels=True, normalization_layer="none", matched_at=(32, 64)),
     "small": dict(embed_dim=23, num_layers=4, scale_factor=2, mlp_ratio=2.0, lmax=None, position_channels=True, normalization_layer="none", matched_at=(64, 128)),
