@@ -221,6 +221,7 @@ class WindowDataset(torch.utils.data.Dataset):
     n_in, n_out : frames in and out (>= 1).
     stride : spacing, in frames, between the first frames of consecutive windows of one
         trajectory (frames inside a window are always consecutive).
+    max_open_files : HDF5 handles kept open per process (least recently used are closed).
 
     Items are dicts: ``"x"`` float32 ``(n_in*C, nlat, nlon)`` (frame-major), ``"y"`` float32
     ``(n_out, C, nlat, nlon)``, ``"traj"`` the trajectory id (file attribute ``trajectory_id``)
@@ -242,7 +243,7 @@ class WindowDataset(torch.utils.data.Dataset):
         one window.
     """
 
-    def __init__(self, path, split: str, n_in: int = 4, n_out: int = 1, stride: int = 1, max_open_files: int = 64):
+    def __init__(self, path, split: str, n_in: int = 4, n_out: int = 1, stride: int = 1, max_open_files: int = 128):
         for name, v in (("n_in", n_in), ("n_out", n_out), ("stride", stride)):
             if int(v) != v or v < 1:
                 raise ValueError(f"{name}={v} must be a positive integer")
@@ -297,7 +298,12 @@ class WindowDataset(torch.utils.data.Dataset):
             self._pid = pid
         h = self._handles.get(i)
         if h is None:
-            h = _storage().open_trajectory(self.files[i])
+            import h5py
+
+            try:  # the layout was validated in __init__; reopening is the hot path of random access
+                h = h5py.File(self.files[i], "r")
+            except OSError:
+                h = _storage().open_trajectory(self.files[i])  # raises with the storage module's explanation
             self._handles[i] = h
             while len(self._handles) > self.max_open_files:
                 self._handles.popitem(last=False)[1].close()
