@@ -206,9 +206,12 @@ class DiscoUNet(GridGuard, nn.Module):
                 setattr(parent, name, new)
         self.optimized_kernel = False
 
+    def _on_cuda(self) -> bool:
+        return any(p.is_cuda for p in self.parameters())
+
     def _apply(self, fn, *args, **kwargs):
         out = super()._apply(fn, *args, **kwargs)
-        if self.optimized_kernel and any(p.is_cuda for p in self.parameters()):
+        if self.optimized_kernel and self._on_cuda():
             warnings.warn("DiscoUNet moved to CUDA: switching DISCO layers to torch-harmonics' pure-torch kernels (the compiled ones are CPU only)", stacklevel=2)
             self.use_torch_kernels()
         return out

@@ -241,3 +241,29 @@ def test_parameter_table_rows():
         if "dandelion" in names:
             ref = next(x for x in rows if x["model"] == "dandelion")["n_parameters"]
             assert r["ratio_to_dandelion"] == pytest.approx(r["n_parameters"] / ref)
+
+
+def test_disco_switches_kernels_when_moved_to_cuda(monkeypatch):
+    """The move hook (``_apply``) rebuilds the DISCO layers on the torch path, keeping the weights.
+
+    Without a GPU, the CUDA check is patched to True and the move is a no-op ``.to("cpu")``.
+    """
+    from dandelion.baselines.disco import DiscoUNet
+
+    model = _build("disco").eval()
+    if not model.optimized_kernel:
+        pytest.skip("torch-harmonics' compiled DISCO kernels are not installed")
+    weights = {k: v.clone() for k, v in model.state_dict().items() if torch.is_tensor(v)}
+    x = torch.randn(1, C_IN, 32, 64)
+    with torch.no_grad():
+        y_opt = model(x)
+    monkeypatch.setattr(DiscoUNet, "_on_cuda", lambda self: True)
+    with pytest.warns(UserWarning, match="pure-torch"):
+        model.to("cpu")
+    assert not model.optimized_kernel
+    assert all(not getattr(m, "optimized_kernel", False) for m in model.modules() if m is not model)
+    for k, v in model.state_dict().items():
+        if torch.is_tensor(v):
+            assert torch.equal(v, weights[k]), k
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), y_opt, rtol=1e-5, atol=1e-5)
