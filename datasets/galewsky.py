@@ -61,7 +61,7 @@ def _solver():
 class GalewskyScenario(Scenario):
     """The Galewsky dataset scenario (module docstring). Config keys besides the generic ones:
     ``spinup_days``, ``frame_hours``, ``nu`` (m^2/s), ``dt`` (s, null = solver default),
-    ``bump_dlat_max_deg``."""
+    ``scheme`` (``"ars343"``, ``"ars222"`` or ``"rk4"``), ``bump_dlat_max_deg``."""
 
     time_units = "s"
     fields = {
@@ -86,6 +86,7 @@ class GalewskyScenario(Scenario):
                 self.cfg[key] = default
             self.cfg[key] = float(self.cfg[key])
         self.cfg.setdefault("dt", None)
+        self.cfg["scheme"] = str(self.cfg.get("scheme") or "ars343")
         if self.cfg["frame_hours"] <= 0 or self.cfg["spinup_days"] < 0:
             raise ValueError(f"frame_hours={self.cfg['frame_hours']} must be > 0 and spinup_days={self.cfg['spinup_days']} >= 0")
         if not 0 < self.cfg["bump_dlat_max_deg"] < 20:
@@ -133,7 +134,16 @@ class GalewskyScenario(Scenario):
             return float(self.cfg["dt"])
         return float(_solver().galewsky_default_dt(self.solver_lmax))
 
+    def solver_settings(self):
+        solver = _solver()
+        out = {"model": "rotating shallow water, vorticity-divergence, spectral (dandelion.solvers.galewsky)",
+               "scheme": self.cfg["scheme"], "dt": self.time_step(), "nu": float(self.cfg["nu"])}
+        if hasattr(solver, "hyperviscosity"):
+            out["hyperviscosity_m4_per_s"] = float(solver.hyperviscosity(self.cfg["nu"], self.solver_lmax))
+        return out
+
     def build_simulation(self, params, *, lmax, device):
         solver = _solver()
         p = {k: v for k, v in params.items() if k != "seed"}
-        return solver.GalewskySimulation(p, lmax=int(lmax), dt=self.time_step(), nu=float(self.cfg["nu"]), device=device)
+        return solver.GalewskySimulation(p, lmax=int(lmax), dt=self.time_step(), nu=float(self.cfg["nu"]), device=device,
+                                         scheme=self.cfg["scheme"])

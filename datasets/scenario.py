@@ -304,7 +304,12 @@ class Scenario:
             "parameter_units": {k: self.units_of(k) for k in list(self.sweep_index(0)) + list(self.parameter_names_seeded())},
             "sweep": {k: [float(x) for x in v] for k, v in self.axes().items()},
             "n_seeds": int(self.cfg["n_seeds"]),
+            "solver": self.solver_settings(),
         }
+
+    def solver_settings(self) -> dict:
+        """Plain-type solver settings recorded in dataset.yaml (time step, scheme, diffusion, ...)."""
+        return {}
 
     def parameter_names_seeded(self) -> list[str]:
         """Names of the seeded parameters (drawn once for trajectory 0 to list them)."""

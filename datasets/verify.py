@@ -129,6 +129,8 @@ def _check_file(p: Path, tid: int, meta: dict, fields: dict) -> list[str]:
                 out.append(f"{p}: attribute {key}={f.attrs[key]} but dataset.yaml says {meta[key]}")
         if int(f.attrs["trajectory_id"]) != tid:
             out.append(f"{p}: trajectory_id={int(f.attrs['trajectory_id'])}, expected {tid}")
+        if "parameters" in meta and [str(x) for x in f.attrs["simulation_parameters"]] != list(meta["parameters"]):
+            out.append(f"{p}: simulation_parameters {list(f.attrs['simulation_parameters'])} differ from dataset.yaml's {meta['parameters']}")
         T = f["dimensions"]["time"].shape[0]
         if "n_frames" in meta and T != int(meta["n_frames"]):
             out.append(f"{p}: {T} frames, dataset.yaml says {meta['n_frames']}")

@@ -73,11 +73,13 @@ def test_bad_configuration_refused(cfg, msg):
 
 def test_tiny_generation_run(tmp_path):
     """4 trajectories at 16x32, a reduced band limit and 3 frames after a 6-hour spin-up: the files are
-    complete, h has near-zero area mean (h is the departure from H; the bump adds a little), the winds
-    are jets of the expected strength, and the dataset is marked reduced."""
+    complete and verified, the dataset is marked reduced, mass is conserved in the stored data (the
+    area mean of h, which has no l = 0 tendency, stays put to float32 precision) and the winds stay
+    below the jets' initial maximum."""
     pytest.importorskip("dandelion.solvers.galewsky")
     from dandelion.datasets.generate import generate
     from dandelion.datasets.verify import verify
+    from dandelion.sphere import SphereGrid
 
     root = generate({"dataset": {"name": "galewsky", "path": str(tmp_path / "g"), "nlat": 16, "nlon": 32, "lmax": 10,
                                  "n_trajectories": 4, "n_frames": 3, "spinup_days": 0.25, "frame_hours": 4.0},
@@ -86,10 +88,15 @@ def test_tiny_generation_run(tmp_path):
     assert meta["reduced"] is True and meta["lmax"] == 8 and meta["solver_lmax"] == 10
     assert meta["fields"]["h"]["units"] == "m" and meta["fields"]["velocity"]["units"] == "m/s"
     assert verify(root) == []
-    for path in sorted(root.glob("*/traj_*.h5")):
+    w = SphereGrid(16, 32).weights.numpy() / (4 * math.pi)
+    files = sorted(root.glob("*/traj_*.h5"))
+    assert len(files) == 4
+    for path in files:
         with storage.open_trajectory(path) as f:
             u_max = float(f["scalars/u_max"][()])
+            h = f["t0_fields/h"][0].astype(np.float64)
             vel = f["t1_fields/velocity"][0]
             assert f["dimensions/time"][()].tolist() == [0.0, 14400.0, 28800.0]
-        speed = np.sqrt((vel ** 2).sum(-1))
-        assert 0.5 * u_max < speed.max() < 1.3 * u_max
+        mass = (h * w).sum((-2, -1))
+        np.testing.assert_allclose(mass, mass[0], atol=1e-6 * np.abs(h).max())
+        assert np.sqrt((vel ** 2).sum(-1)).max() < u_max
