@@ -267,3 +267,10 @@ def test_disco_switches_kernels_when_moved_to_cuda(monkeypatch):
             assert torch.equal(v, weights[k]), k
     with torch.no_grad():
         torch.testing.assert_close(model(x), y_opt, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", BASELINES)
+def test_odd_row_grid(name):
+    """An odd number of rows (as 721x1440) works: zero-padded/ceil-halved levels."""
+    model = _build(name, 33, 64)
+    assert model(torch.randn(1, C_IN, 33, 64)).shape == (1, C_OUT, 33, 64)
