@@ -107,6 +107,106 @@ def transforms(nlat: int, nlon: int, lmax: int, grid: str = "legendre-gauss", de
         return _CACHE[key]
 
 
+def _legendre(W: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """Plain Legendre contraction ``out[..., i, m] = sum_j W[m, i, j] X[..., j, m]`` (complex ``X``),
+    one ``torch.bmm`` over the orders. Reference for :class:`_SymLegendre`."""
+    lead = X.shape[:-2]
+    J, M = X.shape[-2:]
+    n = math.prod(lead)
+    Xr = torch.view_as_real(X).reshape(n, J, M, 2).permute(2, 1, 0, 3).reshape(M, J, 2 * n)
+    out = torch.bmm(W, Xr)  # (M, I, 2n)
+    I = W.shape[1]
+    out = out.reshape(M, I, n, 2).permute(2, 1, 0, 3).contiguous()
+    return torch.view_as_complex(out).reshape(*lead, I, M)
+
+
+def _to_cols(X: torch.Tensor):
+    lead = X.shape[:-2]
+    J, M = X.shape[-2:]
+    n = math.prod(lead)
+    return torch.view_as_real(X).reshape(n, J, M, 2).permute(2, 1, 0, 3).reshape(M, J, 2 * n), lead, n
+
+
+def _from_cols(out: torch.Tensor, lead, n):
+    M, I = out.shape[:2]
+    out = out.reshape(M, I, n, 2).permute(2, 1, 0, 3).contiguous()
+    return torch.view_as_complex(out).reshape(*lead, I, M)
+
+
+class _SymLegendre(nn.Module):
+    """Legendre contraction using the equatorial symmetry and the triangular zeros of the tables.
+
+    On a grid symmetric about the equator each table row (for one order ``m`` and one degree) is
+    even or odd under reflection, so the contraction splits into even and odd parts over the
+    northern half-grid: half the flops. Degrees with ``l < m`` are zero and dropped in blocks of
+    orders (``n_blocks``), saving about another third. Same result as :func:`_legendre` to round-off.
+
+    ``grid_axis = "in"``: analysis, ``out[..., i, m] = sum_k W[m, i, k] X[..., k, m]`` with ``k`` the
+    grid rows; ``grid_axis = "out"``: synthesis, ``out[..., k, m] = sum_i W[m, k, i] X[..., i, m]``.
+    """
+
+    def __init__(self, W: torch.Tensor, grid_axis: str, n_blocks: int = 4):
+        super().__init__()
+        self.analysis = grid_axis == "in"
+        Wg = W if self.analysis else W.transpose(1, 2)  # (M, I, J): J grid rows
+        M, I, J = Wg.shape
+        self.M, self.I, self.J, self.Jh = M, I, J, (J + 1) // 2
+        Jh = self.Jh
+        north, south = Wg[..., :Jh], Wg[..., J - Jh:].flip(-1)
+        scale = Wg.abs().amax()
+        nonzero = Wg.abs().amax(-1) > 1e-13 * scale
+        even = (north - south).abs().amax(-1) <= 1e-9 * scale
+        odd = (north + south).abs().amax(-1) <= 1e-9 * scale
+        if not bool((~nonzero | even | odd).all()):
+            raise ValueError("Legendre table is not equatorially symmetric; use the plain contraction")
+        bounds = sorted(set(int(round(b * M / n_blocks)) for b in range(n_blocks + 1)))
+        self.blocks = []
+        for bi, (m0, m1) in enumerate(zip(bounds[:-1], bounds[1:])):
+            entry = [m0, m1]
+            for pi, par in enumerate((even & nonzero, odd & nonzero & ~even)):
+                rows = [torch.nonzero(par[m]).reshape(-1) for m in range(m0, m1)]
+                cnt = max(1, max(len(r) for r in rows))
+                idx = torch.full((m1 - m0, cnt), I, dtype=torch.long)  # I = dummy (zero) row
+                tab = torch.zeros(m1 - m0, cnt, Jh, dtype=W.dtype)
+                for j, r in enumerate(rows):
+                    idx[j, : len(r)] = r
+                    tab[j, : len(r)] = north[m0 + j, r]
+                if not self.analysis:
+                    tab = tab.transpose(1, 2).contiguous()  # (mb, Jh, cnt)
+                self.register_buffer(f"t{bi}_{pi}", tab.contiguous(), persistent=False)
+                self.register_buffer(f"i{bi}_{pi}", idx, persistent=False)
+            self.blocks.append(entry)
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        Xr, lead, n = _to_cols(X)  # (M, rows_in, 2n)
+        M, J, Jh, I = self.M, self.J, self.Jh, self.I
+        if self.analysis:
+            N, S = Xr[:, :Jh], Xr[:, J - Jh:].flip(1)
+            E, O = N + S, N - S
+            if J % 2:
+                E[:, Jh - 1] *= 0.5
+            outs = []
+            for bi, (m0, m1) in enumerate(self.blocks):
+                o = Xr.new_zeros(m1 - m0, I + 1, 2 * n)
+                for pi, Y in enumerate((E, O)):
+                    idx = getattr(self, f"i{bi}_{pi}")
+                    val = torch.bmm(getattr(self, f"t{bi}_{pi}"), Y[m0:m1])
+                    o.scatter_(1, idx[..., None].expand(-1, -1, 2 * n), val)
+                outs.append(o[:, :I])
+            return _from_cols(torch.cat(outs, 0), lead, n)
+        Xp = torch.cat([Xr, Xr.new_zeros(M, 1, 2 * n)], 1)  # dummy zero row at index I
+        outs = []
+        for bi, (m0, m1) in enumerate(self.blocks):
+            parts = []
+            for pi in (0, 1):
+                idx = getattr(self, f"i{bi}_{pi}")
+                x = torch.gather(Xp[m0:m1], 1, idx[..., None].expand(-1, -1, 2 * n))
+                parts.append(torch.bmm(getattr(self, f"t{bi}_{pi}"), x))  # (mb, Jh, 2n)
+            north, south = parts[0] + parts[1], parts[0] - parts[1]
+            outs.append(torch.cat([north, south.flip(1)[:, J % 2:]], 1))
+        return _from_cols(torch.cat(outs, 0), lead, n)
+
+
 def _fix_vsht_precision(vsht: nn.Module) -> None:
     """Restore float64 accuracy of ``RealVectorSHT``'s tables.
 
@@ -209,6 +309,18 @@ class SpectralCore(nn.Module):
         self.register_buffer("lon", self.grid_spec.lon.reshape(1, -1).clone(), persistent=False)
         self.register_buffer("xyz", self.grid_spec.xyz.clone(), persistent=False)
         self.register_buffer("weights", self.grid_spec.weights.clone(), persistent=False)
+        # Legendre tables for the batched-matmul transforms (the same float64 tables torch-harmonics
+        # builds, re-laid out once; the vector ones with the Helmholtz factors folded in):
+        #   _wf (m, l, k) forward scalar; _pi (m, k, l) inverse scalar;
+        #   _wv (m, 2l, k) forward vector [W0; W1] * l(l+1)/R; _dv (m, 2k, l) inverse [D0; D1] * R/(l(l+1)).
+        tf = self._tf
+        self._wf = _SymLegendre(tf["sht"].weights, "in")
+        self._pi = _SymLegendre(tf["isht"].pct, "out")
+        wv = tf["vsht"].weights * (ll1 / self.radius).reshape(1, 1, -1, 1)
+        self._wv = _SymLegendre(torch.cat([wv[0], wv[1]], dim=1), "in")
+        dv = tf["ivsht"].dpct * (self.radius * self._inv_ll1).reshape(1, 1, 1, -1)
+        self._dv0 = _SymLegendre(dv[0], "out")
+        self._dv1 = _SymLegendre(dv[1], "out")
 
     def extra_repr(self) -> str:
         return f"lmax={self.lmax}, nlat={self.nlat}, nlon={self.nlon}, grid={self.grid}, dealias={self.dealias}, radius={self.radius}"
@@ -226,12 +338,18 @@ class SpectralCore(nn.Module):
 
     # ------------------------------------------------------------------ scalar transforms
     def to_spec(self, x: torch.Tensor) -> torch.Tensor:
-        """Analysis: grid ``(..., nlat, nlon)`` float64 -> spectrum ``(..., lmax, mmax)`` complex128."""
-        return self._t("sht")(x)
+        """Analysis: grid ``(..., nlat, nlon)`` float64 -> spectrum ``(..., lmax, mmax)`` complex128.
+
+        Same result as torch-harmonics' ``RealSHT`` (its own tables), computed as one batched
+        matrix product over the orders ``m`` (about 3x faster than the module's einsum on CPU).
+        """
+        X = torch.fft.rfft(x, dim=-1, norm="forward")[..., : self.mmax]
+        return self._wf(X)
 
     def to_grid(self, spec: torch.Tensor) -> torch.Tensor:
-        """Synthesis on the transform grid: ``(..., lmax, mmax)`` -> ``(..., nlat, nlon)`` float64."""
-        return self._t("isht")(spec)
+        """Synthesis on the transform grid: ``(..., lmax, mmax)`` -> ``(..., nlat, nlon)`` float64
+        (torch-harmonics' ``InverseRealSHT`` tables, batched matrix product)."""
+        return torch.fft.irfft(self._pi(spec), n=self.nlon, dim=-1, norm="forward")
 
     # ------------------------------------------------------------------ operators (spectral, diagonal)
     def laplacian(self, spec: torch.Tensor) -> torch.Tensor:
@@ -257,7 +375,13 @@ class SpectralCore(nn.Module):
         ``vrt, div`` : (..., lmax, mmax) complex [1/s]. Returns ``(u, v)`` each ``(..., nlat, nlon)``
         [m/s for R in m], eastward and northward.
         """
-        return self._uv_from_st(-div * (self.radius * self._inv_ll1), vrt * (self.radius * self._inv_ll1), self._t("ivsht"))
+        x = torch.stack((vrt, div), dim=-3)
+        Y, Z = self._dv0(x), self._dv1(x)  # D0 x, D1 x with R/(l(l+1)) folded in, (..., 2, nlat, m)
+        yv, yd = Y[..., 0, :, :], Y[..., 1, :, :]
+        zv, zd = Z[..., 0, :, :], Z[..., 1, :, :]
+        uv_hat = torch.stack((-yv - 1j * zd, yd - 1j * zv), dim=-3)
+        uv = torch.fft.irfft(uv_hat, n=self.nlon, dim=-1, norm="forward")
+        return uv[..., 0, :, :], uv[..., 1, :, :]
 
     @staticmethod
     def _uv_from_st(s, t, ivsht):
@@ -270,8 +394,12 @@ class SpectralCore(nn.Module):
         ``u, v`` : (..., nlat, nlon) float64. Returns ``(vrt, div)`` each ``(..., lmax, mmax)`` complex
         (exact for band-limited input; for products of fields the dealiased projection).
         """
-        st = self._t("vsht")(torch.stack((-v, u), dim=-3))
-        return st[..., 1, :, :] * (self._ll1 / self.radius), -st[..., 0, :, :] * (self._ll1 / self.radius)
+        X = torch.fft.rfft(torch.stack((u, v), dim=-3), dim=-1, norm="forward")[..., : self.mmax]
+        Y = self._wv(X)  # (..., 2, 2*lmax, m): [W0 x; W1 x] with l(l+1)/R folded in
+        L = self.lmax
+        yu, yv = Y[..., 0, :L, :], Y[..., 1, :L, :]
+        zu, zv = Y[..., 0, L:, :], Y[..., 1, L:, :]
+        return -(yu + 1j * zv), yv - 1j * zu
 
     def gradient(self, spec: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Gradient ``(d f/dx, d f/dy)`` = ``(1/(R cos(lat)) df/dlon, 1/R df/dlat)`` on the transform grid."""
@@ -298,6 +426,23 @@ class SpectralCore(nn.Module):
         ivsht = transforms(out_grid.nlat, out_grid.nlon, L, out_grid.grid, vrt.device)["ivsht"]
         f = self.radius * self._inv_ll1[:L]
         return self._uv_from_st(-div[..., :L, :L] * f, vrt[..., :L, :L] * f, ivsht)
+
+    def evaluate_at(self, spec: torch.Tensor, colat: torch.Tensor, lon: torch.Tensor) -> torch.Tensor:
+        """Evaluate ``spec`` (..., lmax, mmax) exactly at arbitrary points ``colat, lon`` (P,) [rad].
+
+        Direct sum over the harmonics (torch-harmonics' orthonormal Legendre functions), O(P lmax^2);
+        for checks and rotations of small fields. Returns (..., P) float64.
+        """
+        from torch_harmonics.legendre import legpoly
+
+        colat = torch.as_tensor(colat, dtype=torch.float64).reshape(-1).to(spec.device)
+        lon = torch.as_tensor(lon, dtype=torch.float64).reshape(-1).to(spec.device)
+        pct = legpoly(self.mmax, self.lmax, torch.cos(colat), norm="ortho", inverse=True, csphase=True)  # (m, l, P)
+        xm = torch.einsum("...lm,mlp->...mp", spec, pct.to(torch.complex128))
+        m = torch.arange(self.mmax, device=spec.device, dtype=torch.float64).reshape(-1, 1)
+        phase = torch.exp(1j * m * lon.reshape(1, -1))
+        wm = torch.where(m == 0, 1.0, 2.0)
+        return (wm * (xm * phase).real).sum(-2)
 
     def analyse(self, x: torch.Tensor, in_grid: SphereGrid) -> torch.Tensor:
         """Spectrum ``(..., lmax, mmax)`` of a field given on another grid (exact up to that grid's band limit;
