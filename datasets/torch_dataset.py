@@ -161,30 +161,52 @@ class ChannelLayout:
         """Lift and normalise: fields -> ``(..., T, C, nlat, nlon)``.
 
         ``fields[name]`` is ``(..., T, nlat, nlon)`` for scalars and ``(..., T, nlat, nlon, 2)``
-        (u east, v north) for vectors, in the units of the data. Float64 input gives float64.
+        (u east, v north) for vectors, in the units of the data, all with the same leading shape.
+        The result has the promoted floating dtype of the inputs (float64 input gives float64).
 
         Raises
         ------
-        KeyError naming the field if one is missing; ValueError for a wrong grid shape.
+        KeyError naming the field if one is missing; ValueError for a wrong grid shape or leading shapes
+        that differ between fields.
         """
-        parts = []
-        for name in self.scalars:
+        tensors, lead = {}, None
+        for name, kind in self.fields.items():
             if name not in fields:
                 raise KeyError(f"field {name!r} missing from the input: expected {list(self.fields)}")
             x = torch.as_tensor(fields[name])
-            self.grid.check_shape(x)
-            s = self.stats[name]
-            parts.append(((x - s["mean"]) / s["std"]).unsqueeze(-3))
+            if kind == "vector":
+                if x.ndim < 3 or x.shape[-1] != 2:
+                    raise ValueError(f"vector field {name!r} must end in 2 components (u, v), got shape {tuple(x.shape)}")
+                self.grid.check_shape(x[..., 0])
+                shape = tuple(x.shape[:-3])
+            else:
+                self.grid.check_shape(x)
+                shape = tuple(x.shape[:-2])
+            if lead is not None and shape != lead:
+                raise ValueError(f"field {name!r} has leading shape {shape}, other fields {lead}: pass the same frames of every field")
+            lead = shape
+            tensors[name] = x
+        dtype = torch.float32
+        floats = [t.dtype for t in tensors.values() if t.dtype.is_floating_point]
+        if floats:
+            dtype = floats[0]
+            for d in floats[1:]:
+                dtype = torch.promote_types(dtype, d)
+        device = next(iter(tensors.values())).device
+        out = torch.empty(lead + (self.n_channels,) + self.grid.shape, dtype=dtype, device=device)
+        for i, name in enumerate(self.scalars):
+            st = self.stats[name]
+            out[..., i, :, :] = (tensors[name].to(dtype) - st["mean"]) / st["std"]
+        c = len(self.scalars)
+        east, north = self._basis(dtype, device)
         for name in self.vectors:
-            if name not in fields:
-                raise KeyError(f"field {name!r} missing from the input: expected {list(self.fields)}")
-            uv = torch.as_tensor(fields[name])
-            if uv.shape[-1] != 2:
-                raise ValueError(f"vector field {name!r} must end in 2 components (u, v), got shape {tuple(uv.shape)}")
-            self.grid.check_shape(uv[..., 0])
-            parts.append(self.lift(uv) / self.stats[name]["rms"])
-        dtype = torch.promote_types(*[p.dtype for p in parts]) if len(parts) > 1 else parts[0].dtype
-        return torch.cat([p.to(dtype) for p in parts], dim=-3)
+            uv = tensors[name].to(dtype)
+            rms = self.stats[name]["rms"]
+            o = out[..., c : c + 3, :, :]
+            torch.mul(uv[..., 0].unsqueeze(-3), east / rms, out=o)  # written in place: no (T, 3, nlat, nlon) temporaries
+            o.addcmul_(uv[..., 1].unsqueeze(-3), north / rms)
+            c += 3
+        return out
 
     def decode(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """De-normalise and project back: ``(..., T, C, nlat, nlon)`` -> fields (as in :meth:`encode`).
