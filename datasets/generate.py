@@ -170,6 +170,8 @@ def generate(cfg) -> Path:
     scenario = build_scenario(dcfg)
     root = Path(path).expanduser().resolve()
     device = str(cfg.get("device") or "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device={device} was requested but torch sees no CUDA device: pass device=cpu")
     batch_size = int(cfg.get("batch_size") or 4)
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size} must be a positive integer")

@@ -8,7 +8,8 @@ Checks, each problem reported as one line naming the file:
   listed file's SHA-256 matches;
 * every trajectory file opens (not truncated or corrupt), follows the layout
   (:func:`dandelion.datasets.storage.open_trajectory`), agrees with ``dataset.yaml`` (grid, nlat,
-  nlon, lmax, frames, fields, units, trajectory id) and decodes to finite float32 values;
+  nlon, lmax, frames, fields, units, trajectory id), holds the parameters that the scenario
+  regenerates for its trajectory id, and decodes to finite float32 values;
 * no temporary leftovers or unlisted trajectory files lie in the split folders;
 * ``stats.yaml`` has finite entries for every field.
 
@@ -37,13 +38,16 @@ from .storage import (
 __all__ = ["verify", "main"]
 
 
-def verify(path) -> list[str]:
+def verify(path, *, check_data: bool = True) -> list[str]:
     """Problems found in the dataset folder ``path`` (empty list: the folder is sound).
 
     Parameters
     ----------
     path : path-like
         A dataset folder written by ``dandelion-generate``.
+    check_data : bool
+        Also decode every frame and check it is finite (default; the checksums already catch any
+        changed byte, so ``False`` only skips the decode, which is slow for full-size datasets).
 
     Returns
     -------
@@ -77,6 +81,7 @@ def verify(path) -> list[str]:
             problems.append(f"{p}: SHA-256 does not match checksums.sha256 (file changed or corrupt)")
 
     fields = meta.get("fields", {})
+    scenario = _scenario(meta)
     listed = set()
     for split in SPLITS:
         for tid in splits.get(split, []):
@@ -88,7 +93,7 @@ def verify(path) -> list[str]:
             if not p.is_file():
                 problems.append(f"{p}: missing (trajectory {tid} of split {split})")
                 continue
-            problems += _check_file(p, int(tid), meta, fields)
+            problems += _check_file(p, int(tid), meta, fields, check_data, scenario)
         folder = root / split
         if folder.is_dir():
             for p in sorted(folder.iterdir()):
@@ -117,9 +122,19 @@ def _finite(x) -> bool:
         return False
 
 
-def _check_file(p: Path, tid: int, meta: dict, fields: dict) -> list[str]:
+def _scenario(meta: dict):
+    """The scenario that made the dataset (to regenerate each trajectory's parameters), or None."""
     try:
-        f = open_trajectory(p, check_data=True)
+        from .generate import build_scenario
+
+        return build_scenario(dict((meta.get("config") or {}).get("dataset") or {}))
+    except Exception:  # unknown or changed scenario: the parameter check is skipped
+        return None
+
+
+def _check_file(p: Path, tid: int, meta: dict, fields: dict, check_data: bool = True, scenario=None) -> list[str]:
+    try:
+        f = open_trajectory(p, check_data=check_data)
     except (CorruptFileError, OSError) as e:
         return [f"{p}: {e}"]
     out = []
@@ -131,6 +146,11 @@ def _check_file(p: Path, tid: int, meta: dict, fields: dict) -> list[str]:
             out.append(f"{p}: trajectory_id={int(f.attrs['trajectory_id'])}, expected {tid}")
         if "parameters" in meta and [str(x) for x in f.attrs["simulation_parameters"]] != list(meta["parameters"]):
             out.append(f"{p}: simulation_parameters {list(f.attrs['simulation_parameters'])} differ from dataset.yaml's {meta['parameters']}")
+        if scenario is not None:
+            want = scenario.parameters(tid)
+            got = {k: float(f["scalars"][k][()]) for k in f["scalars"]}
+            if got != want:
+                out.append(f"{p}: scalars/ {got} differ from the parameters of trajectory {tid} {want}")
         T = f["dimensions"]["time"].shape[0]
         if "n_frames" in meta and T != int(meta["n_frames"]):
             out.append(f"{p}: {T} frames, dataset.yaml says {meta['n_frames']}")
@@ -147,8 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry point: ``dandelion-verify DIR`` (prints problems; exit status 1 if any)."""
     parser = argparse.ArgumentParser(prog="dandelion-verify", description="Check a dandelion dataset folder against its checksums and schema.")
     parser.add_argument("path", help="dataset folder (the dataset.path of dandelion-generate)")
+    parser.add_argument("--no-data", action="store_true",
+                        help="skip decoding every frame (checksums and layout are still checked)")
     args = parser.parse_args(argv)
-    problems = verify(args.path)
+    problems = verify(args.path, check_data=not args.no_data)
     for line in problems:
         print(line)
     if problems:

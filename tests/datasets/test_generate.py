@@ -297,3 +297,13 @@ def test_console_scripts_smoke(tmp_path):
     victim.write_bytes(victim.read_bytes()[:-500])
     r = subprocess.run(_script("dandelion-verify") + [str(root)], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 1 and victim.name in r.stdout
+
+
+def test_verify_catches_swapped_files(tmp_path):
+    root = generate(cfg(tmp_path / "d"))
+    a, b = storage.list_split(root, "train")[:2]
+    tmp = a.with_name("swap")
+    a.rename(tmp), b.rename(a), tmp.rename(b)
+    problems = verify(root, check_data=False)
+    assert any(a.name in p and "trajectory_id" in p for p in problems)
+    assert any(b.name in p and "SHA-256" in p for p in problems)
