@@ -172,7 +172,8 @@ def generate(cfg) -> Path:
     device = str(cfg.get("device") or "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device={device} was requested but torch sees no CUDA device: pass device=cpu")
-    batch_size = int(cfg.get("batch_size") or 4)
+    batch_size = cfg.get("batch_size")
+    batch_size = 4 if batch_size is None else int(batch_size)
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size} must be a positive integer")
     progress = bool(cfg.get("progress", True))
