@@ -300,40 +300,49 @@ class ChainedTurbulenceSimulation:
         out[..., 0, 0] = 0.0
         return out
 
-    def max_speed(self, omega: torch.Tensor | None = None) -> float:
+    def max_speed(self, omega: torch.Tensor | None = None) -> torch.Tensor:
+        """Largest wind speed of each trajectory on the transform grid, (B,) [R/tau]."""
         u, v = self.velocity(self.omega if omega is None else omega)
-        return float(torch.sqrt(u * u + v * v).max())
+        return torch.sqrt(u * u + v * v).flatten(1).max(-1).values
 
-    def cfl_dt(self, umax: float) -> float:
-        """Largest step allowed by the CFL rule (module docstring) and ``dt_max``, in tau."""
+    def cfl_dt(self, umax: torch.Tensor) -> torch.Tensor:
+        """Largest step of each trajectory allowed by the CFL rule (module docstring) and ``dt_max``, in tau."""
         dx = math.pi * self.radius / self.lmax
-        return min(self.dt_max, self.cfl * dx / umax) if umax > 0 else self.dt_max
+        umax = torch.as_tensor(umax, dtype=torch.float64)
+        return torch.clamp(self.cfl * dx / umax.clamp(min=1e-300), max=self.dt_max)
 
-    def _stepper(self, dt: float) -> ETDRK4:
-        etd = self._etd_cache.get(dt)
+    def _stepper(self, dt: torch.Tensor) -> ETDRK4:
+        key = tuple(dt.tolist())
+        etd = self._etd_cache.get(key)
         if etd is None:
             if len(self._etd_cache) >= 16:
                 self._etd_cache.pop(next(iter(self._etd_cache)))
-            etd = self._etd_cache[dt] = ETDRK4(self.sigma, dt)
+            etd = self._etd_cache[key] = ETDRK4(self.sigma, dt.to(self.device).reshape(-1, 1, 1))
         return etd
 
-    def step(self, dt: float, fields=None) -> None:
-        """One ETDRK4 step of ``dt`` tau (``fields``: :meth:`velocity_and_gradient` of the current state, if computed)."""
-        etd = self._stepper(float(dt))
+    def step(self, dt, fields=None, active: torch.Tensor | None = None) -> None:
+        """One ETDRK4 step of ``dt`` tau (float, or (B,) one per trajectory); ``fields``: the
+        :meth:`velocity_and_gradient` of the current state if computed; ``active``: (B,) bool, the
+        trajectories that step (the others keep their state). Does not change :attr:`time`."""
+        dt = torch.as_tensor(dt, dtype=torch.float64).reshape(-1).expand(self.batch).cpu()
+        etd = self._stepper(dt)
         nu = self.nonlinear(self.omega, fields)
         new = etd.step(self.omega, self.nonlinear, nu=nu)
         new[..., 0, 0] = 0.0
+        if active is not None:
+            new = torch.where(active.to(self.device).reshape(-1, 1, 1), new, self.omega)
         self.omega = new
-        self.time += float(dt)
         self.n_steps += 1
 
     def advance_to(self, t: float) -> None:
         """Integrate all trajectories to time ``t`` (tau), landing exactly on it.
 
-        At the start the interval is divided into ``n`` equal steps no longer than the CFL step of the
-        current state; before every step the CFL step is re-evaluated and, if the planned step exceeds it,
-        the remaining interval is re-divided. The last step ends exactly at ``t``. Equal steps keep the
-        ETD coefficients cached (they depend only on ``dt``).
+        Every trajectory has its own steps, which depend only on its own state, so a trajectory's result
+        does not depend on the batch it is computed in: at the start its interval is divided into ``n``
+        equal steps no longer than its CFL step; before every step the CFL step is re-evaluated and, if
+        the planned step exceeds it, the rest of the interval is re-divided. Trajectories that have
+        arrived wait (their state is kept) while the others finish. Equal steps keep the ETD
+        coefficients cached.
 
         Raises
         ------
@@ -345,23 +354,36 @@ class ChainedTurbulenceSimulation:
         t = float(t)
         if t < self.time - 1e-12:
             raise ValueError(f"cannot advance to t={t}: the simulation is already at t={self.time}")
-        tol = 1e-12 * max(1.0, abs(t))
-        plan_dt, left = None, 0
-        while t - self.time > tol:
+        if t - self.time <= 1e-12 * max(1.0, abs(t)):
+            self.time = t
+            return
+        B = self.batch
+        now = torch.full((B,), self.time, dtype=torch.float64)
+        left = torch.zeros(B, dtype=torch.long)
+        plan = torch.full((B,), math.inf, dtype=torch.float64)
+        first = True
+        while first or bool((left > 0).any()):
+            first = False
             fields = self.velocity_and_gradient(self.omega) if self.advection else None
-            umax = float(torch.sqrt(fields[0] ** 2 + fields[1] ** 2).max()) if fields is not None else 0.0
-            if not math.isfinite(umax):
-                self._check_finite()
-                raise FloatingPointError(f"chained turbulence: non-finite velocity at t={self.time:.6g} tau")
+            if fields is not None:
+                umax = torch.sqrt(fields[0] ** 2 + fields[1] ** 2).flatten(1).max(-1).values.cpu()
+                if not bool(torch.isfinite(umax).all()):
+                    self._check_finite()
+                    raise FloatingPointError(f"chained turbulence: non-finite velocity at t={self.time:.6g} tau in batch "
+                                             f"index(es) {torch.nonzero(~torch.isfinite(umax)).reshape(-1).tolist()}")
+            else:
+                umax = torch.zeros(B, dtype=torch.float64)
             allowed = self.cfl_dt(umax)
-            if plan_dt is None or plan_dt > allowed * (1.0 + 1e-12):
-                remaining = t - self.time
-                left = max(1, math.ceil(remaining / allowed - 1e-9))
-                plan_dt = remaining / left
-            self.step(plan_dt, fields)
-            left -= 1
-            if left == 0:
-                self.time = t
+            replan = (left > 0) & (plan > allowed * (1.0 + 1e-12)) | (plan == math.inf)
+            if bool(replan.any()):
+                rem = t - now
+                n = torch.clamp(torch.ceil(rem / allowed - 1e-9), min=1).to(torch.long)
+                left = torch.where(replan, n, left)
+                plan = torch.where(replan, rem / n, plan)
+            active = left > 0
+            self.step(torch.where(active, plan, torch.ones_like(plan)), fields, active=None if bool(active.all()) else active)
+            now = torch.where(active, now + plan, now)
+            left = left - active.long()
         self.time = t
         self._check_finite()
 

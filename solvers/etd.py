@@ -93,6 +93,17 @@ def phi_functions_contour(z: torch.Tensor, kmax: int = 3, n_points: int = 64, ra
     return [o.real for o in out]
 
 
+def _step(dt, linear: torch.Tensor):
+    """``dt`` as a float, or as a float64 tensor broadcastable against ``linear`` (one step per trajectory)."""
+    if isinstance(dt, torch.Tensor):
+        if not bool((dt > 0).all()):
+            raise ValueError(f"every dt must be positive, got {dt.reshape(-1).tolist()}")
+        return dt.to(dtype=torch.float64, device=linear.device)
+    if not dt > 0:
+        raise ValueError(f"dt={dt} must be positive")
+    return float(dt)
+
+
 class ETDRK2:
     """Cox-Matthews ETDRK2 (2002, eq. 22) for ``du/dt = L u + N(u)`` with diagonal real ``L``.
 
@@ -100,19 +111,18 @@ class ETDRK2:
     ----------
     linear : torch.Tensor
         Real rates ``L``, broadcastable against the state (e.g. ``(B, lmax, 1)``), units 1/time.
-    dt : float
-        Step, same time unit.
+    dt : float or torch.Tensor
+        Step, same time unit; a tensor broadcastable against ``linear`` (e.g. ``(B, 1, 1)``) gives each
+        trajectory its own step.
 
     ``step(u, nonlinear, nu=None)`` returns ``u(t + dt)``; ``nonlinear(u)`` must return ``N(u)`` with
     the state's shape. Two evaluations of ``N`` per step; exact when ``N = 0``.
     """
 
-    def __init__(self, linear: torch.Tensor, dt: float):
-        if not dt > 0:
-            raise ValueError(f"dt={dt} must be positive")
-        self.dt = float(dt)
-        e, p1, p2 = phi_functions(linear.to(torch.float64) * self.dt, kmax=2)
-        self.e, self.hp1, self.hp2 = e, self.dt * p1, self.dt * p2
+    def __init__(self, linear: torch.Tensor, dt):
+        self.dt = h = _step(dt, linear)
+        e, p1, p2 = phi_functions(linear.to(torch.float64) * h, kmax=2)
+        self.e, self.hp1, self.hp2 = e, h * p1, h * p2
 
     def step(self, u: torch.Tensor, nonlinear: Callable[[torch.Tensor], torch.Tensor], nu: torch.Tensor | None = None) -> torch.Tensor:
         """``u(t + dt)``; ``nu = N(u)`` may be passed if already computed."""
@@ -133,14 +143,12 @@ class ETDRK4:
     ----------
     linear : torch.Tensor
         Real rates ``L`` broadcastable against the state, 1/time.
-    dt : float
-        Step, same time unit.
+    dt : float or torch.Tensor
+        Step, same time unit (a tensor: one step per trajectory, broadcastable against ``linear``).
     """
 
-    def __init__(self, linear: torch.Tensor, dt: float):
-        if not dt > 0:
-            raise ValueError(f"dt={dt} must be positive")
-        self.dt = h = float(dt)
+    def __init__(self, linear: torch.Tensor, dt):
+        self.dt = h = _step(dt, linear)
         z = linear.to(torch.float64) * h
         e2, q1 = phi_functions(0.5 * z, kmax=1)
         e, p1, p2, p3 = phi_functions(z, kmax=3)

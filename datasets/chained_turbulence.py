@@ -1,0 +1,155 @@
+"""``chained_turbulence``: actively driven vorticity on the unit sphere (DATASETS.md §2, mickelin_gns).
+
+The generalised Navier-Stokes model of Mickelin et al. (2018, PRL 120, 164503), solved by
+:class:`dandelion.solvers.chained_turbulence.ChainedTurbulenceSimulation` (spectral, ETDRK4, l = 0 held
+at zero). Non-dimensional: R = 1, time unit tau = 1; the stored field is ``vorticity`` in 1/tau
+(``-r_hat . curl(u)``, the card's sign).
+
+Sweep (trajectory ids row-major, the seed fastest): ``r_over_lambda`` in {2, 4, 7, 10} x
+``kappa_lambda`` in {0.4, 0.7, 1.0, 1.4, 1.8} x ``n_seeds`` (40), with the bursty cell
+(r = 2, kappa*Lambda = 0.4) excluded (``exclude_bursty: true``): ids 0..759 run over the 19 kept
+cells. Stored scalars: r_over_lambda, kappa_lambda, seed and the derived R, tau, Lambda, kappa.
+
+Initial condition: ``1e-3 * sum_{l=2..l_i} a_lm Y_lm`` with ``a_lm ~ N(0, 1)`` drawn in the card's
+order from ``Generator(PCG64(seed))`` when the dataset seed is 0 -- the reference's generator, so the
+coefficients are bit-equal to upstream and the same seed gives the same low degrees in every cell --
+and from ``PCG64(SeedSequence([dataset seed, seed]))`` otherwise. Either way the generator depends only
+on (dataset seed, trajectory id), so any trajectory regenerates alone.
+
+Window: the first ``spinup`` = 15 tau (linear growth from 1e-3) are dropped; ``n_frames`` (200) frames
+every ``dt_frame`` = 0.2 tau follow, stored with rebased times ``k * 0.2`` in tau (true units).
+``legacy_units: true`` reproduces the reference's scaling instead (time ``3600 t - 30`` labelled "s",
+vorticity ``omega / 3600``), for comparison with the published files only.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import torch
+
+from dandelion.solvers.chained_turbulence import (
+    TURBULENCE_DEFAULT_LMAX,
+    TURBULENCE_MIN_LMAX,
+    ChainedTurbulenceSimulation,
+    initial_vorticity,
+)
+
+from .scenario import FieldSpec, Scenario, register_scenario
+
+__all__ = ["ChainedTurbulenceScenario", "ic_generator"]
+
+R_OVER_LAMBDA = [2.0, 4.0, 7.0, 10.0]
+KAPPA_LAMBDA = [0.4, 0.7, 1.0, 1.4, 1.8]
+BURSTY_CELL = (2.0, 0.4)
+_LEGACY_SECONDS = 3600.0
+
+
+def ic_generator(dataset_seed: int, seed_index: int) -> np.random.Generator:
+    """Generator of a trajectory's initial noise: ``PCG64(seed_index)`` for dataset seed 0 (the
+    reference's own generator), else ``PCG64(SeedSequence([dataset_seed, seed_index]))``.
+
+    Raises ``ValueError`` for negative seeds.
+    """
+    dataset_seed, seed_index = int(dataset_seed), int(seed_index)
+    if dataset_seed < 0 or seed_index < 0:
+        raise ValueError(f"seeds must be non-negative, got dataset seed {dataset_seed} and seed {seed_index}")
+    if dataset_seed == 0:
+        return np.random.Generator(np.random.PCG64(seed_index))
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([dataset_seed, seed_index])))
+
+
+@register_scenario("chained_turbulence")
+class ChainedTurbulenceScenario(Scenario):
+    """Chained turbulence scenario (module docstring). Scenario config keys: ``spinup_tau`` (15),
+    ``dt_frame`` (0.2), ``cfl`` (0.2), ``dt_max`` (0.05), ``amplitude`` (1e-3), ``exclude_bursty`` (true),
+    ``legacy_units`` (false)."""
+
+    time_units = "nondimensional"
+    fields = {"vorticity": FieldSpec("scalar", "1/tau", "relative vorticity -r.curl(u) (tau = 1)", ("vorticity",))}
+    parameter_units = {"r_over_lambda": "1", "kappa_lambda": "1", "R": "R", "tau": "tau", "Lambda": "R", "kappa": "1/R"}
+    min_lmax = TURBULENCE_MIN_LMAX
+    default_lmax = TURBULENCE_DEFAULT_LMAX
+    default_n_seeds = 40
+    default_n_frames = 200
+    distinct_note = ("every trajectory is its own simulation (its own seed or operator), so no simulation appears in "
+                     "two splits; the bursty cell r=2, kappa*Lambda=0.4 is excluded from the sweep")
+
+    def __init__(self, cfg=None):
+        cfg = dict(cfg or {})
+        self._exclude = bool(cfg.get("exclude_bursty", True))
+        super().__init__(cfg)
+        for key, default in (("spinup_tau", 15.0), ("dt_frame", 0.2), ("cfl", 0.2), ("dt_max", 0.05), ("amplitude", 1e-3)):
+            v = self.cfg.get(key)
+            self.cfg[key] = float(default if v is None else v)
+        for key in ("dt_frame", "cfl", "dt_max", "amplitude"):
+            if not self.cfg[key] > 0:
+                raise ValueError(f"dataset.{key}={self.cfg[key]} must be positive")
+        if self.cfg["spinup_tau"] < 0:
+            raise ValueError(f"dataset.spinup_tau={self.cfg['spinup_tau']} must be >= 0 (tau dropped before the first frame)")
+        self.cfg["exclude_bursty"] = self._exclude
+        self.cfg["legacy_units"] = bool(self.cfg.get("legacy_units", False))
+        if self.cfg["legacy_units"]:
+            self.time_units = "s"
+
+    # ------------------------------------------------------------------ sweep
+    def axes(self):
+        return {"r_over_lambda": list(R_OVER_LAMBDA), "kappa_lambda": list(KAPPA_LAMBDA)}
+
+    def cells(self) -> list[tuple[float, float]]:
+        """Kept (r_over_lambda, kappa_lambda) cells in row-major order."""
+        cells = list(itertools.product(R_OVER_LAMBDA, KAPPA_LAMBDA))
+        if self._exclude:
+            cells.remove(BURSTY_CELL)
+        return cells
+
+    @property
+    def n_sweep(self) -> int:
+        return len(self.cells()) * int(self.cfg["n_seeds"])
+
+    def sweep_index(self, trajectory_id: int) -> dict:
+        tid = int(trajectory_id)
+        if not 0 <= tid < self.n_sweep:
+            raise ValueError(f"trajectory id {tid} is outside 0..{self.n_sweep - 1}")
+        cell, seed = divmod(tid, int(self.cfg["n_seeds"]))
+        r, kl = self.cells()[cell]
+        return {"r_over_lambda": r, "kappa_lambda": kl, "seed": seed}
+
+    def parameters(self, trajectory_id: int) -> dict[str, float]:
+        p = {k: float(v) for k, v in self.sweep_index(trajectory_id).items()}
+        lam = 1.0 / p["r_over_lambda"]
+        p.update({"R": 1.0, "tau": 1.0, "Lambda": lam, "kappa": p["kappa_lambda"] / lam})
+        return p
+
+    def parameter_names_seeded(self) -> list[str]:
+        return ["R", "tau", "Lambda", "kappa"]
+
+    # ------------------------------------------------------------------ cadence and output
+    def spinup(self):
+        return self.cfg["spinup_tau"]
+
+    def dt_frame(self):
+        return self.cfg["dt_frame"]
+
+    def stored_times(self) -> np.ndarray:
+        if self.cfg["legacy_units"]:
+            return _LEGACY_SECONDS * self.solver_times() - 30.0
+        return super().stored_times()
+
+    def stored_fields(self, components):
+        out = super().stored_fields(components)
+        if self.cfg["legacy_units"]:
+            out = {k: v / _LEGACY_SECONDS for k, v in out.items()}
+        return out
+
+    def build_simulation(self, params, *, lmax, device):
+        r = params["r_over_lambda"].detach().cpu().numpy()
+        kl = params["kappa_lambda"].detach().cpu().numpy()
+        seeds = params["seed"].detach().cpu().numpy()
+        omega0 = torch.stack([
+            initial_vorticity(ic_generator(self.cfg["seed"], int(s)), float(ri), float(ki), int(lmax), amplitude=self.cfg["amplitude"])
+            for ri, ki, s in zip(r, kl, seeds)
+        ])
+        return ChainedTurbulenceSimulation({"r_over_lambda": params["r_over_lambda"], "kappa_lambda": params["kappa_lambda"]},
+                                           omega0, lmax=int(lmax), cfl=self.cfg["cfl"], dt_max=self.cfg["dt_max"], device=device)
