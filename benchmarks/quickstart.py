@@ -113,7 +113,7 @@ def quickstart(cfg) -> dict:
             f"n_steps={int(q.n_steps)}", f"init_stride={int(q.init_stride)}", f"max_inits={q.max_inits if q.max_inits is not None else 'null'}",
             f"output_dir={out / ('rollout_' + str(name))}", "save_forecasts=true", "include_truth=true",
             f"overwrite={str(bool(q.overwrite)).lower()}", f"spectra_leads=[1,{min(5, int(q.n_steps))},{int(q.n_steps)}]",
-            f"map_leads=[1,{min(5, int(q.n_steps))},{int(q.n_steps)}]", f"progress={str(bool(cfg.trainer.get('progress', True))).lower()}",
+            f"map_leads=[{','.join(str(int(k)) for k in q.get('map_leads', [1, 5, 20]))}]", f"progress={str(bool(cfg.trainer.get('progress', True))).lower()}",
         ])
         r = rollout(rcfg)
         times[f"rollout_{name}"] = (time.perf_counter() - t0) / 60

@@ -32,7 +32,7 @@ def _save(fig, path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
-    fig.savefig(tmp, dpi=110, bbox_inches="tight")
+    fig.savefig(tmp, dpi=100)  # fixed layout (no constrained/tight layout: they cost seconds per figure)
     _plt().close(fig)
     os.replace(tmp, path)
     return path
@@ -76,7 +76,9 @@ def plot_maps(sample, path, variables=None, leads=(1, 5, 20), trajectory: int = 
     n_lead = ds.sizes["lead_time"]
     leads = [k for k in leads if 1 <= k <= n_lead] or [1]
     rows = [(v, k) for v in variables for k in leads]
-    fig, axes = plt.subplots(len(rows), 3, figsize=(13, 2.6 * len(rows)), squeeze=False, constrained_layout=True)
+    fig, axes = plt.subplots(len(rows), 3, figsize=(14, 2.7 * len(rows) + 0.4), squeeze=False)
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.35 / (2.7 * len(rows) + 0.4) + 0.04, top=1 - 0.3 / (2.7 * len(rows) + 0.4),
+                        hspace=0.45, wspace=0.18)
     lon, lat = ds.lon.values, ds.lat.values
     for r, (var, k) in enumerate(rows):
         pred = ds[var].isel(**sel, lead_time=k - 1).values
@@ -135,7 +137,8 @@ def plot_error_vs_lead(results: dict, path, metric: str = "vrmse", variables=Non
     variables = variables or list(first["metrics"][metric])
     ncols = min(3, len(variables))
     nrows = -(-len(variables) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.4 * nrows), squeeze=False, constrained_layout=True)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.6 * nrows), squeeze=False)
+    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.15 / nrows, top=1 - 0.1 / nrows, hspace=0.4, wspace=0.3)
     for ax in axes.flat[len(variables):]:
         ax.set_visible(False)
     for ax, var in zip(axes.flat, variables):
@@ -147,7 +150,7 @@ def plot_error_vs_lead(results: dict, path, metric: str = "vrmse", variables=Non
             x = np.asarray(res.get("lead_time_hours") or steps, dtype=float)
             ax.plot(x, vals, marker="o", ms=3, label=label)
         units = first.get("units", {}).get(var, "") if metric == "rmse" else ""
-        ax.set_title(f"{metric} of {var}" + (f" [{units}]" if units else ""), fontsize=10)
+        ax.set_title(f"{metric}, " + ("mean over the fields" if var == "mean" else var) + (f" [{units}]" if units else ""), fontsize=10)
         ax.set_xlabel("lead time [h]" if first.get("lead_time_hours") else "lead step")
         ax.grid(alpha=0.3)
         if metric in ("vrmse", "vrmse_well"):
@@ -174,7 +177,8 @@ def plot_spectra(result, path, variables=None) -> Path:
     variables = variables or list(spec["true"])
     ncols = min(3, len(variables))
     nrows = -(-len(variables) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.4 * nrows), squeeze=False, constrained_layout=True)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.6 * nrows), squeeze=False)
+    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.15 / nrows, top=1 - 0.1 / nrows, hspace=0.4, wspace=0.3)
     for ax in axes.flat[len(variables):]:
         ax.set_visible(False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
