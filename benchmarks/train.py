@@ -10,8 +10,10 @@ averaged over the steps. The model predicts the next normalised frame itself (no
 
 Exact resume: the data order of an epoch is a pure function of ``(seed, epoch)`` (a permutation
 from a generator seeded with ``seed + epoch``, sharded across ranks like ``DistributedSampler``),
-the checkpoint holds model, optimiser, scheduler, RNG states, step, epoch and the batch reached in
-the epoch, so ``resume=PATH`` continues bit-identically on CPU.
+the checkpoint holds model, optimiser, scheduler, RNG states (of every rank), step, epoch and the
+batch reached in the epoch, so ``resume=PATH`` continues bit-identically on CPU (on GPU up to the
+non-determinism of its kernels). ``trainer.max_steps`` bounds the run and the schedule;
+``trainer.max_minutes`` and ``trainer.stop_at_step`` stop it early without changing the schedule.
 
 Distributed: under ``torchrun --nproc_per_node=N`` the model is wrapped in DDP (gloo on CPU, nccl
 on CUDA); every rank trains on its shard of the same per-epoch permutation; rank 0 writes the run
@@ -41,7 +43,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from dandelion.benchmarks.checkpoint import load_checkpoint, save_checkpoint, set_rng_state
+from dandelion.benchmarks.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from dandelion.datasets.torch_dataset import WindowDataset, loss_weights
 
 __all__ = ["train", "main", "Trainer", "EpochSampler", "WarmupCosine", "area_weighted_mse", "rollout", "parameter_hash"]
@@ -336,17 +338,26 @@ class Trainer:
         self.batch_in_epoch = int(extra.get("batch_in_epoch", 0))
         self.best_val = float(extra.get("best_val", math.inf))
         self.history = list(extra.get("history", []))
-        if ckpt.get("rng") is not None:  # rank 0's states (exact for single-process runs)
+        per_rank = extra.get("rng_per_rank") or []
+        if len(per_rank) == self.dist.world_size:  # each rank continues its own random streams
+            set_rng_state(per_rank[self.dist.rank])
+        elif ckpt.get("rng") is not None:  # another world size: rank 0's states
             set_rng_state(ckpt["rng"])
         log.info("resumed from %s at step %d (epoch %d, batch %d)", path, self.step, self.epoch, self.batch_in_epoch)
 
     def save(self, name: str) -> Path:
         """Write ``run_dir/name`` (rank 0 only; other ranks return the path)."""
         path = self.run_dir / name
+        per_rank = [rng_state()]
+        if self.dist.world_size > 1:  # collective: every rank calls save at the same points
+            import torch.distributed as dist
+
+            per_rank = [None] * self.dist.world_size
+            dist.all_gather_object(per_rank, rng_state())
         if self.dist.main:
             extra = {"model_spec": self.model_spec, "layout": self.layout.to_dict(), "batch_in_epoch": self.batch_in_epoch,
                      "best_val": self.best_val, "total_steps": self.total_steps, "history": self.history,
-                     "world_size": self.dist.world_size, "dataset_path": str(self.data_path)}
+                     "world_size": self.dist.world_size, "dataset_path": str(self.data_path), "rng_per_rank": per_rank}
             save_checkpoint(path, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler, config=self.cfg,
                             stats=self.layout.to_dict()["stats"], grid=self.grid.to_dict(), step=self.step, epoch=self.epoch,
                             extra=extra)
