@@ -90,9 +90,10 @@ def test_items_match_analytic_fields(make_tiny_dataset, tmp_path):
 def test_train_split_is_normalised(make_tiny_dataset, tmp_path):
     """Over the train split, area-weighted: h has mean 0 and std 1; velocity has RMS magnitude 1."""
     path = _data(make_tiny_dataset, tmp_path, n_frames=6)
-    ds = WindowDataset(path, "train", n_in=1, n_out=0 + 1, stride=1)
+    ds = WindowDataset(path, "train", n_in=1, n_out=1, stride=1)
     w = loss_weights(ds.grid).float()
-    frames = torch.stack([ds[i]["x"] for i in range(len(ds))] + [ds[i]["y"][0] for i in range(len(ds)) if ds[i]["t0"] == 4])
+    items = [ds[i] for i in range(len(ds))]
+    frames = torch.stack([it["x"] for it in items] + [it["y"][0] for it in items if it["t0"] == 4])  # every frame once
     assert frames.shape[0] == 3 * 6
     mean = lambda a: (a * w).mean((-2, -1)).mean()  # noqa: E731
     assert abs(mean(frames[:, 0])) < 1e-5 and abs(mean(frames[:, 0] ** 2) - 1) < 1e-5
