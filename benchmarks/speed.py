@@ -60,7 +60,10 @@ def time_model(model: torch.nn.Module, x: torch.Tensor, n_warmup: int = 1, n_rep
             computation in the same process already set the peak: measure in a fresh process (or
             the largest case first) for a meaningful CPU number;
         ``n_parameters`` : int, trainable parameters;
-        ``device`` : str.
+        ``device`` : str;
+        ``forward_cpu_s``, ``train_step_cpu_s`` : float, the same medians in CPU time of this
+            process (``time.process_time``, all threads summed): on a CPU shared with other jobs
+            these are closer to the cost of the computation than the wall-clock times.
 
     Raises
     ------
@@ -78,24 +81,25 @@ def time_model(model: torch.nn.Module, x: torch.Tensor, n_warmup: int = 1, n_rep
 
     # forward only
     model.eval()
-    fwd = []
+    fwd, fwd_cpu = [], []
     with torch.no_grad():
         for i in range(n_warmup + n_repeat):
             _sync(device)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             model(x)
             _sync(device)
             if i >= n_warmup:
                 fwd.append(time.perf_counter() - t0)
+                fwd_cpu.append(time.process_time() - c0)
 
     # training step
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-12) if params else None
-    steps = []
+    steps, steps_cpu = [], []
     for i in range(n_warmup + n_repeat):
         _sync(device)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         y = model(x)
         loss = y.float().square().mean()
         loss.backward()
@@ -105,6 +109,7 @@ def time_model(model: torch.nn.Module, x: torch.Tensor, n_warmup: int = 1, n_rep
         _sync(device)
         if i >= n_warmup:
             steps.append(time.perf_counter() - t0)
+            steps_cpu.append(time.process_time() - c0)
     del y, loss, opt
 
     if device.type == "cuda":
@@ -113,9 +118,15 @@ def time_model(model: torch.nn.Module, x: torch.Tensor, n_warmup: int = 1, n_rep
         peak = max(0, _maxrss_bytes() - rss0)
     model.train(was_training)
     return {
-        "forward_s": float(sorted(fwd)[len(fwd) // 2]),
-        "train_step_s": float(sorted(steps)[len(steps) // 2]),
+        "forward_s": _median(fwd),
+        "train_step_s": _median(steps),
         "peak_memory_bytes": peak,
         "n_parameters": count_parameters(model),
         "device": str(device),
+        "forward_cpu_s": _median(fwd_cpu),
+        "train_step_cpu_s": _median(steps_cpu),
     }
+
+
+def _median(ts: list[float]) -> float:
+    return float(sorted(ts)[len(ts) // 2])

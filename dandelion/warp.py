@@ -15,14 +15,15 @@ row beyond each pole (the row nearest the pole that is not a pole row, at colati
 
 Numerical care (each item has bitten public code):
 
-* ``sin|d| / |d|`` and ``cos|d|`` use their Taylor series for small ``|d|``, so values and gradients
-  are finite at zero displacement;
+* ``sin|d| / |d|`` and ``cos|d|`` are evaluated at ``|d|`` clamped below at the machine epsilon,
+  where both equal the first term of their Taylor series (1) in working precision, so values and
+  gradients are finite at zero displacement (see :func:`_cos_sinc`);
 * the colatitude and longitude of y are computed as increments over the node's own coordinates,
   ``delta_theta = atan2(sin(theta_y - theta_x), cos(theta_y - theta_x))`` and
-  ``delta_lon = atan2(y.e, y.h)`` (h the horizontal outward unit vector of the node's meridian), with
-  ``torch.where`` guards around the square root and the longitude ``atan2`` when y is within a tiny
-  distance of a pole (there the node's own longitude is kept, so a pole-row column j is never sent
-  to column j + nlon/2 by a rounding error);
+  ``delta_lon = atan2(y.e, y.h)`` (h the horizontal outward unit vector of the node's meridian); the
+  square root and the longitude ``atan2`` are guarded (:class:`_PolarAngles`, a mask with zero
+  gradient) when y is within ``8 eps`` of a pole: there the node's own longitude is kept, so a
+  pole-row column j is never sent to column j + nlon/2 by a rounding error;
 * zero displacement is bit-exactly the identity, pole rows included: the increments are exactly
   zero, the column index is the node's integer column plus the increment, and the padded image has
   ``2**k + 1`` rows and columns so that grid_sample's normalisation ``(g + 1) * (size - 1) / 2``
@@ -41,19 +42,24 @@ from .sphere import SphereGrid
 
 __all__ = ["exp_map", "sample_sphere", "SphereSampler", "TangentWarpS2"]
 
-# |d|^2 below which the Taylor series of cos|d| and sin|d|/|d| replace the functions
-# (series error < |d|^6/720 < 2e-21 there).
-_SERIES_S2 = 1e-6
-
 
 def _cos_sinc(d_east: torch.Tensor, d_north: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``cos|d|`` and ``sin|d|/|d|`` with finite values and gradients at ``d = 0``."""
+    """``cos|d|`` and ``sin|d|/|d|`` with finite values and gradients at ``d = 0``.
+
+    ``|d|`` is evaluated as ``sqrt(max(|d|^2, eps^2))`` (``eps`` the dtype's machine epsilon). For
+    ``|d| <= eps`` the Taylor series ``cos|d| = 1 - |d|^2/2 + ...`` and ``sin|d|/|d| = 1 - |d|^2/6 + ...``
+    equal their first term, 1, in working precision, and that is exactly what the clamped
+    evaluation returns; above ``eps`` the functions are evaluated directly (accurate to an ulp, no
+    cancellation in the values; the rounding in the autograd derivative of ``sin s / s`` enters
+    the derivative of the exponential map multiplied by ``|d|``, i.e. at the ``eps`` level). The
+    clamp has zero gradient below ``eps^2``, so no infinite derivative of the square root is ever
+    formed. (This replaces a ``torch.where`` between the series and the functions: on CPU, boolean
+    selection costs ten times an arithmetic pass.)
+    """
     s2 = d_east * d_east + d_north * d_north
-    big = s2 > _SERIES_S2
-    s = torch.sqrt(torch.where(big, s2, torch.ones_like(s2)))
-    cos_s = torch.where(big, torch.cos(s), 1.0 - s2 / 2.0 + s2 * s2 / 24.0)
-    sinc_s = torch.where(big, torch.sin(s) / s, 1.0 - s2 / 6.0 + s2 * s2 / 120.0)
-    return cos_s, sinc_s
+    eps = torch.finfo(s2.dtype).eps
+    s = torch.sqrt(s2.clamp_min(eps * eps))
+    return torch.cos(s), torch.sin(s) / s
 
 
 def _pole_tol2(dtype: torch.dtype) -> float:
@@ -65,8 +71,9 @@ def exp_map(x: torch.Tensor, d_east: torch.Tensor, d_north: torch.Tensor, east: 
     """Exponential map of the unit sphere: walk ``|d|`` radians from ``x`` along direction ``d``.
 
     ``y = cos|d| x + sin|d| (d_e e + d_n n) / |d|`` (do Carmo, *Riemannian Geometry*, ch. 3; for
-    the sphere the geodesics are great circles). ``sin|d|/|d|`` and ``cos|d|`` use their Taylor
-    series for ``|d| < 1e-3``, so values and gradients are finite at ``d = 0``.
+    the sphere the geodesics are great circles). ``sin|d|/|d|`` and ``cos|d|`` are evaluated at
+    ``max(|d|, eps)`` (where they equal 1, their series' first term), so values and gradients are
+    finite at ``d = 0`` (:func:`_cos_sinc`).
 
     Parameters
     ----------
@@ -108,6 +115,38 @@ def exp_map(x: torch.Tensor, d_east: torch.Tensor, d_north: torch.Tensor, east: 
         raise ValueError(f"east {tuple(east.shape)} and north {tuple(north.shape)} must have 3 components first, (3, ...)")
     cos_s, sinc_s = _cos_sinc(d_east, d_north)
     return cos_s * x + sinc_s * (d_east * east + d_north * north)
+
+
+class _PolarAngles(torch.autograd.Function):
+    """``rho = |(a, b)|`` and ``phi = atan2(a, b)``, both set to 0 where ``rho^2 <= tol2``.
+
+    Used for the horizontal part ``(a, b) = (y.e, y.h)`` of a target point y: ``rho`` is the sine
+    of its colatitude and ``phi`` its longitude relative to the node's meridian. Within
+    ``sqrt(tol2)`` of a pole the node's own longitude is kept (``phi = 0``) and ``rho = 0``, with
+    zero gradients there; elsewhere the gradients are the analytic ones, so the square root and
+    ``atan2`` never see ``(0, 0)`` in the backward pass. Masks are applied by multiplication with a
+    float mask (cheaper than ``torch.where`` on CPU, and exact: ``x * 1 == x``).
+    """
+
+    @staticmethod
+    def forward(ctx, a, b, tol2: float):
+        r2 = a * a + b * b
+        keep = (r2 > tol2).to(r2.dtype)
+        rho = torch.sqrt(r2) * keep
+        phi = torch.atan2(a, b) * keep
+        ctx.save_for_backward(a, b, r2, keep)
+        ctx.tol2 = tol2
+        return rho, phi
+
+    @staticmethod
+    def backward(ctx, g_rho, g_phi):
+        a, b, r2, keep = ctx.saved_tensors
+        r2c = r2.clamp_min(ctx.tol2)
+        inv_r = torch.rsqrt(r2c) * keep
+        inv_r2 = keep / r2c
+        gr = g_rho * inv_r
+        gp = g_phi * inv_r2
+        return gr * a + gp * b, gr * b - gp * a, None
 
 
 def _next_pow2_plus1(n: int) -> int:
@@ -191,6 +230,16 @@ class SphereSampler(nn.Module):
     row_table : (nlat + 2,) colatitudes of the padded rows, radians.
     row_inv_step : (nlat + 1,) ``1 / (row_table[k+1] - row_table[k])``.
     colat, sin_colat, cos_colat : (nlat, 1) node colatitudes and their sine and cosine.
+    node_rows : (nlat, 1) padded row of each node (``i + 1``); columns : (nlon,) ``0..nlon-1``.
+    bin_row : (nbins,) int32, row of the left edge of uniform colatitude bins of half the smallest
+        row spacing (locates a colatitude's row without a binary search).
+
+    Equiangular row tables (ghost rows included) are uniform, and warps of the grid's own nodes
+    then map the colatitude increment to rows linearly, ``r = i + 1 + delta_theta / step``;
+    other grids go through :meth:`row_index`.
+
+    The padded image is ``(hp, wp) = (2**a + 1, 2**b + 1)`` with ``hp >= nlat + 2`` and
+    ``wp >= nlon + 1``: with these sizes grid_sample's unnormalisation is exact for integer indices.
     """
 
     def __init__(self, grid: SphereGrid, dtype: torch.dtype = torch.float32):
@@ -212,6 +261,19 @@ class SphereSampler(nn.Module):
         self.register_buffer("sin_colat", torch.sin(colat)[:, None].to(dtype), persistent=False)
         self.register_buffer("cos_colat", torch.cos(colat)[:, None].to(dtype), persistent=False)
         self.register_buffer("columns", torch.arange(self.nlon, dtype=torch.float64).to(dtype), persistent=False)
+        self.register_buffer("node_rows", torch.arange(1, nlat + 1, dtype=torch.float64)[:, None].to(dtype), persistent=False)
+        # equiangular tables (ghost rows included) are uniform: row = i + 1 + delta_theta / step
+        step = table[1:] - table[:-1]
+        self.uniform_rows = bool((step - step.mean()).abs().max() <= 1e-9 * step.mean())
+        self.inv_step = float(1.0 / step.mean())
+        # general tables: uniform bins of half the smallest row spacing, each knowing the row of its
+        # left edge, locate a colatitude's row within one row (then one comparison each way)
+        bin_width = 0.5 * float(step.min())
+        nbins = int(math.floor(float(table[-1] - table[0]) / bin_width)) + 2
+        edges = table[0] + bin_width * torch.arange(nbins, dtype=torch.float64)
+        bin_row = (torch.searchsorted(table, edges, right=True) - 1).clamp(0, nlat).to(torch.int32)
+        self.register_buffer("bin_row", bin_row, persistent=False)
+        self.inv_bin_width, self.nbins = 1.0 / bin_width, nbins
 
     def extra_repr(self) -> str:
         return f"nlat={self.nlat}, nlon={self.nlon}, grid={self.grid.grid!r}, padded=({self.hp}, {self.wp})"
@@ -233,11 +295,22 @@ class SphereSampler(nn.Module):
         return colat, cols
 
     def row_index(self, colat: torch.Tensor) -> torch.Tensor:
-        """Fractional padded row of colatitudes inside the row table (piecewise linear, exact at nodes)."""
-        colat = colat.clamp(self.row_table[0], self.row_table[-1])
-        k = torch.searchsorted(self.row_table, colat.detach().contiguous(), right=True) - 1
+        """Fractional padded row of colatitudes (piecewise linear through ``row_table``, exact at nodes).
+
+        Colatitudes outside the table are clamped to its ends (bring them back with
+        :meth:`canonical` first).
+        """
+        table = self.row_table
+        t = colat.clamp(table[0], table[-1])
+
+        def lookup(values, index):  # index_select on the flattened index: the fastest gather on CPU
+            return values.index_select(0, index.reshape(-1)).reshape(index.shape)
+
+        kb = ((t.detach() - table[0]) * self.inv_bin_width).to(torch.int32).clamp_(0, self.nbins - 1)
+        k = lookup(self.bin_row, kb)
+        k = k - (t < lookup(table, k)).to(torch.int32) + (t >= lookup(table, k + 1)).to(torch.int32)
         k = k.clamp_(0, self.nlat)
-        return k.to(colat.dtype) + (colat - self.row_table[k]) * self.row_inv_step[k]
+        return k.to(t.dtype) + (t - lookup(table, k)) * lookup(self.row_inv_step, k)
 
     def sample_index(self, field: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
         """Sample ``field (N, C, nlat, nlon)`` at padded indices ``rows, cols (N, H_out, W_out)``.
@@ -297,17 +370,18 @@ class SphereSampler(nn.Module):
         st, ct = self.sin_colat, self.cos_colat
         sd_n = sinc_s * d_north
         ye = sinc_s * d_east
-        yh = cos_s * st - sd_n * ct
-        z = cos_s * ct + sd_n * st
-        rho2 = ye * ye + yh * yh
-        off = rho2 > _pole_tol2(rho2.dtype)
-        rho = torch.where(off, torch.sqrt(torch.where(off, rho2, torch.ones_like(rho2))), torch.zeros_like(rho2))
-        dtheta = torch.atan2(rho * ct - z * st, z * ct + rho * st)
-        dlon = torch.where(off, torch.atan2(torch.where(off, ye, torch.zeros_like(ye)), torch.where(off, yh, torch.ones_like(yh))), torch.zeros_like(ye))
-        colat = self.colat + dtheta
+        yh = torch.addcmul(cos_s * st, sd_n, ct, value=-1.0)
+        z = torch.addcmul(cos_s * ct, sd_n, st)
+        rho, dlon = _PolarAngles.apply(ye, yh, _pole_tol2(ye.dtype))
+        dtheta = torch.atan2(torch.addcmul(rho * ct, z, st, value=-1.0), torch.addcmul(z * ct, rho, st))
         cols = self.columns + dlon * (self.nlon / (2 * math.pi))
-        colat, cols = self.canonical(colat, cols)
-        return self.row_index(colat), cols
+        if self.uniform_rows:
+            # a walk of exactly pi from the south pole to the north pole gives delta_theta = +pi
+            # (atan2's branch) and lands on the south ghost row; no other point leaves the table
+            rows = (self.node_rows + dtheta * self.inv_step).clamp(0, self.nlat + 1)
+        else:
+            rows = self.row_index(self.colat + dtheta)
+        return rows, cols
 
 
 _SAMPLERS: dict = {}
