@@ -130,7 +130,7 @@ def forecasts_to_xarray(
         coords["lead_time"] = ("lead_time", lead, {"standard_name": "forecast_period", "units": "1", "long_name": "forecast lead time (non-dimensional)"})
         coords["valid_time"] = (("init_time", "lead_time"), init[:, None] + lead[None, :], {"standard_name": "time", "units": "1", "long_name": "valid time of the forecast (non-dimensional)"})
     if trajectory is not None:
-        coords["trajectory"] = ("trajectory", np.asarray(trajectory, dtype=np.int64).reshape(-1), {"long_name": "trajectory id in the dataset", "cf_role": "trajectory_id"})
+        coords["trajectory"] = ("trajectory", np.asarray(trajectory, dtype=np.int64).reshape(-1), {"long_name": "trajectory id in the dataset", "units": "1", "cf_role": "trajectory_id"})
     if levels is not None:
         coords["level"] = ("level", np.asarray(levels, dtype=np.float64), {"units": "hPa", "standard_name": "air_pressure", "long_name": "pressure level", "axis": "Z", "positive": "down"})
 
@@ -238,6 +238,8 @@ def export(cfg) -> dict:
     dict with ``path`` (the netCDF file) and ``n_forecasts``.
     """
     from dandelion import api
+
+    api.import_plugins(cfg.get("plugins"))
 
     ds = api.open_dataset(cfg.dataset.path, cfg.get("split", "test"))
     model = api.load_model(cfg.checkpoint, device=cfg.get("device", "cpu"), dataset=ds, allow_resolution_change=bool(cfg.get("allow_resolution_change", False)))

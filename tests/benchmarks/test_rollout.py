@@ -181,7 +181,16 @@ def test_rollout_export_report_cli_in_process(tiny, tmp_path):
         assert (out / f).stat().st_size > 0, f
     with xr.open_dataset(out / "forecasts.nc") as ds:
         assert ds.h.dims == ("trajectory", "init_time", "lead_time", "lat", "lon")
-        np.testing.assert_allclose(ds.h.values[:, :, 0], ds.h_truth.values[:, :, 0] * 0 + ds.h.values[:, :, 0])
+        # init_time + lead_time is the time of the true frame, and the truth stored there is that frame (lat flipped)
+        seconds = ((ds.init_time + ds.lead_time) - np.datetime64("2000-01-01")).values / np.timedelta64(1, "s")
+        times = data.times(0)
+        raw = data.read_frames(0, 0, N_FRAMES)["h"]
+        assert list(ds.trajectory.values) == data.trajectory_ids
+        for a in range(ds.sizes["init_time"]):
+            for k in range(ds.sizes["lead_time"]):
+                frame = int(np.flatnonzero(times == seconds[a, k])[0])
+                np.testing.assert_array_equal(ds.h_truth.values[0, a, k], raw[frame][::-1])
+        assert frame == N_FRAMES - 1  # the last forecast ends on the last frame
     with pytest.raises(FileExistsError):
         rollout(cfg)
 
