@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from dandelion.sphere import SphereGrid
-from dandelion.warp import SphereSampler, TangentWarpS2, exp_map, sample_sphere
+from dandelion.warp import SphereSampler, TangentWarpS2, _GhostPad, exp_map, sample_sphere
 
 F64 = torch.float64
 
@@ -165,7 +165,7 @@ def test_rotated_sampling_matches_analytic(nlat, nlon, grid, tol, path):
         assert cap_rms <= 3 * rms, f"rotation {seed}: polar-cap RMS {cap_rms:.2e} > 3 x global RMS {rms:.2e}"
 
 
-@pytest.mark.parametrize("nlat,nlon", [(16, 32), (32, 64), (31, 64)])
+@pytest.mark.parametrize("nlat,nlon", [(16, 32), (32, 64), (31, 64), (32, 63)])
 def test_legendre_gauss_ring_inside_first_row(nlat, nlon):
     """Points between the first (last) Gaussian row and the pole are sampled across the pole, not clamped."""
     g = SphereGrid(nlat, nlon, "legendre-gauss")
@@ -260,3 +260,21 @@ def test_walk_through_pole_lands_on_far_side():
     expected = torch.stack([math.sin(a) * torch.cos(lon), math.sin(a) * torch.sin(lon), torch.full_like(lon, math.cos(a))])[:, None, :].expand(3, 33, 64)
     # bilinear interpolation of the position vector: error O(h^2)
     torch.testing.assert_close(got, expected, atol=2e-3, rtol=0)
+
+
+@pytest.mark.parametrize("nlat,nlon,grid", [(9, 16, "equiangular"), (8, 15, "legendre-gauss"), (7, 12, "legendre-gauss")])
+def test_ghost_pad_layout_and_gradient(nlat, nlon, grid):
+    """The padded image holds the data, the wrapped column and the ghost rows at lon + pi; its backward is the adjoint."""
+    s = SphereSampler(SphereGrid(nlat, nlon, grid), dtype=F64)
+    f = torch.randn(2, nlat, nlon, dtype=F64, requires_grad=True)
+    img = _GhostPad.apply(f, s.gn, s.gs, s.hp, s.wp)
+    assert torch.equal(img[:, 1 : nlat + 1, :nlon], f.detach())
+    assert torch.equal(img[:, :, nlon], img[:, :, 0])
+    assert torch.equal(img[:, nlat + 2 :], torch.zeros_like(img[:, nlat + 2 :]))
+    j = torch.arange(nlon)
+    if nlon % 2 == 0:
+        torch.testing.assert_close(img[:, 0, :nlon], f.detach()[:, s.gn, (j + nlon // 2) % nlon])
+    else:  # half-way between the two columns around lon + pi
+        mid = 0.5 * (f.detach()[:, s.gs, (j + nlon // 2) % nlon] + f.detach()[:, s.gs, (j + nlon // 2 + 1) % nlon])
+        torch.testing.assert_close(img[:, nlat + 1, :nlon], mid)
+    assert torch.autograd.gradcheck(lambda t: _GhostPad.apply(t, s.gn, s.gs, s.hp, s.wp), (f,))
