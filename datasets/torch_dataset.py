@@ -278,6 +278,7 @@ class WindowDataset(torch.utils.data.Dataset):
         self.stats = storage.load_stats(self.path)
         self.grid = SphereGrid(int(self.metadata["nlat"]), int(self.metadata["nlon"]), str(self.metadata["grid"]))
         self.layout = ChannelLayout(self.metadata["fields"], self.stats, self.grid, stats_source=str(self.path / "stats.yaml"))
+        self._lat_deg = np.degrees(self.grid.lat.numpy())
         self.files = [Path(f) for f in storage.list_split(self.path, self.split)]
         if not self.files:
             raise ValueError(f"split {self.split!r} of {self.path} holds no trajectory: check splits.json or regenerate the dataset")
@@ -299,6 +300,10 @@ class WindowDataset(torch.utils.data.Dataset):
         for key in ("nlat", "nlon", "grid"):
             if key in h.attrs and str(h.attrs[key]) != str(self.metadata[key]):
                 raise ValueError(f"{f}: {key}={h.attrs[key]} but dataset.yaml says {self.metadata[key]}; the folder mixes grids: regenerate it")
+        lat = np.asarray(h["dimensions/lat"][:], dtype=np.float64)
+        if lat.shape != (self.grid.nlat,) or not np.allclose(lat, self._lat_deg, atol=1e-6):
+            raise ValueError(f"{f}: dimensions/lat are not the rows of the {self.grid.grid} grid with nlat={self.grid.nlat} "
+                             "(row 0 northernmost, descending): the file is not in the dandelion layout; regenerate it")
         for name in self.layout.scalars:
             if name not in h.get("t0_fields", {}):
                 raise ValueError(f"field {name!r} (scalar, listed in dataset.yaml) is missing from t0_fields of {f}: regenerate this trajectory")

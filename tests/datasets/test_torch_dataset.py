@@ -139,6 +139,12 @@ def test_errors_name_the_problem(make_tiny_dataset, tmp_path):
         del h["t0_fields/h"]
     with pytest.raises(ValueError, match=r"'h'.*traj_000003\.h5"):
         WindowDataset(path, "valid")
+    # latitudes stored south to north: refused, not silently flipped
+    victim = path / "test" / "traj_000004.h5"
+    with h5py.File(victim, "a") as h:
+        h["dimensions/lat"][...] = h["dimensions/lat"][()][::-1]
+    with pytest.raises(ValueError, match=r"traj_000004\.h5.*lat"):
+        WindowDataset(path, "test")
 
 
 def test_workers_give_identical_batches_and_no_handle_is_pickled(make_tiny_dataset, tmp_path):
