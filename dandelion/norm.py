@@ -56,6 +56,11 @@ class AreaNormS2(nn.Module):
         return torch.matmul(x.sum(-1), self.row_weights.to(x.dtype))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalise ``x (B, channels, nlat, nlon)``; statistics in float32 at least (also under autocast)."""
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            return self._forward(x.to(torch.promote_types(x.dtype, torch.float32)))
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
         b, c = x.shape[:2]
         g = self.groups
         mean = self._integral(x).reshape(b, g, -1).mean(-1, keepdim=True)  # (B, G, 1)

@@ -472,8 +472,14 @@ class TangentWarpS2(nn.Module):
         return self.warp(self.value(x), d[:, 0], d[:, 1])
 
     def warp(self, values: torch.Tensor, d_east: torch.Tensor, d_north: torch.Tensor) -> torch.Tensor:
-        """Sample ``values (B, channels, nlat, nlon)`` with per-head displacements ``(B*heads, nlat, nlon)``."""
+        """Sample ``values (B, channels, nlat, nlon)`` with per-head displacements ``(B*heads, nlat, nlon)``.
+
+        The index arithmetic and the sampling run in float32 at least, also under autocast (in
+        bfloat16 a column index of a 1440-column grid would be off by several columns).
+        """
         b, c, nlat, nlon = values.shape
-        rows, cols = self.sampler.displaced_index(d_east, d_north)
-        v = values.reshape(b * self.heads, c // self.heads, nlat, nlon)
-        return self.sampler.sample_index(v, rows, cols).reshape(b, c, nlat, nlon)
+        work = torch.promote_types(values.dtype, torch.float32)
+        with torch.autocast(device_type=values.device.type, enabled=False):
+            rows, cols = self.sampler.displaced_index(d_east.to(work), d_north.to(work))
+            v = values.to(work).reshape(b * self.heads, c // self.heads, nlat, nlon)
+            return self.sampler.sample_index(v, rows, cols).reshape(b, c, nlat, nlon)

@@ -100,6 +100,19 @@ def test_film_conditioning():
         m(x)
 
 
+def test_autocast_bfloat16_runs_close_to_float32():
+    """Under CPU bfloat16 autocast the warps' index arithmetic, norms and SHTs stay float32."""
+    torch.manual_seed(0)
+    m = build_model("dandelion", "tiny", 16, 4, 32, 64, "legendre-gauss").eval()
+    x = smooth_input(SphereGrid(32, 64, "legendre-gauss"), 16)
+    with torch.no_grad():
+        y32 = m(x)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y16 = m(x)
+    assert torch.isfinite(y16).all()
+    assert float((y16.float() - y32).norm() / y32.norm()) < 5e-2
+
+
 def test_tiny_trains():
     """A few AdamW steps reduce the loss of fitting a smooth target (the model can learn)."""
     torch.manual_seed(0)
