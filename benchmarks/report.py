@@ -214,6 +214,10 @@ def report(cfg) -> dict:
     -------
     dict name -> path of each PNG written.
     """
+    if cfg.get("target", "rollouts") == "leaderboard":  # the benchmark leaderboard (benchmarks/leaderboard.py)
+        from .leaderboard import leaderboard
+
+        return leaderboard(cfg)
     rollouts = cfg.rollouts
     if isinstance(rollouts, str):
         rollouts = [rollouts]

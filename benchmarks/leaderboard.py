@@ -1,0 +1,304 @@
+"""The benchmark leaderboard: cell result JSONs of ``dandelion-benchmark`` -> markdown table and plots (issue 8).
+
+``dandelion-report target=leaderboard scale=cpu`` (or :func:`leaderboard` from Python) reads every
+``<results_dir>/<dataset>/<model>/seed<k>.json`` written by :mod:`dandelion.benchmarks.benchmark` and
+writes into ``results_dir``:
+
+* ``leaderboard.md``: per dataset, next-step VRMSE and 1:20 rollout VRMSE (mean over leads 1..20) of
+  every model, averaged over the fields, as ``mean ± std`` over seeds (sample standard deviation; "±
+  n/a" with one seed), the best (lowest mean) of every column in **bold**; the same for the Well's
+  unweighted VRMSE; per-field tables; the training details (parameters, chosen learning rates,
+  steps, minutes); the exact commands that made every number;
+* ``error_vs_lead_<dataset>.png``: mean VRMSE (over fields and seeds) versus lead, one line per model;
+* ``error_vs_resolution_<family>.png``: 1:20 and next-step VRMSE versus grid size for Dandelion and
+  the best baseline (lowest 1:20 VRMSE averaged over that family's resolutions).
+
+All metrics are those of :mod:`dandelion.benchmarks.metrics` as computed by ``dandelion-rollout``;
+nothing is recomputed here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["load_cells", "aggregate", "render_markdown", "plot_error_vs_resolution", "leaderboard", "bold_best"]
+
+REFERENCE_MODEL = "dandelion"
+
+
+def load_cells(results_dir) -> list[dict]:
+    """Every cell result JSON under ``results_dir`` (sorted by dataset, model, seed).
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``results_dir`` holds no cell result (run ``dandelion-benchmark scale=...`` first).
+    """
+    from dandelion.benchmarks.benchmark import CELL_SCHEMA
+
+    root = Path(results_dir)
+    out = []
+    for p in sorted(root.glob("*/*/seed*.json")):
+        rec = json.loads(p.read_text())
+        if rec.get("schema") != CELL_SCHEMA:
+            continue
+        rec["_path"] = str(p)
+        out.append(rec)
+    if not out:
+        raise FileNotFoundError(f"no benchmark cell results under {root}: run `dandelion-benchmark scale=...` first "
+                                "(it writes <results_dir>/<dataset>/<model>/seed<k>.json)")
+    return sorted(out, key=lambda r: (r["dataset_key"], r["model"], r["seed"]))
+
+
+def _stats(values) -> dict:
+    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
+    if v.size == 0:
+        return {"mean": math.nan, "std": math.nan, "n": 0}
+    return {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if v.size > 1 else math.nan, "n": int(v.size)}
+
+
+def aggregate(cells: list[dict]) -> dict:
+    """Group cells by dataset and model: ``{dataset_key: {model: {...}}}`` with mean/std/n over seeds of
+    ``next_step`` and ``rollout_mean`` for ``vrmse`` and ``vrmse_well`` per variable, mean curves, and details."""
+    out: dict = {}
+    for c in cells:
+        out.setdefault(c["dataset_key"], {}).setdefault(c["model"], []).append(c)
+    agg: dict = {}
+    for d, models in out.items():
+        agg[d] = {}
+        for m, cs in models.items():
+            entry = {"seeds": [c["seed"] for c in cs], "n_parameters": cs[0]["n_parameters"], "preset": cs[0]["preset"],
+                     "lrs": [c["lr"] for c in cs], "steps": [c["steps"] for c in cs],
+                     "train_minutes": [c["minutes"]["train_wall"] for c in cs], "cells": cs,
+                     "nlat": cs[0]["nlat"], "nlon": cs[0]["nlon"], "dataset": cs[0]["dataset"], "reduced": cs[0].get("reduced"),
+                     "lead_time_hours": cs[0].get("lead_time_hours"), "lead_time": cs[0].get("lead_time")}
+            for part in ("next_step", "rollout_mean"):
+                entry[part] = {}
+                for metric in ("vrmse", "vrmse_well"):
+                    variables = list(cs[0][part][metric])
+                    entry[part][metric] = {v: _stats([c[part][metric].get(v) for c in cs]) for v in variables}
+            entry["curves"] = {metric: {v: np.mean([c["curves"][metric][v] for c in cs], axis=0).tolist()
+                                        for v in cs[0]["curves"][metric]} for metric in cs[0]["curves"]}
+            agg[d][m] = entry
+    return agg
+
+
+def bold_best(values: dict) -> set:
+    """Keys of ``values`` (key -> float, lower is better) holding the minimum (ties all win; NaN never wins)."""
+    finite = {k: v for k, v in values.items() if v is not None and math.isfinite(v)}
+    if not finite:
+        return set()
+    best = min(finite.values())
+    return {k for k, v in finite.items() if v <= best * (1 + 1e-12)}
+
+
+def _cell(s: dict, bold: bool) -> str:
+    if s["n"] == 0:
+        return "–"
+    txt = f"{s['mean']:.4f} ± " + (f"{s['std']:.4f}" if math.isfinite(s["std"]) else "n/a")
+    return f"**{txt}**" if bold else txt
+
+
+def _table(agg: dict, metric: str, datasets: list[str], models: list[str]) -> list[str]:
+    head = ["model"]
+    cols = []
+    for d in datasets:
+        for part, label in (("next_step", "next step"), ("rollout_mean", "1:20")):
+            head.append(f"{d} {label}")
+            cols.append((d, part))
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * len(cols)) + "|"]
+    best = {}
+    for d, part in cols:
+        best[(d, part)] = bold_best({m: agg[d][m][part][metric]["mean"]["mean"] for m in models if m in agg[d]})
+    for m in models:
+        row = [m]
+        for d, part in cols:
+            if m not in agg[d]:
+                row.append("–")
+                continue
+            row.append(_cell(agg[d][m][part][metric]["mean"], m in best[(d, part)]))
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def _field_table(agg: dict, d: str, models: list[str], metric: str = "vrmse") -> list[str]:
+    variables = [v for v in next(iter(agg[d].values()))["next_step"][metric] if v != "mean"]
+    head = ["model"] + [f"{v} next" for v in variables] + [f"{v} 1:20" for v in variables]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
+    cols = [("next_step", v) for v in variables] + [("rollout_mean", v) for v in variables]
+    best = {c: bold_best({m: agg[d][m][c[0]][metric][c[1]]["mean"] for m in models if m in agg[d]}) for c in cols}
+    for m in models:
+        if m not in agg[d]:
+            continue
+        lines.append("| " + " | ".join([m] + [_cell(agg[d][m][p][metric][v], m in best[(p, v)]) for p, v in cols]) + " |")
+    return lines
+
+
+def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, report_command: str | None = None) -> str:
+    """The ``leaderboard.md`` text for the cells of one scale (see the module docstring)."""
+    agg = aggregate(cells)
+    datasets = sorted(agg, key=lambda d: (agg[d][next(iter(agg[d]))]["dataset"], agg[d][next(iter(agg[d]))]["nlat"], d))
+    models = []
+    for c in cells:
+        if c["model"] not in models:
+            models.append(c["model"])
+    if REFERENCE_MODEL in models:
+        models = [REFERENCE_MODEL] + [m for m in models if m != REFERENCE_MODEL]
+    first = cells[0]
+    n20 = first["evaluation"].get("n_steps", 20)
+    L = [f"# Dandelion benchmark leaderboard, scale `{scale}`", ""]
+    L.append(f"Test split; VRMSE averaged over the fields (scalar fields and the u, v components of vector fields); "
+             f"'next step' = lead 1, '1:{min(20, n20)}' = mean over leads 1..{min(20, n20)} of autoregressive rollouts. "
+             f"Each entry: mean ± sample std over seeds; **bold** = best (lowest mean) of the column. "
+             f"Every number below comes from the cell files `<dataset>/<model>/seed<k>.json` beside this file, made by the "
+             f"commands listed at the end.")
+    L.append("")
+    reduced = sorted({d for d in datasets if agg[d][next(iter(agg[d]))]["reduced"]})
+    if reduced:
+        L.append(f"Reduced datasets (solver band limit below the dataset card's; few short trajectories): {', '.join(reduced)}. "
+                 "They benchmark the models at small size; they are not the paper's numbers.")
+        L.append("")
+    L += ["## VRMSE, area-weighted (quadrature weights)", ""] + _table(agg, "vrmse", datasets, models) + [""]
+    L += ["## VRMSE, unweighted (the Well's definition)", ""] + _table(agg, "vrmse_well", datasets, models) + [""]
+    L += ["## Per field, area-weighted VRMSE", ""]
+    for d in datasets:
+        L += [f"### {d}", ""] + _field_table(agg, d, models) + [""]
+    L += ["## Training", ""]
+    L.append("| dataset | model | preset | parameters | seeds | chosen lr per seed | sweep (lr: final valid loss) | steps | train wall min (mean) |")
+    L.append("|---|---|---|---:|---|---|---|---:|---:|")
+    for d in datasets:
+        for m in models:
+            if m not in agg[d]:
+                continue
+            e = agg[d][m]
+            sweeps = "; ".join(f"s{c['seed']}: " + ", ".join(f"{r['lr']:g}: {r['val_loss']:.4g}" for r in c["sweep"]) for c in e["cells"])
+            L.append(f"| {d} | {m} | {e['preset']} | {e['n_parameters']:,} | {','.join(map(str, e['seeds']))} | "
+                     f"{', '.join(f'{lr:g}' for lr in e['lrs'])} | {sweeps} | {max(e['steps'])} | {np.mean(e['train_minutes']):.1f} |")
+    L.append("")
+    c0 = cells[0]
+    t = c0["trainer"]
+    L.append(f"Protocol (scale `{scale}`): {t.get('n_in', 4)} frames in, 1 out; batch {t.get('batch_size')}; "
+             f"pretrain {t.get('epochs')} x {t.get('max_batches_per_epoch')} steps, autoregressive fine-tune "
+             f"{(t.get('finetune') or {}).get('epochs', 0)} x {t.get('max_batches_per_epoch')} steps of "
+             f"{(t.get('finetune') or {}).get('n_out', 2)}-step windows; learning rate from the sweep "
+             f"{sorted({r['lr'] for c in cells for r in c['sweep']})} by {c0['selection']}. Budgets are counted in optimiser steps, "
+             "so the numbers do not depend on the machine's load; wall minutes are reported for information only "
+             f"(machine: {c0['machine'].get('cpu')}, {c0['machine'].get('cores')} cores, GPU {c0['machine'].get('gpu')}; "
+             f"torch {c0['versions'].get('torch')}, torch-harmonics {c0['versions'].get('torch_harmonics')}).")
+    L.append("")
+    if plots:
+        L += ["## Plots", ""]
+        for k, p in plots.items():
+            L.append(f"- `{Path(p).name}`: {k.replace('_', ' ')}")
+            L.append(f"  ![{k}]({Path(p).name})")
+        L.append("")
+    L += ["## Commands", "", "Made by:", "", "```"]
+    for cmd in sorted({c["commands"]["benchmark"] for c in cells}):
+        L.append(cmd)
+    L.append(report_command or f"dandelion-report target=leaderboard scale={scale}")
+    L += ["```", "", "<details><summary>The training and rollout commands of every cell (equivalent stand-alone form)</summary>", ""]
+    for c in cells:
+        L.append(f"**{c['dataset_key']} / {c['model']} / seed {c['seed']}** (chosen lr {c['lr']:g})")
+        L.append("```")
+        L += c["commands"]["train"] + [c["commands"]["rollout"]]
+        L.append("```")
+    L += ["", "</details>", ""]
+    return "\n".join(L)
+
+
+def _family(entry) -> str:
+    return entry["dataset"]
+
+
+def plot_error_vs_resolution(agg: dict, family: str, path, reference: str = REFERENCE_MODEL) -> Path | None:
+    """1:20 (solid) and next-step (dashed) VRMSE versus grid size, Dandelion and the best baseline.
+
+    The best baseline: lowest 1:20 VRMSE averaged over the resolutions where it was run. Returns the
+    PNG path, or None when the family has no model to show.
+    """
+    from dandelion.benchmarks.report import _plt, _save
+
+    keys = [d for d in agg if _family(next(iter(agg[d].values()))) == family]
+    keys.sort(key=lambda d: next(iter(agg[d].values()))["nlat"])
+    models = {m for d in keys for m in agg[d]}
+    baselines = {m: np.mean([agg[d][m]["rollout_mean"]["vrmse"]["mean"]["mean"] for d in keys if m in agg[d]])
+                 for m in models if m != reference}
+    show = ([reference] if reference in models else []) + ([min(baselines, key=baselines.get)] if baselines else [])
+    if not show:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5.2, 3.8))
+    for m in show:
+        ks = [d for d in keys if m in agg[d]]
+        x = [next(iter(agg[d].values()))["nlat"] for d in ks]
+        for part, ls in (("rollout_mean", "-"), ("next_step", "--")):
+            y = [agg[d][m][part]["vrmse"]["mean"]["mean"] for d in ks]
+            e = [agg[d][m][part]["vrmse"]["mean"]["std"] for d in ks]
+            e = [0.0 if not math.isfinite(v) else v for v in e]
+            ax.errorbar(x, y, yerr=e, ls=ls, marker="o", ms=4, capsize=3,
+                        label=f"{m}, {'1:20' if part == 'rollout_mean' else 'next step'}")
+    xs = sorted({next(iter(agg[d].values()))["nlat"] for d in keys})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(xs)
+    ax.set_xticklabels([f"{n}x{2 * n}" for n in xs])
+    ax.set_xlabel("grid (nlat x nlon)")
+    ax.set_ylabel("VRMSE (area-weighted, mean over fields)")
+    ax.set_title(f"{family}: error vs resolution", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.subplots_adjust(left=0.14, right=0.97, bottom=0.14, top=0.9)
+    return _save(fig, path)
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def leaderboard(cfg) -> dict:
+    """The leaderboard mode of ``dandelion-report`` (``target=leaderboard``).
+
+    Config keys: ``scale`` (``cpu`` | ``full``; its ``results_dir`` comes from configs/scale/<scale>.yaml),
+    ``results_dir`` (overrides it), ``plots`` (default true).
+
+    Returns
+    -------
+    dict with ``markdown`` (path of leaderboard.md), ``plots`` (name -> PNG path), ``n_cells``.
+    """
+    from dandelion.benchmarks.report import plot_error_vs_lead
+
+    scale = str(cfg.get("scale") or "cpu")
+    results_dir = cfg.get("results_dir")
+    if not results_dir:
+        from dandelion.benchmarks.benchmark import compose
+
+        results_dir = compose("benchmark", [f"scale={scale}"]).scale.results_dir
+    results_dir = Path(str(results_dir))
+    cells = load_cells(results_dir)
+    agg = aggregate(cells)
+    plots = {}
+    if cfg.get("plots", True):
+        for d, models in agg.items():
+            res = {}
+            for m, e in models.items():
+                res[m] = {"metrics": {"vrmse": e["curves"]["vrmse"]}, "lead_time_hours": e["lead_time_hours"]}
+            plots[f"error_vs_lead_{d}"] = str(plot_error_vs_lead(res, results_dir / f"error_vs_lead_{d}.png", metric="vrmse",
+                                                                  variables=["mean"]))
+        for fam in sorted({_family(next(iter(m.values()))) for m in agg.values()}):
+            p = plot_error_vs_resolution(agg, fam, results_dir / f"error_vs_resolution_{fam}.png")
+            if p is not None:
+                plots[f"error_vs_resolution_{fam}"] = str(p)
+    cmd = cfg.get("_command") or f"dandelion-report target=leaderboard scale={scale}"
+    md = render_markdown(cells, scale, plots=plots, report_command=cmd)
+    out = results_dir / "leaderboard.md"
+    _atomic_text(out, md)
+    print(f"leaderboard: {out} ({len(cells)} cells)")
+    for k, v in plots.items():
+        print(f"{k}: {v}")
+    return {"markdown": str(out), "plots": plots, "n_cells": len(cells)}

@@ -1,0 +1,152 @@
+"""dandelion-benchmark and the leaderboard: one cell re-run at a reduced budget on a tiny dataset.
+
+Checks the pipeline (cell JSON schema, skipping finished cells, atomic files, leaderboard rendering
+with the best of each column in bold, plots), not the numbers.
+"""
+
+import json
+import math
+
+import pytest
+from omegaconf import OmegaConf
+
+from dandelion.benchmarks import benchmark as B
+from dandelion.benchmarks import leaderboard as LB
+
+N_FRAMES = 10
+
+
+@pytest.fixture
+def tiny_scale(make_tiny_dataset, tmp_path):
+    """The cpu protocol, shrunk: a 16x32 tiny dataset (not generated), 2 models, 1 seed, a few steps."""
+    import tiny_model  # noqa: F401  (registers "_pointwise_test")
+
+    data = make_tiny_dataset(tmp_path / "data", nlat=16, nlon=32, n_frames=N_FRAMES,
+                             splits={"train": [0, 1], "valid": [2], "test": [3]})
+    cfg = B.compose("benchmark", [
+        "scale=cpu", f"scale.results_dir={tmp_path / 'results'}", f"scale.work_dir={tmp_path / 'work'}",
+        "scale.models=[_pointwise_test,sfno]", "scale.seeds=[0]", "scale.lr_sweep=[1e-3,1e-2]", "scale.plugins=[tiny_model]",
+        "scale.trainer.epochs=1", "scale.trainer.max_batches_per_epoch=2", "scale.trainer.batch_size=2",
+        "scale.trainer.finetune.epochs=1", "scale.trainer.warmup_steps=1", "scale.trainer.val_max_batches=1",
+        "scale.evaluation.n_steps=3", "scale.evaluation.init_stride=2", "scale.evaluation.batch_size=4",
+    ])
+    OmegaConf.set_struct(cfg, False)
+    cfg.scale.datasets = {"tiny_16x32": {"dataset": "solid_body", "path": str(data), "overrides": {}}}
+    return cfg
+
+
+def _check_cell_schema(rec, model):
+    assert rec["schema"] == B.CELL_SCHEMA
+    assert rec["model"] == model and rec["seed"] == 0 and rec["dataset_key"] == "tiny_16x32"
+    assert (rec["nlat"], rec["nlon"]) == (16, 32)
+    assert rec["lr"] in (1e-3, 1e-2)
+    assert [r["lr"] for r in rec["sweep"]] == [1e-3, 1e-2]
+    chosen = min(rec["sweep"], key=lambda r: r["val_loss"])
+    assert rec["lr"] == chosen["lr"]  # the learning rate with the lowest final valid loss is the one evaluated
+    assert all(r["steps"] == 4 for r in rec["sweep"])  # 1 pretrain + 1 fine-tune epoch of 2 batches
+    for part in ("next_step", "rollout_mean"):
+        for metric in ("vrmse", "vrmse_well"):
+            vals = rec[part][metric]
+            assert {"h", "u", "v", "mean"} <= set(vals)  # scalar field and vector components (metrics.variable_names)
+            assert all(math.isfinite(v) and v >= 0 for v in vals.values())
+            assert vals["mean"] == pytest.approx(sum(vals[v] for v in ("h", "u", "v")) / 3)
+    assert len(rec["curves"]["vrmse"]["mean"]) == 3
+    assert rec["next_step"]["vrmse"]["mean"] == pytest.approx(rec["curves"]["vrmse"]["mean"][0])
+    assert rec["rollout_mean"]["vrmse"]["mean"] == pytest.approx(sum(rec["curves"]["vrmse"]["mean"]) / 3)
+    assert rec["commands"]["selected_train"].startswith("dandelion-train ")
+    assert f"trainer.lr={rec['lr']}" in rec["commands"]["selected_train"]
+    assert rec["commands"]["rollout"].startswith("dandelion-rollout ")
+    assert {"torch", "torch_harmonics", "dandelion"} <= set(rec["versions"])
+    assert rec["machine"]["cores"] >= 1
+
+
+def test_one_cell_then_skip_then_leaderboard(tiny_scale, tmp_path):
+    cfg = tiny_scale
+    out = B.benchmark(cfg)
+    assert (out["ran"], out["skipped"]) == (2, 0)
+    paths = {m: B.cell_path(cfg.scale.results_dir, "tiny_16x32", m, 0) for m in ("_pointwise_test", "sfno")}
+    for m, p in paths.items():
+        _check_cell_schema(json.loads(p.read_text()), m)
+    assert not list((tmp_path / "results").rglob(".*.tmp"))  # atomic writes leave no temporary file
+
+    # a second run skips finished cells and trains nothing
+    mtime = {m: p.stat().st_mtime_ns for m, p in paths.items()}
+    again = B.benchmark(cfg)
+    assert (again["ran"], again["skipped"]) == (0, 2)
+    assert {m: p.stat().st_mtime_ns for m, p in paths.items()} == mtime
+
+    # a cell removed is re-run from the finished sweep runs (reused, not retrained)
+    paths["sfno"].unlink()
+    B.benchmark(cfg)
+    rec = json.loads(paths["sfno"].read_text())
+    assert all(r["reused"] for r in rec["sweep"])
+
+    res = LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": True}))
+    md = (tmp_path / "results" / "leaderboard.md").read_text()
+    assert res["n_cells"] == 2
+    cells = LB.load_cells(cfg.scale.results_dir)
+    sections = {"vrmse": md.split("## VRMSE, area-weighted")[1].split("##")[0],
+                "vrmse_well": md.split("## VRMSE, unweighted")[1].split("##")[0]}
+    for metric, text in sections.items():
+        rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+                for line in text.splitlines() if line.startswith("| ") and not line.startswith("| model")}
+        for col, part in enumerate(("next_step", "rollout_mean")):
+            vals = {c["model"]: c[part][metric]["mean"] for c in cells}
+            for m, v in vals.items():
+                bold = all(v <= w for w in vals.values())  # the best of the column
+                expected = f"{v:.4f} ± n/a"  # one seed: no spread
+                assert rows[m][col] == (f"**{expected}**" if bold else expected), (metric, part, m)
+    assert "dandelion-benchmark" in md and "dandelion-report target=leaderboard" in md
+    assert "dandelion-train " in md and "dandelion-rollout " in md
+    for p in res["plots"].values():
+        assert p.endswith(".png") and (tmp_path / "results" / p.split("/")[-1]).stat().st_size > 0
+    assert any("error_vs_resolution" in k for k in res["plots"])
+
+
+@pytest.mark.parametrize("values, best", [
+    ({"a": 1.0, "b": 2.0}, {"a"}),
+    ({"a": 1.0, "b": 1.0, "c": 3.0}, {"a", "b"}),
+    ({"a": float("nan"), "b": 2.0}, {"b"}),
+    ({"a": float("nan")}, set()),
+])
+def test_bold_best(values, best):
+    assert LB.bold_best(values) == best
+
+
+def test_aggregate_mean_and_sample_std():
+    def cell(seed, v):
+        s = {"vrmse": {"h": v, "mean": v}, "vrmse_well": {"h": v, "mean": v}}
+        return {"dataset_key": "d", "model": "m", "seed": seed, "n_parameters": 1, "preset": "tiny", "lr": 1e-3, "steps": 1,
+                "minutes": {"train_wall": 0.0}, "nlat": 8, "nlon": 16, "dataset": "d", "next_step": s, "rollout_mean": s,
+                "curves": {"vrmse": {"mean": [v]}}}
+    agg = LB.aggregate([cell(0, 1.0), cell(1, 3.0)])
+    st = agg["d"]["m"]["next_step"]["vrmse"]["mean"]
+    assert st["mean"] == pytest.approx(2.0) and st["std"] == pytest.approx(math.sqrt(2.0)) and st["n"] == 2
+
+
+@pytest.mark.parametrize("only, error", [
+    ({"datasets": ["nope"]}, "only.datasets"),
+    ({"models": ["nope"]}, "only.models"),
+])
+def test_only_names_the_fix(only, error):
+    cfg = B.compose("benchmark", ["scale=cpu"])
+    OmegaConf.set_struct(cfg, False)
+    cfg.only = {**OmegaConf.to_container(cfg.only), **only}
+    with pytest.raises(ValueError, match=error):
+        B.cells(cfg)
+
+
+def test_missing_results_names_the_command(tmp_path):
+    with pytest.raises(FileNotFoundError, match="dandelion-benchmark scale="):
+        LB.load_cells(tmp_path)
+
+
+@pytest.mark.parametrize("scale", ["cpu", "full"])
+def test_protocols_compose(scale):
+    cfg = B.compose("benchmark", [f"scale={scale}"])
+    s = cfg.scale
+    assert s.name == scale and s.trainer.n_in == 4 and s.evaluation.n_steps == 20
+    assert set(s.models) == {"dandelion", "sfno", "disco", "flower2d"} and len(s.lr_sweep) >= 2
+    assert s.trainer.finetune.epochs >= 1  # the autoregressive fine-tune is part of the protocol
+    grid = B.cells(cfg)
+    assert len(grid) == len(s.datasets) * len(s.models) * len(s.seeds)
