@@ -21,18 +21,25 @@ Numerics
 * The cubic term ``f'(phi)`` is evaluated on the 2x-padded Gauss grid of the shared
   :class:`~dandelion.solvers.spectral.SpectralCore` (``nlat = 2 lmax``, ``nlon >= 4 lmax``): the
   projection of a cubic of band-limited fields is then exact (no aliasing).
-* Time stepping: first-order linearly stabilised semi-implicit scheme (Shen & Yang 2010, Discrete
-  Contin. Dyn. Syst. 28, 1669, scheme (2.5)), an IMEX Euler step of the generic integrator
-  :func:`dandelion.solvers.integrators.imex_runge_kutta` with the splitting of the card:
+* Time stepping: linear stabilisation (Shen & Yang 2010, Discrete Contin. Dyn. Syst. 28, 1669) with
+  the splitting of the card, integrated by the generic IMEX Runge-Kutta of
+  :func:`dandelion.solvers.integrators.imex_runge_kutta`:
 
       implicit ``-D eps^2 lap^2 phi + D a^2 S lap(phi)``,  explicit ``D a^2 lap(f'(phi) - S phi)``.
 
-  With ``S >= max |f''| / 2`` over the values taken (``S = 2`` covers ``phi`` in [-0.37, 1.37]) the
-  discrete free energy (quadrature of the padded grid, the same quadrature the analysis uses, plus
-  the exact gradient term) is non-increasing at every step for any ``dt`` (Shen & Yang, Thm 2.1; the
-  proof needs only a positive quadrature consistent with the analysis transform), and the mean of
-  ``phi`` (the ``l = 0`` coefficient, untouched by ``lap``) is constant to the last bit.
-  :meth:`CahnHilliardSimulation.stabilisation_margin` reports ``S - max|f''|/2`` to check the premise.
+  Default ``scheme="ars222"`` (Ascher-Ruuth-Spiteri (2,2,2): second order, L-stable, two evaluations
+  of the cubic per step). ``scheme="imex_euler"`` is the first-order scheme (2.5) of Shen & Yang: with
+  ``S >= max |f''| / 2`` over the values taken (``S = 2`` covers ``phi`` in [-0.37, 1.37]) its discrete
+  free energy (Gauss quadrature of the padded grid -- the quadrature the analysis uses -- plus the
+  exact gradient term) is non-increasing for any ``dt`` (their Thm 2.1), but the lagged stabiliser
+  slows interface motion by a factor ~``1 + O(dt S)`` at the late, large steps. Convergence study
+  (R = 5, eps = 0.5, m0 = 0.5, variance 0.01, lmax 64, 2 seeds; coarsening length L at t = 300):
+  IMEX Euler on the schedule below 11.31, with dt <= 0.5 / 0.25 / 0.1: 12.38 / 12.64 / 12.81;
+  ARS222 on the schedule 12.77 (615 steps), with dt <= 1: 12.85 -- so ARS222 on the reference schedule
+  is within ~1% of the converged value at a fifth of the steps, and its free energy fell at every step
+  (largest relative change -2.4e-6); the tests check that no step raises it by more than 1e-10.
+  For both schemes the mean of ``phi`` (the ``l = 0`` coefficient, untouched by ``lap``) is constant to
+  the last bit. :meth:`CahnHilliardSimulation.stabilisation_margin` reports ``S - max|f''|/2``.
 * Step schedule: the reference's ``dt_n = exp(-5 + 0.01 n)`` (685 steps to t = 630), i.e. geometric
   steps ``t_n + c = c e^(0.01 n)`` with ``c = e^-5 / (e^0.01 - 1) = 0.6704``; in each interval
   between output times the number of steps is rounded up and the ratio shrunk so that every output
@@ -48,7 +55,7 @@ import math
 import numpy as np
 import torch
 
-from dandelion.solvers.integrators import IMEXTableau, imex_runge_kutta
+from dandelion.solvers.integrators import ARS222, IMEXTableau, imex_runge_kutta
 from dandelion.solvers.spectral import SpectralCore
 from dandelion.sphere import SphereGrid
 
@@ -56,6 +63,7 @@ __all__ = [
     "CH_MIN_LMAX",
     "CH_DEFAULT_LMAX",
     "IMEX_EULER",
+    "SCHEMES",
     "free_energy_density",
     "growth_rate",
     "noise_band_limit",
@@ -74,6 +82,9 @@ CH_DEFAULT_LMAX = 192
 #: Forward-backward (IMEX) Euler in the Ascher-Ruuth-Spiteri form: U = (I - h L)^-1 (u + h N(u)).
 IMEX_EULER = IMEXTableau(a_ex=((0, 0), (1, 0)), a_im=((0, 0), (0, 1)), b_ex=(1, 0), b_im=(0, 1), c=(0, 1.0),
                          name="imex_euler")
+
+#: Time-stepping schemes of :class:`CahnHilliardSimulation`.
+SCHEMES = {"ars222": ARS222, "imex_euler": IMEX_EULER}
 
 #: Reference step schedule (DATASETS.md §3): dt_n = exp(-5 + 0.01 n).
 _GROWTH = 0.01
@@ -185,6 +196,8 @@ class CahnHilliardSimulation:
         Solver band limit (number of degrees; default :data:`CH_DEFAULT_LMAX`).
     stabilizer : float
         ``S`` of the linear stabilisation (units of ``a^2``; 2, as the card).
+    scheme : str
+        ``"ars222"`` (default, second order) or ``"imex_euler"`` (first order, provably energy-decreasing).
     dt : float, optional
         Fixed step (non-dimensional time); None = the reference schedule (:func:`step_times`).
     device : torch device.
@@ -201,7 +214,10 @@ class CahnHilliardSimulation:
     """
 
     def __init__(self, params: dict, phi0: torch.Tensor, *, lmax: int = CH_DEFAULT_LMAX, stabilizer: float = 2.0,
-                 dt: float | None = None, record_energy: bool = False, device="cpu"):
+                 scheme: str = "ars222", dt: float | None = None, record_energy: bool = False, device="cpu"):
+        if scheme not in SCHEMES:
+            raise ValueError(f"unknown Cahn-Hilliard scheme {scheme!r}: use one of {sorted(SCHEMES)}")
+        self.scheme = scheme
         self.device = torch.device(device)
         self.lmax = int(lmax)
         f64 = dict(dtype=torch.float64, device=self.device)
@@ -253,8 +269,8 @@ class CahnHilliardSimulation:
 
     # ------------------------------------------------------------------ stepping
     def step(self, dt: float) -> None:
-        """One stabilised IMEX Euler step of ``dt``."""
-        self.phi_hat = imex_runge_kutta(IMEX_EULER, self, float(dt))(self.phi_hat)
+        """One stabilised IMEX step of ``dt`` (scheme chosen at construction)."""
+        self.phi_hat = imex_runge_kutta(SCHEMES[self.scheme], self, float(dt))(self.phi_hat)
         self.time += float(dt)
         self.n_steps += 1
         if self.record_energy:
