@@ -324,8 +324,19 @@ def _finalise(root: Path, scenario: Scenario, meta: dict, splits: dict) -> None:
     stats = compute_stats([root / "train" / trajectory_filename(i) for i in splits["train"]], fields)
     write_yaml(root / "stats.yaml", stats)
     write_json(root / "splits.json", splits)
-    write_yaml(root / "dataset.yaml", {**meta, "complete": True})
+    write_yaml(root / "dataset.yaml", {**meta, "parameter_stats": _parameter_stats(scenario, splits["train"]), "complete": True})
     write_checksums(root, rel + ["dataset.yaml", "splits.json", "stats.yaml"])
+
+
+def _parameter_stats(scenario: Scenario, train_ids) -> dict:
+    """Mean and (population) std over the train trajectories of every parameter (for conditioning;
+    the Well keeps one such entry per scalars/ parameter, DATASETS.md §0.3)."""
+    params = [scenario.parameters(i) for i in train_ids]
+    out = {}
+    for k in params[0]:
+        v = np.array([p[k] for p in params], dtype=np.float64)
+        out[k] = {"mean": float(v.mean()), "std": float(v.std())}
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- hydra CLI

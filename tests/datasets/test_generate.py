@@ -45,6 +45,8 @@ def test_folder_layout_and_metadata(tmp_path):
     assert meta["fields"]["velocity"] == {"kind": "vector", "units": "1", "long_name": "solid-body rotation velocity",
                                           "components": ["u", "v"]}
     assert set(meta["versions"]) >= {"dandelion", "torch", "torch_harmonics", "numpy", "h5py"} and meta["command"]
+    omegas = [0.5 if i < 4 else 1.0 for i in storage.load_splits(root)["train"]]  # ids 0-3: omega 0.5, 4-7: 1.0
+    np.testing.assert_allclose([meta["parameter_stats"]["omega"][k] for k in ("mean", "std")], [np.mean(omegas), np.std(omegas)])
     assert sorted(splits["train"] + splits["valid"] + splits["test"]) == list(range(8))
     assert "own simulation" in splits["note"]
     listed = sorted(f"{s}/traj_{i:06d}.h5" for s in storage.SPLITS for i in splits[s])
