@@ -1,7 +1,7 @@
 """``galewsky``: rotating shallow water with two Galewsky jets on tilted planets (DATASETS.md §1).
 
 Physics and solver: :class:`dandelion.solvers.galewsky.GalewskySimulation` (two compact jets at
-``+-phi_c``, a height bump with the widths of Galewsky, Vial & Polvani 2004, Tellus 56A, eq. (3)-(4),
+``+-phi_c``, a height bump with the widths of Galewsky, Vial & Polvani 2004, Tellus 56A, 429-440,
 on the northern jet, hyperdiffusion, Coriolis about a tilted axis ``R z`` so no output is
 interpolated).
 
