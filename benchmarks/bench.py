@@ -246,24 +246,29 @@ def _header(cfg) -> dict:
             "settings": OmegaConf.to_container(cfg, resolve=True), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-def bench_models(cfg) -> dict:
-    """``target=models``: every (model, preset, resolution, batch, dtype); see the module docstring."""
+def bench_models(cfg, save=None) -> dict:
+    """``target=models``: every (model, preset, resolution, batch, dtype); see the module docstring.
+
+    ``save(out)`` (optional) is called after every measurement, so a job killed at a time limit keeps
+    the rows measured so far."""
     m = cfg.models
     out = _header(cfg)
     device = str(cfg.device)
     if "bf16" in list(m.dtypes) and not device.startswith("cuda"):
         raise ValueError("models.dtypes contains bf16, which is measured under CUDA autocast only: use device=cuda or dtypes=[fp32]")
     if m.get("parameter_table", True):
-        from dandelion.baselines.table import parameter_table
+        from dandelion.baselines.table import PRESET_RESOLUTIONS, parameter_table
 
-        out["parameter_table"] = parameter_table(models=list(m.names), in_channels=int(m.in_channels), out_channels=int(m.out_channels))
+        res = {str(p): PRESET_RESOLUTIONS[str(p)] for p in m.presets}  # each measured preset at its own resolution
+        out["parameter_table"] = parameter_table(resolutions=res, models=list(m.names), in_channels=int(m.in_channels),
+                                                 out_channels=int(m.out_channels))
     bw = None
     if m.get("roofline", True):
         if cfg.threads and device == "cpu":
             torch.set_num_threads(int(cfg.threads))
         out["bandwidth"] = memory_bandwidth(device, int(m.get("bandwidth_mib", 256)))
         bw = out["bandwidth"]["bandwidth_bytes_per_s"]
-    rows = []
+    rows = out["rows"] = []
     for preset in m.presets:
         for nlat, nlon in m.resolutions:
             for batch in m.batch_sizes:
@@ -277,18 +282,19 @@ def bench_models(cfg) -> dict:
                         t0 = time.perf_counter()
                         row = _run("model", spec, bool(cfg.fresh_process), cfg.get("timeout_s"))
                         rows.append(row)
+                        if save:
+                            save(out)
                         msg = row.get("error") or (f"forward {row['forward_s'] * 1e3:.1f} ms, train step {row['train_step_s'] * 1e3:.1f} ms, "
                                                    f"peak {row['peak_memory_bytes'] / 2**20:.0f} MiB")
                         print(f"[bench] {name} {preset} {nlat}x{nlon} B={batch} {dtype}: {msg} ({time.perf_counter() - t0:.0f} s)", flush=True)
-    out["rows"] = rows
     return out
 
 
-def bench_solvers(cfg) -> dict:
-    """``target=solvers``: every scenario and batch size; see the module docstring."""
+def bench_solvers(cfg, save=None) -> dict:
+    """``target=solvers``: every scenario and batch size; see the module docstring (``save`` as in :func:`bench_models`)."""
     s = cfg.solvers
     out = _header(cfg)
-    rows = []
+    rows = out["rows"] = []
     for name in s.scenarios:
         lmax = s.get("lmax")
         if lmax is None:
@@ -299,10 +305,11 @@ def bench_solvers(cfg) -> dict:
             t0 = time.perf_counter()
             row = _run("solver", spec, bool(cfg.fresh_process), cfg.get("timeout_s"))
             rows.append(row)
+            if save:
+                save(out)
             msg = row.get("error") or (f"{row['seconds_per_frame']:.2f} s per frame ({row['dt_frame']:g} {row['time_units']}), "
                                        f"set-up {row['setup_s']:.2f} s")
             print(f"[bench] {name} lmax={row.get('solver_lmax', lmax)} B={batch}: {msg} ({time.perf_counter() - t0:.0f} s)", flush=True)
-    out["rows"] = rows
     return out
 
 
@@ -317,9 +324,11 @@ def bench(cfg) -> dict:
     device = str(cfg.device)
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device={device} but CUDA is not available: use device=cpu")
-    out = bench_models(cfg) if target == "models" else bench_solvers(cfg)
-    out["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     path = cfg.get("output") or Path("benchmarks/results") / ("gpu" if device.startswith("cuda") else "cpu") / f"bench_{target}.json"
+    save = lambda o: write_json_atomic(path, {**o, "partial": True})  # noqa: E731
+    out = (bench_models if target == "models" else bench_solvers)(cfg, save=save)
+    out["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    out["partial"] = False
     write_json_atomic(path, out)
     print(f"[bench] wrote {path}")
     return out
