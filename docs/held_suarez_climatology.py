@@ -45,6 +45,10 @@ def main():
     nlat = sim.core.nlat - (sim.core.nlat % 2)
     grid = SphereGrid(nlat, 2 * nlat, "legendre-gauss")
     t0 = time.time()
+    for d in range(10, int(a.spinup_days) + 1, 10):
+        sim.advance_to(d * DAY)
+        g = sim.model_level_fields()
+        print(f"day {d}: max|u| {float(g['u'].abs().max()):.1f} m/s, wall {time.time() - t0:.0f} s", flush=True)
     sim.advance_to(a.spinup_days * DAY)
     t_spin = time.time() - t0
     print(f"spin-up {a.spinup_days} d: {t_spin:.0f} s wall ({t_spin / a.spinup_days:.2f} s per simulated day)", flush=True)

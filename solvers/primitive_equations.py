@@ -139,9 +139,16 @@ class SigmaCoordinates:
 
     @property
     def pressure_gradient_coefficient(self) -> np.ndarray:
-        """``c_k`` (N,) with pressure-gradient term ``R T_k c_k grad ln ps`` (SB81 eq. 3.13 for sigma):
-        ``(ln(sigma_{k+1/2}/sigma_{k-1/2}) sigma_{k-1/2} + alpha_k dsigma_k) / dsigma_k`` (1 except ``ln 2`` at the top)."""
-        return (self.log_ratio * self.half[:-1] + self.alpha * self.thickness) / self.thickness
+        """``c_k`` (N,) in the pressure-gradient term ``R T_k c_k grad ln ps``: 1 on every level.
+
+        Energy conservation (Simmons & Burridge 1981, §3) pairs this term with the
+        ``V_k . grad ln ps`` term of ``omega/p`` (coefficient 1) once the geopotential work is
+        integrated by parts; the residual of the energy conversion on level k is proportional to
+        ``1 - c_k``. For k > 1 SB81's eq. (3.13) gives 1 identically; at the top (``sigma_{1/2} = 0``)
+        the limit of that expression is also 1, and the ``ln 2`` of ``alpha_1`` enters only the
+        geopotential and ``omega/p`` (tests check the exact energy conversion numerically).
+        """
+        return np.ones(self.n_levels)
 
 
 def _lv(x: np.ndarray | torch.Tensor, like: torch.Tensor) -> torch.Tensor:
