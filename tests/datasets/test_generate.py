@@ -4,7 +4,6 @@ hydra app (compose API) and one subprocess smoke test of both console scripts.""
 
 import math
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -309,3 +308,32 @@ def test_verify_catches_swapped_files(tmp_path):
     problems = verify(root, check_data=False)
     assert any(a.name in p and "trajectory_id" in p for p in problems)
     assert any(b.name in p and "SHA-256" in p for p in problems)
+
+
+def test_sharded_ranks_make_the_same_dataset(tmp_path, monkeypatch):
+    """Ranks of a torchrun job each write their own trajectory ids (r, r + W, ...); rank 0 finalises.
+    Run here rank by rank with the barriers stubbed out: the folder equals a single-process run."""
+    from dandelion.datasets import generate as gen
+
+    ref = tmp_path / "ref"
+    generate(cfg(ref))
+
+    class FakeDist:
+        def __init__(self, rank):
+            self.rank, self.world, self.local_rank = rank, 3, rank
+
+        def barrier(self):
+            pass
+
+        def close(self):
+            pass
+
+    for rank in (2, 1, 0):  # rank 0 last: it checks every file is there before writing stats and checksums
+        monkeypatch.setattr(gen, "_Dist", lambda rank=rank: FakeDist(rank))
+        generate(cfg(tmp_path / "sharded"))
+        if rank:
+            assert not (tmp_path / "sharded" / "stats.yaml").exists()
+            assert len(traj_files(tmp_path / "sharded")) == len(range(rank, 8, 3)) + sum(len(range(r, 8, 3)) for r in range(rank + 1, 3))
+    root = tmp_path / "sharded"
+    assert file_hashes(root) == file_hashes(ref)
+    assert storage.load_stats(root) == storage.load_stats(ref) and verify(root) == []
