@@ -61,7 +61,8 @@ def _solver():
 class GalewskyScenario(Scenario):
     """The Galewsky dataset scenario (module docstring). Config keys besides the generic ones:
     ``spinup_days``, ``frame_hours``, ``nu`` (m^2/s), ``dt`` (s, null = solver default),
-    ``scheme`` (``"ars343"``, ``"ars222"`` or ``"rk4"``), ``bump_dlat_max_deg``."""
+    ``scheme`` (``"ars343"``, ``"ars222"`` or ``"rk4"``), ``nu_reference_lmax`` (see :meth:`solver_nu`),
+    ``bump_dlat_max_deg``."""
 
     time_units = "s"
     fields = {
@@ -87,6 +88,10 @@ class GalewskyScenario(Scenario):
             self.cfg[key] = float(self.cfg[key])
         self.cfg.setdefault("dt", None)
         self.cfg["scheme"] = str(self.cfg.get("scheme") or "ars343")
+        ref = self.cfg.get("nu_reference_lmax")
+        self.cfg["nu_reference_lmax"] = None if ref is None else int(ref)
+        if ref is not None and int(ref) < 2:
+            raise ValueError(f"dataset.nu_reference_lmax={ref} must be null or a band limit >= 2 (e.g. 256)")
         if self.cfg["frame_hours"] <= 0 or self.cfg["spinup_days"] < 0:
             raise ValueError(f"frame_hours={self.cfg['frame_hours']} must be > 0 and spinup_days={self.cfg['spinup_days']} >= 0")
         if not 0 < self.cfg["bump_dlat_max_deg"] < 20:
@@ -134,16 +139,26 @@ class GalewskyScenario(Scenario):
             return float(self.cfg["dt"])
         return float(_solver().galewsky_default_dt(self.solver_lmax))
 
+    def solver_nu(self) -> float:
+        """The ``nu`` handed to the solver [m^2/s]. The solver scales its hyperviscosity as
+        ``(256 / lmax)^4`` (the card's rule: fixed damping time at the grid scale). With
+        ``nu_reference_lmax = L`` the config's ``nu`` is multiplied by ``(lmax / L)^4``, so the run
+        gets the hyperviscosity the rule gives at band limit L (e.g. 256: the full-resolution value),
+        which keeps the jets alive in reduced runs; null (default) applies the rule at ``lmax``."""
+        ref = self.cfg.get("nu_reference_lmax")
+        nu = float(self.cfg["nu"])
+        return nu if ref is None else nu * (self.solver_lmax / float(ref)) ** 4
+
     def solver_settings(self):
         solver = _solver()
         out = {"model": "rotating shallow water, vorticity-divergence, spectral (dandelion.solvers.galewsky)",
-               "scheme": self.cfg["scheme"], "dt": self.time_step(), "nu": float(self.cfg["nu"])}
+               "scheme": self.cfg["scheme"], "dt": self.time_step(), "nu": self.solver_nu()}
         if hasattr(solver, "hyperviscosity"):
-            out["hyperviscosity_m4_per_s"] = float(solver.hyperviscosity(self.cfg["nu"], self.solver_lmax))
+            out["hyperviscosity_m4_per_s"] = float(solver.hyperviscosity(self.solver_nu(), self.solver_lmax))
         return out
 
     def build_simulation(self, params, *, lmax, device):
         solver = _solver()
         p = {k: v for k, v in params.items() if k != "seed"}
-        return solver.GalewskySimulation(p, lmax=int(lmax), dt=self.time_step(), nu=float(self.cfg["nu"]), device=device,
+        return solver.GalewskySimulation(p, lmax=int(lmax), dt=self.time_step(), nu=self.solver_nu(), device=device,
                                          scheme=self.cfg["scheme"])

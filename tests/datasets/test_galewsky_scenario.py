@@ -118,3 +118,12 @@ def test_galewsky_files_bit_identical_across_runs_and_batch_sizes(tmp_path):
     assert len(a) == 3 and a == b == c
     d = run("d", 3, seed=1)
     assert all(d[k] != a[k] for k in a)
+
+
+@pytest.mark.parametrize("lmax, ref, factor", [(42, None, 1.0), (42, 256, (42 / 256) ** 4), (128, 256, 0.5 ** 4)])
+def test_nu_reference_lmax_gives_the_reference_hyperviscosity(lmax, ref, factor):
+    solver = pytest.importorskip("dandelion.solvers.galewsky")
+    s = Galewsky({"lmax": lmax, "nu_reference_lmax": ref})
+    assert s.solver_nu() == pytest.approx(1e5 * factor)
+    if ref is not None:  # the solver's nu4 at lmax equals the rule's value at the reference band limit
+        assert solver.hyperviscosity(s.solver_nu(), lmax) == pytest.approx(solver.hyperviscosity(1e5, ref))
