@@ -373,7 +373,9 @@ class SphereSampler(nn.Module):
         yh = torch.addcmul(cos_s * st, sd_n, ct, value=-1.0)
         z = torch.addcmul(cos_s * ct, sd_n, st)
         rho, dlon = _PolarAngles.apply(ye, yh, _pole_tol2(ye.dtype))
-        dtheta = torch.atan2(torch.addcmul(rho * ct, z, st, value=-1.0), torch.addcmul(z * ct, rho, st))
+        # the numerator as two separate products: at d = 0 it is fl(st*ct) - fl(ct*st) = 0 exactly,
+        # which a fused multiply-add (addcmul may contract into one on some devices) would not give
+        dtheta = torch.atan2(rho * ct - z * st, torch.addcmul(z * ct, rho, st))
         cols = self.columns + dlon * (self.nlon / (2 * math.pi))
         if self.uniform_rows:
             # a walk of exactly pi from the south pole to the north pole gives delta_theta = +pi
