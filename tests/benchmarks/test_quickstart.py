@@ -36,3 +36,4 @@ def test_quickstart_fast_end_to_end(tmp_path):
     saved = json.loads((out / "quickstart.json").read_text())
     assert saved["rows"][0]["model"] == "dandelion"
     assert (out / "results.md").read_text().count("|") > 10
+

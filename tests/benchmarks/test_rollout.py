@@ -230,6 +230,6 @@ def test_cli_subprocess_smoke(tiny, tmp_path, entry):
         args = [str(bindir / "dandelion-export"), f"checkpoint={ckpt}", f"dataset.path={path}", "n_steps=2", "max_inits=1",
                 f"output={tmp_path / 'f.nc'}", "plugins=[e2_persistence_plugin]"]
         target = tmp_path / "f.nc"
-    p = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     assert target.exists()
