@@ -106,7 +106,7 @@ def load_model(checkpoint, device="cpu", dataset=None, allow_resolution_change: 
     Parameters
     ----------
     checkpoint : path of ``best.pt`` / ``last.pt``.
-    device : torch device (``"cpu"``, ``"cuda"``, ...); weights are mapped there.
+    device : torch device (``"cpu"``, ``"cuda"``, ...; ``"auto"`` = CUDA if available); weights are mapped there.
     dataset : optional, the data to run on (from :func:`open_dataset`): the model is then built on
         that grid and checked against it.
     allow_resolution_change : run a model whose weights do not depend on the resolution on another
@@ -122,6 +122,8 @@ def load_model(checkpoint, device="cpu", dataset=None, allow_resolution_change: 
     from dandelion.benchmarks.checkpoint import config_from_checkpoint, layout_from_checkpoint, load_checkpoint, model_from_checkpoint
     from dandelion.datasets.torch_dataset import ChannelLayout
 
+    if str(device) == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     ckpt = load_checkpoint(checkpoint, map_location="cpu")
     layout = layout_from_checkpoint(ckpt)
     saved = {"nlat": int(ckpt["grid"]["nlat"]), "nlon": int(ckpt["grid"]["nlon"]), "grid": str(ckpt["grid"]["grid"])}
