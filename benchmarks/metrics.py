@@ -14,8 +14,8 @@ Definitions (``w`` the quadrature weights normalised to sum 1 over the grid, ``<
   correction N - 1) and ``eps = 1e-7`` added to the variance, exactly as
   ``the_well/benchmark/metrics/spatial.py`` (PolymathicAI/the_well: ``VRMSE`` = ``NRMSE`` with
   ``norm_mode="std"``) computes it per field, time step and sample. Ohana et al. (2024), "The Well",
-  NeurIPS Datasets and Benchmarks, §4 (VRMSE);
-* anomaly correlation (uncentred, as WeatherBench 2, Rasp et al. 2024, §4.2):
+  NeurIPS Datasets and Benchmarks track (VRMSE);
+* anomaly correlation (uncentred, as in WeatherBench 2, Rasp et al. 2024):
   ``<(p - c)(t - c)> / sqrt(<(p - c)^2> <(t - c)^2>)`` against a climatology ``c``;
 * angular power spectrum per degree ``l`` from the orthonormal real SHT:
   ``P(l) = (|f_l0|^2 + 2 sum_{m>=1} |f_lm|^2) / (4 pi)``, so ``sum_l P(l) = <f^2>`` (Parseval) for a
@@ -163,7 +163,7 @@ def vrmse(pred: torch.Tensor, true: torch.Tensor, weights=None, eps: float = WEL
 def acc(pred: torch.Tensor, true: torch.Tensor, climatology, weights) -> torch.Tensor:
     """Area-weighted (uncentred) anomaly correlation coefficient.
 
-    ``<(p - c)(t - c)> / sqrt(<(p - c)^2> <(t - c)^2>)`` (WeatherBench 2, Rasp et al. 2024, §4.2).
+    ``<(p - c)(t - c)> / sqrt(<(p - c)^2> <(t - c)^2>)`` (as in WeatherBench 2, Rasp et al. 2024).
 
     Parameters
     ----------
