@@ -40,7 +40,8 @@ Numerics
   (largest relative change -2.4e-6); the tests check that no step raises it by more than 1e-10.
   For both schemes the mean of ``phi`` (the ``l = 0`` coefficient, untouched by ``lap``) is constant to
   the last bit. :meth:`CahnHilliardSimulation.stabilisation_margin` reports ``S - max|f''|/2``.
-* Step schedule: the reference's ``dt_n = exp(-5 + 0.01 n)`` (685 steps to t = 630), i.e. geometric
+* Step schedule: the reference's ``dt_n = exp(-5 + 0.01 n)`` (685 steps to t = 630; 715 here, as each
+  10-unit interval rounds its step count up), i.e. geometric
   steps ``t_n + c = c e^(0.01 n)`` with ``c = e^-5 / (e^0.01 - 1) = 0.6704``; in each interval
   between output times the number of steps is rounded up and the ratio shrunk so that every output
   time is hit exactly (``dt`` ~ ``0.01 (t + 0.67)``: 0.0067 at t = 0, where the fastest linear
