@@ -251,8 +251,8 @@ class ChainedTurbulenceSimulation:
             raise ValueError(f"cfl={cfl} and dt_max={dt_max} must be positive")
         self.device = torch.device(device)
         self.lmax = int(lmax)
-        r = _as_tensor(params["r_over_lambda"]).reshape(-1)
-        kl = _as_tensor(params["kappa_lambda"]).reshape(-1)
+        r = _as_tensor(params["r_over_lambda"]).reshape(-1).cpu()  # tables are built on the CPU, then moved
+        kl = _as_tensor(params["kappa_lambda"]).reshape(-1).cpu()
         if r.shape != kl.shape:
             raise ValueError(f"r_over_lambda {tuple(r.shape)} and kappa_lambda {tuple(kl.shape)} must both have shape (B,)")
         self.batch = r.shape[0]
@@ -263,7 +263,6 @@ class ChainedTurbulenceSimulation:
         l = torch.arange(self.lmax, dtype=torch.float64)
         sigma = growth_rate(l, self.gammas, radius=self.radius)  # (B, lmax)
         sigma[:, 0] = 0.0  # l = 0 held at zero (gauge), never amplified
-        self.sigma_full = growth_rate(l, self.gammas, radius=self.radius).to(self.device)
         self.sigma = (sigma if linear else torch.zeros_like(sigma)).reshape(self.batch, self.lmax, 1).to(self.device)
         self.cfl, self.dt_max = float(cfl), float(dt_max)
         self.advection, self.linear = bool(advection), bool(linear)
