@@ -12,12 +12,9 @@ import time
 
 import torch
 
+from dandelion.registry import count_parameters
+
 __all__ = ["time_model", "count_parameters"]
-
-
-def count_parameters(model: torch.nn.Module) -> int:
-    """Number of trainable scalar parameters of ``model``."""
-    return int(sum(p.numel() for p in model.parameters() if p.requires_grad))
 
 
 def _sync(device: torch.device) -> None:
@@ -59,7 +56,8 @@ def time_model(model: torch.nn.Module, x: torch.Tensor, n_warmup: int = 1, n_rep
             that is a high-water mark of the PROCESS, so it reads 0 when an earlier, larger
             computation in the same process already set the peak: measure in a fresh process (or
             the largest case first) for a meaningful CPU number;
-        ``n_parameters`` : int, trainable parameters;
+        ``n_parameters`` : int, trainable REAL scalars (a complex parameter counts twice;
+            :func:`dandelion.registry.count_parameters`, the count of the parameter tables);
         ``device`` : str;
         ``forward_cpu_s``, ``train_step_cpu_s`` : float, the same medians in CPU time of this
             process (``time.process_time``, all threads summed): on a CPU shared with other jobs

@@ -265,13 +265,13 @@ class Trainer:
 
         # seeded model initialisation: identical on every rank (DDP also broadcasts rank 0's weights)
         torch.manual_seed(self.seed)
-        from dandelion.registry import build_model
+        from dandelion.registry import build_model, count_parameters
 
         g = self.grid
         model = build_model(self.model_spec["name"], self.model_spec["preset"], n_in * C, C, g.nlat, g.nlon, g.grid,
                             **self.model_spec["overrides"]).to(self.device)
         self.bare_model = model
-        self.n_parameters = sum(p.numel() for p in model.parameters())
+        self.n_parameters = count_parameters(model)  # real scalars, as in the speed and parameter tables
         betas = tuple(float(b) for b in t.get("betas", (0.9, 0.999)))
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=float(t.lr), betas=betas, weight_decay=float(t.weight_decay))
         if self.dist.world_size > 1:

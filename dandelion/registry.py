@@ -12,7 +12,7 @@ from typing import Callable
 
 import torch.nn as nn
 
-__all__ = ["register_model", "build_model", "available_models", "unwrap_model", "unwrap_state_dict"]
+__all__ = ["register_model", "build_model", "available_models", "unwrap_model", "unwrap_state_dict", "count_parameters"]
 
 _REGISTRY: dict[str, Callable[..., nn.Module]] = {}
 
@@ -72,6 +72,16 @@ def build_model(name: str, preset: str = "small", in_channels: int = 16, out_cha
     if name not in _REGISTRY:
         raise ValueError(f"unknown model {name!r}: choose one of {sorted(_REGISTRY)}")
     return _REGISTRY[name](preset=preset, in_channels=in_channels, out_channels=out_channels, nlat=nlat, nlon=nlon, grid=grid, **overrides)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable REAL scalars of ``model``: a complex parameter counts twice.
+
+    The one parameter count of the package (speed tables, training results, parameter-matched
+    presets): SFNO's spectral weights are complex, and counting them once (``numel``) would
+    understate its size by almost half next to real-valued models.
+    """
+    return int(sum(p.numel() * (2 if p.is_complex() else 1) for p in model.parameters() if p.requires_grad))
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:

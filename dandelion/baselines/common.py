@@ -7,6 +7,7 @@ import math
 import torch
 import torch.nn as nn
 
+from ..registry import count_parameters as count_real_parameters  # the package's one count (real scalars)
 from ..sphere import GRIDS, SphereGrid
 
 __all__ = ["resolve_preset", "count_real_parameters", "check_grid_args", "PositionChannels", "group_norm"]
@@ -29,15 +30,6 @@ def resolve_preset(name: str, presets: dict[str, dict], preset: str, overrides: 
         raise ValueError(f"{name}: unknown override(s) {unknown}; the {preset!r} preset has {sorted(cfg)}")
     cfg.update(overrides)
     return cfg
-
-
-def count_real_parameters(model: nn.Module) -> int:
-    """Number of trainable REAL scalars: a complex parameter counts twice (real and imaginary part).
-
-    SFNO's spectral weights are complex; counting them once (``numel``) would understate its size by
-    almost half, so the parameter-matched presets are matched on real scalars.
-    """
-    return int(sum(p.numel() * (2 if p.is_complex() else 1) for p in model.parameters() if p.requires_grad))
 
 
 def check_grid_args(name: str, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str, nlon_divisor: int = 1, nlat_min: int = 4) -> None:

@@ -81,6 +81,16 @@ def test_complex_parameters_count_twice():
     assert count_real_parameters(sfno) == sum(p.numel() for p in sfno.parameters()) + n_complex
 
 
+def test_speed_helper_and_parameter_table_count_the_same_real_scalars():
+    """``time_model`` (speed tables) and ``parameter_count`` (parameter tables) quote one number for SFNO."""
+    from dandelion.benchmarks.speed import time_model
+
+    sfno = _build("sfno")
+    n_real = sum(p.numel() * (2 if p.is_complex() else 1) for p in sfno.parameters())
+    timed = time_model(sfno, torch.randn(1, C_IN, 32, 64), n_warmup=0, n_repeat=1)
+    assert timed["n_parameters"] == n_real == parameter_count("sfno", "tiny", 32, 64)["n_parameters"]
+
+
 @pytest.mark.parametrize("grid", GRIDS)
 @pytest.mark.parametrize("name", BASELINES)
 def test_state_dict_roundtrip_bit_identical(name, grid):
