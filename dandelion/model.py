@@ -31,6 +31,7 @@ from typing import Sequence
 import torch
 import torch.nn as nn
 
+from .grid_guard import GridGuard
 from .norm import AreaNormS2
 from .pooling import SpectralDownsample, SpectralUpsample, coarse_grid
 from .registry import register_model
@@ -92,7 +93,7 @@ class WarpBlockS2(nn.Module):
         return x + self.out(self.act(self.warp(h)))
 
 
-class Dandelion(nn.Module):
+class Dandelion(GridGuard, nn.Module):
     """Dandelion: U-Net of multi-head tangent warps on the sphere (DESIGN.md §4).
 
     Parameters
@@ -122,7 +123,10 @@ class Dandelion(nn.Module):
     Attributes
     ----------
     resolution_dependent : bool
-        False: no weight shape depends on the grid.
+        False: no weight shape depends on the grid. The state_dict records the grid
+        (:mod:`dandelion.grid_guard`): it loads into a model of another ``(nlat, nlon)`` of the same
+        grid type, and a model on another grid type refuses it (unless
+        :func:`~dandelion.grid_guard.allow_grid_change`).
     grids : list of SphereGrid, one per level.
 
     Raises
@@ -150,6 +154,7 @@ class Dandelion(nn.Module):
             if w % heads:
                 raise ValueError(f"level width {w} does not divide by heads={heads}: choose width and heads so that every width * multiplier divides by heads")
         data_grid = SphereGrid(nlat, nlon, grid)
+        self.init_grid_guard(nlat, nlon, grid)
         self.in_channels, self.out_channels, self.cond_dim = in_channels, out_channels, cond_dim
         self.nlat, self.nlon, self.grid = nlat, nlon, grid
         self.grids = [coarse_grid(data_grid, k) for k in range(levels)]

@@ -58,6 +58,18 @@ def test_same_weights_on_three_grids():
         assert y.shape == (2, 4, nlat, nlon) and torch.isfinite(y).all()
 
 
+def test_state_dict_refuses_another_grid_type():
+    """Weights trained on one grid type are not silently reinterpreted on another (DESIGN.md §2)."""
+    from dandelion.grid_guard import allow_grid_change
+
+    state = build_model("dandelion", "tiny", 16, 4, 32, 64, "equiangular").state_dict()
+    gauss = build_model("dandelion", "tiny", 16, 4, 32, 64, "legendre-gauss")
+    with pytest.raises(ValueError, match="legendre-gauss"):
+        gauss.load_state_dict(state)
+    with allow_grid_change(gauss):
+        gauss.load_state_dict(state)
+
+
 def test_outputs_agree_across_resolutions():
     """A smooth input gives nearly the same output at the shared nodes of 33x64 and 65x128 grids."""
     torch.manual_seed(0)
