@@ -1,10 +1,10 @@
 """Day-6 relative vorticity of the canonical Galewsky et al. (2004) case, for comparison with their Fig. 4.
 
 Runs :func:`dandelion.solvers.galewsky.canonical_galewsky` (one jet, u_max 80 m/s, H 10 km,
-bump 120 m, Laplacian viscosity 1e5 m^2/s) at band limit ``--lmax`` (default 170) and draws the
+bump 120 m, Laplacian viscosity 1e5 m^2/s) at band limit ``--lmax`` (default 128: the 256x512 equiangular grid holds degrees < 128) and draws the
 vorticity synthesised exactly on a 256 x 512 equiangular grid (truncated to that grid's band limit).
 
-    python docs/make_galewsky_figure.py [--lmax 170] [--dt 720] [--out docs/galewsky_vorticity_day6.png]
+    python docs/make_galewsky_figure.py [--lmax 128] [--dt 900] [--out docs/galewsky_vorticity_day6.png]
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import torch
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lmax", type=int, default=170)
-    ap.add_argument("--dt", type=float, default=720.0, help="time step [s] (ARS(3,4,3))")
+    ap.add_argument("--lmax", type=int, default=128)
+    ap.add_argument("--dt", type=float, default=900.0, help="time step [s] (ARS(3,4,3))")
     ap.add_argument("--days", type=float, default=6.0)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "galewsky_vorticity_day6.png"))
     ap.add_argument("--save-npz", default=None, help="optionally also save the vorticity field (npz)")
