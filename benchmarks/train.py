@@ -321,10 +321,11 @@ class Trainer:
     def _resume(self, path: Path):
         ckpt = load_checkpoint(path, map_location="cpu")
         spec = ckpt.get("extra", {}).get("model_spec")
-        if spec is not None and {k: spec[k] for k in ("name", "preset", "in_channels", "out_channels")} != \
-                {k: self.model_spec[k] for k in ("name", "preset", "in_channels", "out_channels")}:
+        keys = ("name", "preset", "in_channels", "out_channels")
+        if spec is not None and ({k: spec[k] for k in keys} != {k: self.model_spec[k] for k in keys}
+                                 or dict(spec.get("overrides") or {}) != dict(self.model_spec["overrides"])):
             raise ValueError(f"resume={path}: checkpoint holds model {spec} but the configuration builds {self.model_spec}; "
-                             "resume with the same model=, model.preset= and dataset")
+                             "resume with the same model=, model.preset=, model.overrides and dataset")
         if ckpt["grid"] != self.grid.to_dict():
             raise ValueError(f"resume={path}: checkpoint grid {ckpt['grid']} differs from the data grid {self.grid.to_dict()}")
         self.bare_model.load_state_dict(ckpt["model"])

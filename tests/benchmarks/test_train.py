@@ -110,6 +110,13 @@ def test_budget_knobs_stop_with_checkpoints(data, tmp_path):
     assert again["step"] == 1 and again["stopped"] == "max_steps" and not math.isnan(again["val_loss"])
 
 
+def test_resume_refuses_another_model(data, tmp_path):
+    """Same weight shapes, different model (an override changed): resuming would silently train another model."""
+    result = train(_cfg(data, tmp_path / "run", "trainer.max_steps=1"))
+    with pytest.raises(ValueError, match="overrides"):
+        Trainer(_cfg(data, tmp_path / "run2", f"resume={result['last']}", "+model.overrides.resolution_dependent=true"))
+
+
 def test_tensorboard_on_request(data, tmp_path):
     try:
         import torch.utils.tensorboard  # noqa: F401
