@@ -81,7 +81,7 @@ def main():
         "T1000_tropics": abs(res["T1000_tropics_K"] - 300) <= 10,
     }
     print(json.dumps(res, indent=1))
-    np.savez(a.out + ".npz", lat=lat, levels=np.array(LEVELS), u=um, T=Tm, q=qm, **{k: v for k, v in res.items() if not isinstance(v, dict)})
+    np.savez(a.out + ".npz", lat=lat, pressure_hpa=np.array(LEVELS), u=um, T=Tm, q=qm)
     with open(a.out + ".json", "w") as fh:
         json.dump(res, fh, indent=1)
 
