@@ -277,7 +277,11 @@ class Trainer:
         if self.dist.world_size > 1:
             from torch.nn.parallel import DistributedDataParallel as DDP
 
-            model = DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+            # Buffers are re-sent from rank 0 at every forward only for a model keeping running statistics:
+            # otherwise they are constant tables (SHT, sampler, DISCO filters; about 56 MB for the paper
+            # Dandelion at 256x512) rebuilt identically on every rank, and broadcasting them is pure cost.
+            running = any(getattr(m, "track_running_stats", False) for m in model.modules())
+            model = DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None, broadcast_buffers=running)
         self.model = model
 
         # steps: each phase's batches per epoch are the same on every rank (padded shards)
