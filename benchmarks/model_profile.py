@@ -36,14 +36,9 @@ import time
 
 import torch
 
-from dandelion.benchmarks.speed import time_model
+from dandelion.benchmarks.speed import _sync, time_model
 
 CATEGORIES = ("warp_sampling", "displacement_mlp", "pooling", "norm", "pointwise")
-
-
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _time(fn, device, n_repeat):
