@@ -139,6 +139,15 @@ class ChannelLayout:
             self._basis_cache[key] = (self.grid.east.to(device=device, dtype=dtype), self.grid.north.to(device=device, dtype=dtype))
         return self._basis_cache[key]
 
+    def _scaled_basis(self, name: str, dtype, device):
+        """``east / rms``, ``north / rms`` of vector field ``name``, made once per dtype and device (encode's hot path)."""
+        key = (name, dtype, str(device))
+        if key not in self._basis_cache:
+            east, north = self._basis(dtype, device)
+            rms = self.stats[name]["rms"]
+            self._basis_cache[key] = (east / rms, north / rms)
+        return self._basis_cache[key]
+
     def lift(self, uv: torch.Tensor) -> torch.Tensor:
         """Cartesian components of a tangent vector field.
 
@@ -198,13 +207,12 @@ class ChannelLayout:
             st = self.stats[name]
             out[..., i, :, :] = (tensors[name].to(dtype) - st["mean"]) / st["std"]
         c = len(self.scalars)
-        east, north = self._basis(dtype, device)
         for name in self.vectors:
             uv = tensors[name].to(dtype)
-            rms = self.stats[name]["rms"]
+            east, north = self._scaled_basis(name, dtype, device)
             o = out[..., c : c + 3, :, :]
-            torch.mul(uv[..., 0].unsqueeze(-3), east / rms, out=o)  # written in place: no (T, 3, nlat, nlon) temporaries
-            o.addcmul_(uv[..., 1].unsqueeze(-3), north / rms)
+            torch.mul(uv[..., 0].unsqueeze(-3), east, out=o)  # written in place: no (T, 3, nlat, nlon) temporaries
+            o.addcmul_(uv[..., 1].unsqueeze(-3), north)
             c += 3
         return out
 
