@@ -29,7 +29,9 @@ pure-torch kernels (the JSON says which was used). Also the parameter table of e
 ``target=solvers``: every dataset scenario (``dandelion.datasets`` registry: its solver with the
 dataset card's physics) at a chosen grid and band limit, batches of B trajectories: seconds of set-up
 and seconds of wall time per simulated time unit (``s`` or non-dimensional) over ``solvers.frames``
-frames, plus per frame.
+frames, plus per frame; with ``solvers.galewsky_reference.enabled`` also
+:func:`dandelion.benchmarks.solver_speed.solver_speed` (our Galewsky solver against torch-harmonics'
+example shallow-water solver, seconds per simulated day per trajectory).
 
 Every JSON carries the machine (CPU model, cores, load average, GPU name), the versions and the
 settings. Use::
@@ -310,6 +312,22 @@ def bench_solvers(cfg, save=None) -> dict:
             msg = row.get("error") or (f"{row['seconds_per_frame']:.2f} s per frame ({row['dt_frame']:g} {row['time_units']}), "
                                        f"set-up {row['setup_s']:.2f} s")
             print(f"[bench] {name} lmax={row.get('solver_lmax', lmax)} B={batch}: {msg} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    ref = s.get("galewsky_reference") or {}
+    if ref.get("enabled", False):  # engineer A's comparison with torch-harmonics' example solver
+        try:
+            from dandelion.benchmarks.solver_speed import solver_speed
+        except ImportError as err:
+            out["galewsky_vs_torch_harmonics"] = {"error": f"dandelion.benchmarks.solver_speed not available: {err}"}
+        else:
+            t0 = time.perf_counter()
+            try:
+                out["galewsky_vs_torch_harmonics"] = solver_speed(lmax_list=tuple(ref.lmax), batches=tuple(ref.batches), days=float(ref.days),
+                                                                  device=str(cfg.device), schemes=tuple(ref.schemes))
+            except Exception as err:  # recorded; the rows above stand
+                out["galewsky_vs_torch_harmonics"] = {"error": f"{type(err).__name__}: {err}"}
+            print(f"[bench] galewsky vs torch-harmonics ({time.perf_counter() - t0:.0f} s)", flush=True)
+        if save:
+            save(out)
     return out
 
 

@@ -56,6 +56,7 @@ step bench_models 190 "$PY" -m dandelion.benchmarks.bench target=models device=c
 step bench_solvers 90 "$PY" -m dandelion.benchmarks.bench target=solvers device=cuda fresh_process=false threads=null \
   solvers.nlat=256 solvers.nlon=512 'solvers.batch_sizes=[1,32]' solvers.frames=1 \
   'solvers.lmax_by_scenario={galewsky: null, cahn_hilliard: null, chained_turbulence: null, held_suarez: null}' \
+  'solvers.galewsky_reference.lmax=[255]' 'solvers.galewsky_reference.batches=[1,32]' solvers.galewsky_reference.days=0.05 \
   output="$OUT/bench_solvers_gpu.json"
 
 {

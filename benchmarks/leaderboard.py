@@ -255,6 +255,32 @@ def plot_error_vs_resolution(agg: dict, family: str, path, reference: str = REFE
     return _save(fig, path)
 
 
+def plot_error_vs_lead_log(models: dict, path, title: str) -> Path:
+    """Mean VRMSE (area-weighted solid, the Well's dashed) versus lead, one colour per model, log y axis
+    (an unstable rollout grows by orders of magnitude and would flatten every other curve)."""
+    from dandelion.benchmarks.report import _plt, _save
+
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5.6, 3.8))
+    fig.subplots_adjust(left=0.13, right=0.97, bottom=0.14, top=0.9)
+    for i, (m, e) in enumerate(models.items()):
+        c = f"C{i}"
+        for metric, ls in (("vrmse", "-"), ("vrmse_well", "--")):
+            y = e["curves"].get(metric, {}).get("mean")
+            if y is None:
+                continue
+            x = e["lead_time_hours"] or list(range(1, len(y) + 1))
+            ax.semilogy(x, y, ls=ls, color=c, marker="o" if ls == "-" else None, ms=3,
+                        label=f"{m}" + (" (Well)" if metric == "vrmse_well" else ""))
+    ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
+    ax.set_xlabel("lead time [h]" if next(iter(models.values()))["lead_time_hours"] else "lead step")
+    ax.set_ylabel("VRMSE, mean over fields and seeds")
+    ax.set_title(f"{title}: error vs lead (solid area-weighted, dashed the Well's)", fontsize=9)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, ncol=2)
+    return _save(fig, path)
+
+
 def _atomic_text(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
@@ -271,10 +297,12 @@ def leaderboard(cfg) -> dict:
     -------
     dict with ``markdown`` (path of leaderboard.md), ``plots`` (name -> PNG path), ``n_cells``.
     """
-    from dandelion.benchmarks.report import plot_error_vs_lead
-
-    scale = str(cfg.get("scale") or "cpu")
-    results_dir = cfg.get("results_dir")
+    scale = cfg.get("scale") or "cpu"
+    if hasattr(scale, "get"):  # the composed protocol (configs/scale/<scale>.yaml, a group of report.yaml)
+        results_dir = cfg.get("results_dir") or scale.get("results_dir")
+        scale = str(scale.get("name"))
+    else:
+        scale, results_dir = str(scale), cfg.get("results_dir")
     if not results_dir:
         from dandelion.benchmarks.benchmark import compose
 
@@ -285,17 +313,15 @@ def leaderboard(cfg) -> dict:
     plots = {}
     if cfg.get("plots", True):
         for d, models in agg.items():
-            res = {}
-            for m, e in models.items():
-                res[m] = {"metrics": {"vrmse": e["curves"]["vrmse"]}, "lead_time_hours": e["lead_time_hours"]}
-            plots[f"error_vs_lead_{d}"] = str(plot_error_vs_lead(res, results_dir / f"error_vs_lead_{d}.png", metric="vrmse",
-                                                                  variables=["mean"]))
+            plots[f"error_vs_lead_{d}"] = str(plot_error_vs_lead_log(models, results_dir / f"error_vs_lead_{d}.png", d))
         for fam in sorted({_family(next(iter(m.values()))) for m in agg.values()}):
             p = plot_error_vs_resolution(agg, fam, results_dir / f"error_vs_resolution_{fam}.png")
             if p is not None:
                 plots[f"error_vs_resolution_{fam}"] = str(p)
     cmd = cfg.get("_command") or f"dandelion-report target=leaderboard scale={scale}"
     md = render_markdown(cells, scale, plots=plots, report_command=cmd)
+    if (results_dir / "NOTES.md").exists():  # a hand-written discussion of the numbers, kept beside the table
+        md = md.replace("\n## VRMSE, area-weighted", "\nDiscussion of these numbers: [NOTES.md](NOTES.md).\n\n## VRMSE, area-weighted", 1)
     out = results_dir / "leaderboard.md"
     _atomic_text(out, md)
     print(f"leaderboard: {out} ({len(cells)} cells)")
