@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["save_checkpoint", "load_checkpoint", "model_from_checkpoint", "layout_from_checkpoint", "config_from_checkpoint",
-           "rng_state", "set_rng_state", "package_versions", "FORMAT"]
+__all__ = ["save_checkpoint", "load_checkpoint", "model_from_checkpoint", "model_state", "layout_from_checkpoint",
+           "config_from_checkpoint", "rng_state", "set_rng_state", "package_versions", "FORMAT"]
 
 FORMAT = "dandelion-checkpoint/1"
 
@@ -192,6 +192,21 @@ def _model_spec(ckpt: dict) -> dict:
     return spec
 
 
+def model_state(ckpt: dict, model: torch.nn.Module) -> dict:
+    """The checkpoint's model state_dict, ready for ``model.load_state_dict`` (``model`` the bare model).
+
+    Checkpoints written before a model recorded its grid in the state_dict (the ``_extra_state`` of
+    :mod:`dandelion.grid_guard`) lack that entry; it is filled from the checkpoint's own ``grid``, so
+    the grid check still runs against the grid the weights were trained on.
+    """
+    state = ckpt["model"]
+    missing = [k for k in model.state_dict() if k.endswith("_extra_state") and k not in state]
+    if not missing:
+        return state
+    saved = {"nlat": int(ckpt["grid"]["nlat"]), "nlon": int(ckpt["grid"]["nlon"]), "grid": str(ckpt["grid"]["grid"])}
+    return {**state, **{k: dict(saved) for k in missing}}
+
+
 def model_from_checkpoint(ckpt, nlat: int | None = None, nlon: int | None = None, grid: str | None = None,
                           allow_resolution_change: bool = False) -> torch.nn.Module:
     """Rebuild the model with :func:`dandelion.build_model` and load its weights (eval mode, CPU).
@@ -230,7 +245,7 @@ def model_from_checkpoint(ckpt, nlat: int | None = None, nlon: int | None = None
         from dandelion.grid_guard import allow_grid_change
 
         with allow_grid_change(model):
-            model.load_state_dict(ckpt["model"])
+            model.load_state_dict(model_state(ckpt, model))
     else:
-        model.load_state_dict(ckpt["model"])
+        model.load_state_dict(model_state(ckpt, model))
     return model.eval()

@@ -43,7 +43,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from dandelion.benchmarks.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from dandelion.benchmarks.checkpoint import load_checkpoint, model_state, rng_state, save_checkpoint, set_rng_state
 from dandelion.datasets.torch_dataset import WindowDataset, loss_weights
 
 __all__ = ["train", "main", "Trainer", "EpochSampler", "WarmupCosine", "area_weighted_mse", "rollout", "parameter_hash"]
@@ -332,7 +332,7 @@ class Trainer:
                              "resume with the same model=, model.preset=, model.overrides and dataset")
         if ckpt["grid"] != self.grid.to_dict():
             raise ValueError(f"resume={path}: checkpoint grid {ckpt['grid']} differs from the data grid {self.grid.to_dict()}")
-        self.bare_model.load_state_dict(ckpt["model"])
+        self.bare_model.load_state_dict(model_state(ckpt, self.bare_model))
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.scheduler.load_state_dict(ckpt["scheduler"])
         extra = ckpt.get("extra", {})

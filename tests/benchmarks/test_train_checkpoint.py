@@ -83,3 +83,23 @@ def test_load_errors_name_the_file(tmp_path):
     torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
     with pytest.raises(ValueError, match="other.pt"):
         ck.load_checkpoint(tmp_path / "other.pt")
+
+
+def test_checkpoint_without_grid_record_loads_and_is_still_checked(tmp_path):
+    """A Dandelion checkpoint written before the model recorded its grid in the state_dict still loads."""
+    from dandelion import build_model
+
+    spec = {"name": "dandelion", "preset": "tiny", "in_channels": 8, "out_channels": 2, "overrides": {}}
+    torch.manual_seed(0)
+    model = build_model("dandelion", "tiny", 8, 2, 9, 16, "equiangular")
+    path = ck.save_checkpoint(tmp_path / "old.pt", model=model, config=CONFIG, stats=STATS, grid=GRID, step=1, epoch=0,
+                              extra={"model_spec": spec})
+    ckpt = ck.load_checkpoint(path)
+    del ckpt["model"]["_extra_state"]  # the older format
+    x = torch.randn(1, 8, 9, 16)
+    with torch.no_grad():
+        assert torch.equal(ck.model_from_checkpoint(ckpt)(x), model.eval()(x))
+    # the filled-in record is the checkpoint's grid: another grid type is refused unless asked for
+    with pytest.raises(ValueError, match="legendre-gauss"):
+        ck.model_from_checkpoint(ckpt, nlat=8, grid="legendre-gauss")
+    assert ck.model_from_checkpoint(ckpt, nlat=8, grid="legendre-gauss", allow_resolution_change=True).grid == "legendre-gauss"
