@@ -38,7 +38,7 @@ import contextlib
 
 import torch.nn as nn
 
-__all__ = ["GridGuard", "allow_grid_change", "grid_spec_of"]
+__all__ = ["GridGuard", "allow_grid_change"]
 
 
 class GridGuard:
@@ -95,14 +95,6 @@ class GridGuard:
                 f"another one. Build the model at nlat={saved[0]}, nlon={saved[1]}, grid={saved[2]!r} "
                 "(and regrid the data), or train a new model at the requested resolution."
             )
-
-
-def grid_spec_of(model: nn.Module) -> dict | None:
-    """The ``{"nlat", "nlon", "grid"}`` a (possibly wrapped) model was built on, or None if not guarded."""
-    for m in model.modules():
-        if isinstance(m, GridGuard):
-            return dict(m.grid_spec)
-    return None
 
 
 @contextlib.contextmanager
