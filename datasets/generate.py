@@ -249,6 +249,16 @@ def _is_complete(path: Path, trajectory_id: int, n_frames: int) -> bool:
         return False
 
 
+def _level_kwargs(scenario: Scenario) -> dict:
+    """TrajectoryWriter's level arguments for a leveled scenario (``levels``, ``level_units``,
+    ``level_fields`` class attributes, e.g. ``held_suarez``); empty for 2-D scenarios."""
+    levels = getattr(scenario, "levels", None)
+    if levels is None:
+        return {}
+    return {"levels": [float(x) for x in levels], "level_units": str(getattr(scenario, "level_units", "hPa")),
+            "level_fields": list(getattr(scenario, "level_fields", scenario.fields))}
+
+
 def _run(scenario: Scenario, root: Path, ids: list[int], split: dict[int, str], *, batch_size: int, device: str,
          progress: bool, desc: str) -> None:
     """Generate the missing files among ``ids`` in fixed batches of ``batch_size``."""
@@ -283,6 +293,7 @@ def _run(scenario: Scenario, root: Path, ids: list[int], split: dict[int, str], 
                             trajectory_id=i, times=stored, time_units=scenario.time_units,
                             scalars={k: (v, scenario.units_of(k)) for k, v in p.items()},
                             fields={k: v.to_dict() for k, v in scenario.fields.items()},
+                            **_level_kwargs(scenario),
                         )
                 for k, t in enumerate(times):
                     try:

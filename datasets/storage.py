@@ -23,7 +23,19 @@ Trajectory file (the Well's layout, DATASETS.md §0.2, with our deviations)::
                          (u eastward, v northward)
     t2_fields/           empty
 
-Chunks hold one frame over the whole sphere; compression is gzip (level 4) after byte shuffle, with
+Leveled datasets (e.g. ``held_suarez``, DATASETS.md §0.2) add a vertical ``level`` axis as a third
+spatial dimension (the Well's convention):
+
+    /                    attr n_spatial_dims=3
+    dimensions/level     (L,) float64 (attrs units, e.g. "hPa", long_name, positive="down");
+                         dimensions attr spatial_dims=["level", "lat", "lon"]
+    t0_fields/<name>     (1, T, L, nlat, nlon) float32, dim_varying=[True, True, True]
+    t1_fields/<name>     (1, T, L, nlat, nlon, 2) float32
+    surface fields       (e.g. ``ps``) (1, T, 1, nlat, nlon[, 2]) with a size-1 level axis and
+                         dim_varying=[False, True, True]; :func:`read_field` and :func:`read_fields`
+                         SQUEEZE that axis on read (surface fields come back as (T, nlat, nlon)).
+
+Chunks hold one frame over the whole sphere (all levels); compression is gzip (level 4) after byte shuffle, with
 a Fletcher-32 checksum per chunk so that a flipped byte fails loudly on read. Files are deterministic
 (no creation times are recorded), so the same data gives the same bytes.
 
@@ -54,6 +66,9 @@ __all__ = [
     "temp_path",
     "open_trajectory",
     "read_fields",
+    "read_field",
+    "file_levels",
+    "is_surface",
     "load_metadata",
     "load_stats",
     "load_splits",
@@ -134,15 +149,26 @@ class TrajectoryWriter:
         Every sweep and seeded parameter of the trajectory (stored as 0-d float64).
     fields : mapping name -> dict(kind="scalar"|"vector", units=str, long_name=str)
         The stored fields, in order.
+    levels : array (L,), optional
+        Vertical levels (e.g. pressure in hPa, top to bottom) of a leveled dataset; ``None`` (default)
+        writes the 2-D layout. With levels the file gets ``dimensions/level`` and
+        ``n_spatial_dims = 3`` (module docstring).
+    level_units : str
+        Units of ``levels`` (``"hPa"``).
+    level_fields : iterable of str, optional
+        The fields that carry the level axis (default: all); the others are surface fields, stored
+        with a size-1 level axis and ``dim_varying = [False, True, True]``.
 
     Raises
     ------
     ValueError
-        For an unknown field kind or inconsistent shapes (in :meth:`write_frame`).
+        For an unknown field kind, a level field that is not a field, empty or non-finite levels, or
+        inconsistent shapes (in :meth:`write_frame`).
     """
 
     def __init__(self, path, *, dataset_name: str, grid: SphereGrid, lmax: int, trajectory_id: int,
-                 times, time_units: str, scalars: Mapping[str, tuple[float, str]], fields: Mapping[str, Mapping]):
+                 times, time_units: str, scalars: Mapping[str, tuple[float, str]], fields: Mapping[str, Mapping],
+                 levels=None, level_units: str = "hPa", level_fields: Iterable[str] | None = None):
         self.path = Path(path)
         self.tmp = temp_path(self.path)
         self.grid = grid
@@ -151,6 +177,17 @@ class TrajectoryWriter:
         for name, spec in self.fields.items():
             if spec.get("kind") not in ("scalar", "vector"):
                 raise ValueError(f"field {name!r} has kind {spec.get('kind')!r}: use 'scalar' or 'vector'")
+        self.levels = None if levels is None else np.asarray(levels, dtype=np.float64).reshape(-1)
+        leveled = self.levels is not None
+        if leveled:
+            if self.levels.size == 0 or not np.isfinite(self.levels).all():
+                raise ValueError(f"levels={levels!r} must be a non-empty list of finite values ({level_units}); pass levels=None for a 2-D dataset")
+            self.level_fields = set(self.fields) if level_fields is None else {str(n) for n in level_fields}
+            unknown = sorted(self.level_fields - set(self.fields))
+            if unknown:
+                raise ValueError(f"level_fields {unknown} are not among the fields {list(self.fields)}: list only stored fields")
+        else:
+            self.level_fields = set()
         self.n_written = 0
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.tmp.exists():
@@ -164,7 +201,7 @@ class TrajectoryWriter:
         f.attrs["nlat"] = int(nlat)
         f.attrs["nlon"] = int(nlon)
         f.attrs["lmax"] = int(lmax)
-        f.attrs["n_spatial_dims"] = 2
+        f.attrs["n_spatial_dims"] = 3 if leveled else 2
         f.attrs["n_trajectories"] = 1
         f.attrs["trajectory_id"] = int(trajectory_id)
         f.attrs["simulation_parameters"] = [str(k) for k in scalars]
@@ -172,16 +209,20 @@ class TrajectoryWriter:
         f.attrs["dandelion_version"] = _version()
 
         dims = f.create_group("dimensions")
-        dims.attrs["spatial_dims"] = ["lat", "lon"]
-        for name, values, units in (
-            ("time", self.times, str(time_units)),
-            ("lat", np.degrees(grid.lat.numpy()), "degrees_north"),
-            ("lon", np.degrees(grid.lon.numpy()), "degrees_east"),
-        ):
+        dims.attrs["spatial_dims"] = ["level", "lat", "lon"] if leveled else ["lat", "lon"]
+        coords = [("time", self.times, str(time_units))]
+        if leveled:
+            coords.append(("level", self.levels, str(level_units)))
+        coords += [("lat", np.degrees(grid.lat.numpy()), "degrees_north"),
+                   ("lon", np.degrees(grid.lon.numpy()), "degrees_east")]
+        for name, values, units in coords:
             d = dims.create_dataset(name, data=np.asarray(values, dtype=np.float64), track_times=False)
             d.attrs["units"] = units
             d.attrs["sample_varying"] = False
             d.attrs["time_varying"] = name == "time"
+            if name == "level":
+                d.attrs["long_name"] = "pressure level" if str(level_units).lower() in ("hpa", "pa") else "level"
+                d.attrs["positive"] = "down"
 
         sc = f.create_group("scalars")
         sc.attrs["field_names"] = [str(k) for k in scalars]
@@ -198,13 +239,16 @@ class TrajectoryWriter:
         self.datasets = {}
         for name, spec in self.fields.items():
             vec = spec["kind"] == "vector"
-            shape = (1, T, nlat, nlon, 2) if vec else (1, T, nlat, nlon)
+            spatial = (nlat, nlon)
+            if leveled:
+                spatial = ((len(self.levels) if name in self.level_fields else 1),) + spatial
+            shape = (1, T) + spatial + ((2,) if vec else ())
             d = (g1 if vec else g0).create_dataset(
                 name, shape=shape, dtype=np.float32, chunks=(1, 1) + shape[2:], track_times=False, **_COMPRESSION
             )
             d.attrs["units"] = str(spec["units"])
             d.attrs["long_name"] = str(spec["long_name"])
-            d.attrs["dim_varying"] = [True, True]
+            d.attrs["dim_varying"] = [name in self.level_fields, True, True] if leveled else [True, True]
             d.attrs["sample_varying"] = True
             d.attrs["time_varying"] = True
             if vec:
@@ -212,11 +256,15 @@ class TrajectoryWriter:
             self.datasets[name] = d
 
     def write_frame(self, index: int, values: Mapping[str, np.ndarray]) -> None:
-        """Store frame ``index``: scalars ``(nlat, nlon)``, vectors ``(nlat, nlon, 2)`` (cast to float32)."""
+        """Store frame ``index``: scalars ``(nlat, nlon)``, vectors ``(nlat, nlon, 2)`` (cast to float32);
+        in a leveled file, level fields ``(L, nlat, nlon[, 2])`` and surface fields ``(nlat, nlon[, 2])``
+        (or with a size-1 level axis)."""
         for name, d in self.datasets.items():
             if name not in values:
                 raise ValueError(f"frame {index} lacks field {name!r}: expected {list(self.datasets)}")
             a = np.asarray(values[name])
+            if self.levels is not None and name not in self.level_fields and a.shape == d.shape[3:]:
+                a = a[None]  # surface field: size-1 level axis
             if a.shape != d.shape[2:]:
                 raise ValueError(f"field {name!r} has shape {a.shape}, expected {d.shape[2:]}")
             d[0, index] = a.astype(np.float32)
@@ -306,7 +354,11 @@ def _layout_problems(f: h5py.File, *, check_data: bool) -> list[str]:
     if problems:
         return problems
     nlat, nlon = int(f.attrs["nlat"]), int(f.attrs["nlon"])
-    for name, n in (("time", None), ("lat", nlat), ("lon", nlon)):
+    leveled = "level" in f["dimensions"]
+    if leveled != (int(f.attrs["n_spatial_dims"]) == 3):
+        problems.append(f"n_spatial_dims={int(f.attrs['n_spatial_dims'])} but dimensions/level is "
+                        + ("present" if leveled else "absent"))
+    for name, n in (("time", None), ("lat", nlat), ("lon", nlon)) + ((("level", None),) if leveled else ()):
         if name not in f["dimensions"]:
             problems.append(f"missing dimensions/{name}")
             continue
@@ -316,12 +368,18 @@ def _layout_problems(f: h5py.File, *, check_data: bool) -> list[str]:
     if problems:
         return problems
     T = f["dimensions"]["time"].shape[0]
+    L = f["dimensions"]["level"].shape[0] if leveled else None
     for p in f.attrs["simulation_parameters"]:
         if p not in f["scalars"]:
             problems.append(f"missing scalars/{p}")
     for group, trailing in (("t0_fields", ()), ("t1_fields", (2,))):
         for name, d in f[group].items():
             want = (1, T, nlat, nlon) + trailing
+            if leveled:
+                surface = is_surface(d)
+                want = (1, T, 1 if surface else L, nlat, nlon) + trailing
+                if len(d.attrs.get("dim_varying", [])) != 3:
+                    problems.append(f"{group}/{name} dim_varying has not 3 entries (level, lat, lon)")
             if d.shape != want:
                 problems.append(f"{group}/{name} has shape {d.shape}, expected {want}")
             if d.dtype != np.float32:
@@ -337,17 +395,36 @@ def _layout_problems(f: h5py.File, *, check_data: bool) -> list[str]:
                         problems.append(f"{group}/{name} has non-finite values at frame {k}")
                         break
     if check_data:
-        for name in ("time", "lat", "lon"):
+        for name in ("time", "lat", "lon") + (("level",) if leveled else ()):
             if not np.isfinite(f["dimensions"][name][()]).all():
                 problems.append(f"dimensions/{name} has non-finite values")
     return problems
 
 
+def is_surface(d: h5py.Dataset) -> bool:
+    """True for a surface field of a leveled file: size-1 level axis, ``dim_varying[0] == False``."""
+    dv = d.attrs.get("dim_varying", None)
+    return dv is not None and len(dv) == 3 and not bool(dv[0])
+
+
+def file_levels(f: h5py.File) -> np.ndarray | None:
+    """``dimensions/level`` of an open trajectory file (float64, e.g. hPa), or ``None`` for a 2-D file."""
+    return np.asarray(f["dimensions"]["level"][()], dtype=np.float64) if "level" in f["dimensions"] else None
+
+
+def read_field(d: h5py.Dataset, start: int | None = None, stop: int | None = None) -> np.ndarray:
+    """Frames ``start:stop`` of one stored field (float32): ``(T, nlat, nlon[, 2])`` for 2-D and surface
+    fields (a surface field's size-1 level axis is squeezed), ``(T, L, nlat, nlon[, 2])`` for level fields."""
+    a = d[0, start:stop]
+    return a[:, 0] if is_surface(d) else a
+
+
 def read_fields(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """All fields of a trajectory file as arrays: scalars ``(T, nlat, nlon)``, vectors ``(T, nlat, nlon, 2)``."""
+    """All fields of a trajectory file as arrays: scalars ``(T, nlat, nlon)``, vectors ``(T, nlat, nlon, 2)``;
+    in a leveled file, level fields ``(T, L, nlat, nlon[, 2])`` and surface fields squeezed to ``(T, nlat, nlon[, 2])``."""
     with open_trajectory(path) as f:
-        out = {n: d[0] for n, d in f["t0_fields"].items()}
-        out.update({n: d[0] for n, d in f["t1_fields"].items()})
+        out = {n: read_field(d) for n, d in f["t0_fields"].items()}
+        out.update({n: read_field(d) for n, d in f["t1_fields"].items()})
     return out
 
 
@@ -476,6 +553,11 @@ def compute_stats(files: Iterable[str | os.PathLike], fields: Mapping[str, Mappi
     fields (u, v): ``rms = sqrt(mean(u^2 + v^2))`` and ``delta_rms`` of the one-step difference.
     Moments are combined with the pairwise update of Chan, Golub & LeVeque (1979).
 
+    Fields with a level axis (leveled files, module docstring) get one value PER LEVEL: each entry
+    is then a list of length L, in the file's level order (DATASETS.md §0.3: per-level
+    normalisation before the levels are folded into channels). Surface fields of a leveled file and
+    every field of a 2-D file keep single numbers.
+
     Parameters
     ----------
     files : iterable of paths
@@ -486,54 +568,74 @@ def compute_stats(files: Iterable[str | os.PathLike], fields: Mapping[str, Mappi
     Raises
     ------
     ValueError
-        If ``files`` is empty or the files use different grids.
+        If ``files`` is empty, or the files use different grids or levels.
     """
     files = list(files)
     if not files:
         raise ValueError("no files to compute statistics from: the train split is empty; generate more trajectories")
-    acc = {n: (_Moments(), _Moments()) for n, s in fields.items() if s["kind"] == "scalar"}
-    sq = {n: [0.0, 0.0, 0.0, 0.0] for n, s in fields.items() if s["kind"] == "vector"}  # sum w|x|^2, sum w, deltas
+    n_lev: dict[str, int | None] = {}  # None: no level axis
+    acc: dict[str, tuple[list, list]] = {}
+    sq: dict[str, list] = {}  # per level [sum w|x|^2, sum w, same for deltas]
     grid_key = None
     for path in files:
         with open_trajectory(path) as f:
             key = (int(f.attrs["nlat"]), int(f.attrs["nlon"]), str(f.attrs["grid"]))
+            levels = file_levels(f)
+            lkey = None if levels is None else tuple(levels.tolist())
             if grid_key is None:
-                grid_key = key
+                grid_key, level_key = key, lkey
                 w = SphereGrid(*key).weights.numpy()  # (nlat, 1)
             elif key != grid_key:
                 raise ValueError(f"{path} is on grid {key}, other files on {grid_key}: one dataset has one grid")
+            elif lkey != level_key:
+                raise ValueError(f"{path} has levels {lkey}, other files {level_key}: one dataset has one set of levels")
             T = f["dimensions"]["time"].shape[0]
-            for name, (m, dm) in acc.items():
-                d = f["t0_fields"][name]
+            for name, spec in fields.items():
+                vec = spec["kind"] == "vector"
+                d = f["t1_fields" if vec else "t0_fields"][name]
+                L = None if levels is None or is_surface(d) else d.shape[2]
+                if name not in n_lev:
+                    n_lev[name] = L
+                    n = 1 if L is None else L
+                    if vec:
+                        sq[name] = [[0.0, 0.0, 0.0, 0.0] for _ in range(n)]
+                    else:
+                        acc[name] = ([_Moments() for _ in range(n)], [_Moments() for _ in range(n)])
                 prev = None
                 for k in range(T):
-                    x = d[0, k].astype(np.float64)
-                    m.add(x, w)
-                    if prev is not None:
-                        dm.add(x - prev, w)
-                    prev = x
-            for name, s in sq.items():
-                d = f["t1_fields"][name]
-                prev = None
-                for k in range(T):
-                    x = d[0, k].astype(np.float64)
-                    s[0] += float((w * (x ** 2).sum(-1)).sum())
-                    s[1] += float(w.sum()) * x.shape[1]
-                    if prev is not None:
-                        s[2] += float((w * ((x - prev) ** 2).sum(-1)).sum())
-                        s[3] += float(w.sum()) * x.shape[1]
+                    x = read_field(d, k, k + 1)[0].astype(np.float64)
+                    xs = [x] if L is None else list(x)
+                    ps = None if prev is None else ([prev] if L is None else list(prev))
+                    if vec:
+                        for lev, xl in enumerate(xs):
+                            s = sq[name][lev]
+                            s[0] += float((w * (xl ** 2).sum(-1)).sum())
+                            s[1] += float(w.sum()) * xl.shape[1]
+                            if ps is not None:
+                                s[2] += float((w * ((xl - ps[lev]) ** 2).sum(-1)).sum())
+                                s[3] += float(w.sum()) * xl.shape[1]
+                    else:
+                        m, dm = acc[name]
+                        for lev, xl in enumerate(xs):
+                            m[lev].add(xl, w)
+                            if ps is not None:
+                                dm[lev].add(xl - ps[lev], w)
                     prev = x
     out = {}
     for name, spec in fields.items():
         if spec["kind"] == "scalar":
             m, dm = acc[name]
-            out[name] = {"kind": "scalar", "mean": m.mean, "std": m.std, "delta_mean": dm.mean if dm.w else float("nan"),
-                         "delta_std": dm.std}
+            vals = {"mean": [a.mean for a in m], "std": [a.std for a in m],
+                    "delta_mean": [a.mean if a.w else float("nan") for a in dm], "delta_std": [a.std for a in dm]}
+            entry = {"kind": "scalar"}
         else:
-            s = sq[name]
-            out[name] = {"kind": "vector", "rms": math.sqrt(s[0] / s[1]),
-                         "delta_rms": math.sqrt(s[2] / s[3]) if s[3] else float("nan")}
-    return {k: {kk: (float(vv) if isinstance(vv, float) else vv) for kk, vv in v.items()} for k, v in out.items()}
+            vals = {"rms": [math.sqrt(s[0] / s[1]) for s in sq[name]],
+                    "delta_rms": [math.sqrt(s[2] / s[3]) if s[3] else float("nan") for s in sq[name]]}
+            entry = {"kind": "vector"}
+        for k, v in vals.items():
+            entry[k] = float(v[0]) if n_lev[name] is None else [float(x) for x in v]
+        out[name] = entry
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- small files

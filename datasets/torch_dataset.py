@@ -12,6 +12,19 @@ Every model, Dandelion or baseline, sees the same channels (DESIGN.md §2, §6; 
   ``(x - mean) / std``, vectors by one scale, their RMS magnitude ``sqrt(mean(u^2 + v^2))``
   (no per-component mean, so the normalisation commutes with rotations of the sphere).
 
+Leveled datasets (``dataset.yaml`` ``levels``, e.g. ``held_suarez``) fold their levels into channels
+FIELD-MAJOR, each field's levels contiguous in the file's level order (DATASETS.md §0.5), after
+per-level normalisation (per-level ``stats.yaml`` lists, DATASETS.md §0.3). Per frame, with L levels:
+
+* scalar fields in ``dataset.yaml`` order: a level field gives L channels ``<name>_<level><units>``
+  (e.g. ``T_50hPa ... T_1000hPa``), a surface field one channel ``<name>`` (e.g. ``ps``);
+* then each vector field, COMPONENT-major: ``<name>_x_<level>`` for every level, then all ``_y``,
+  then all ``_z`` (3L channels; a surface vector field gives 3). Each level is divided by its own RMS
+  magnitude.
+
+``held_suarez`` (8 levels): ``T`` x 8, ``ps``, ``tracer`` x 8, ``velocity_x`` x 8, ``velocity_y`` x 8,
+``velocity_z`` x 8 = 41 channels. 2-D datasets are unchanged.
+
 :class:`ChannelLayout` does the lift and normalisation (``encode``) and its inverse
 (``decode``: de-normalise, then project the Cartesian vector back onto east/north, which also
 drops any radial component a model may predict). :class:`WindowDataset` reads the windows,
@@ -61,11 +74,15 @@ class ChannelLayout:
         ``std`` (> 0), vectors need ``rms`` (> 0).
     grid : the data grid.
     stats_source : name of the statistics' file, quoted in error messages.
+    levels : optional, ``dataset.yaml``'s ``levels`` entry ``{"values": [...], "units": "hPa",
+        "fields": [level field names]}`` of a leveled dataset (module docstring); the level fields'
+        statistics are then lists of length L (one value per level).
 
     Attributes
     ----------
     channels : list[str], e.g. ``["h", "velocity_x", "velocity_y", "velocity_z"]`` (length C).
     scalars, vectors : the field names of each kind, in channel order.
+    n_levels : dict name -> L for level fields, 0 for 2-D and surface fields.
 
     Raises
     ------
@@ -75,7 +92,7 @@ class ChannelLayout:
         or if a field kind is unknown.
     """
 
-    def __init__(self, fields: Mapping, stats: Mapping, grid: SphereGrid, stats_source: str = "stats.yaml"):
+    def __init__(self, fields: Mapping, stats: Mapping, grid: SphereGrid, stats_source: str = "stats.yaml", levels: Mapping | None = None):
         self.grid = grid
         self.stats_source = str(stats_source)
         kinds = {}
@@ -88,7 +105,24 @@ class ChannelLayout:
             raise ValueError("no fields given: a dataset needs at least one scalar or vector field")
         self.scalars = [n for n, k in kinds.items() if k == "scalar"]
         self.vectors = [n for n, k in kinds.items() if k == "vector"]
-        self.channels = list(self.scalars) + [f"{n}_{c}" for n in self.vectors for c in "xyz"]
+        self.levels = None
+        self.n_levels = {n: 0 for n in kinds}
+        if levels is not None:
+            values = [float(v) for v in levels.get("values", [])]
+            level_fields = [str(n) for n in levels.get("fields", [])]
+            unknown = [n for n in level_fields if n not in kinds]
+            if not values or unknown:
+                raise ValueError(f"levels {dict(levels)} must list non-empty 'values' and 'fields' among {list(kinds)}: "
+                                 "pass dataset.yaml's 'levels' entry")
+            self.levels = {"values": values, "units": str(levels.get("units", "")), "fields": level_fields}
+            for n in level_fields:
+                self.n_levels[n] = len(values)
+        tag = [f"{v:g}{self.levels['units']}" for v in self.levels["values"]] if self.levels else []
+        self.channels = []
+        for n in self.scalars:
+            self.channels += [f"{n}_{t}" for t in tag] if self.n_levels[n] else [n]
+        for n in self.vectors:
+            self.channels += [f"{n}_{c}_{t}" for c in "xyz" for t in tag] if self.n_levels[n] else [f"{n}_{c}" for c in "xyz"]
         self.stats = {}
         for name, kind in kinds.items():
             entry = stats.get(name) if isinstance(stats, Mapping) else None
@@ -98,13 +132,25 @@ class ChannelLayout:
                 raise ValueError(f"statistics {self.stats_source} give field {name!r} kind {entry.get('kind')!r} but the data have {kind!r}: {_REGENERATE}")
             keys = _SCALAR_KEYS if kind == "scalar" else _VECTOR_KEYS
             clean = {"kind": kind}
+            L = self.n_levels[name]
             for key in keys:
                 if key not in entry:
                     raise ValueError(f"statistics {self.stats_source} lack {key!r} for field {name!r}: {_REGENERATE}")
-                value = float(entry[key])
-                if not math.isfinite(value) or (key != "mean" and value <= 0.0):
-                    raise ValueError(f"statistics {self.stats_source}: {key}={value} for field {name!r} is not finite and positive: {_REGENERATE}")
-                clean[key] = value
+                raw = entry[key]
+                if L:
+                    if not isinstance(raw, (list, tuple)) or len(raw) != L:
+                        raise ValueError(f"statistics {self.stats_source}: {key} of level field {name!r} must be a list of {L} "
+                                         f"values (one per level), got {raw!r}: {_REGENERATE}")
+                    values = [float(v) for v in raw]
+                else:
+                    if isinstance(raw, (list, tuple)):
+                        raise ValueError(f"statistics {self.stats_source}: {key} of field {name!r} is a list but the field has no "
+                                         f"level axis: {_REGENERATE}")
+                    values = [float(raw)]
+                for value in values:
+                    if not math.isfinite(value) or (key != "mean" and value <= 0.0):
+                        raise ValueError(f"statistics {self.stats_source}: {key}={value} for field {name!r} is not finite and positive: {_REGENERATE}")
+                clean[key] = values if L else values[0]
             self.stats[name] = clean
         self._basis_cache: dict = {}
 
@@ -120,14 +166,18 @@ class ChannelLayout:
         return {**{n: "scalar" for n in self.scalars}, **{n: "vector" for n in self.vectors}}
 
     def to_dict(self) -> dict:
-        """Plain types (for checkpoints): fields, statistics and grid."""
-        return {"fields": self.fields, "stats": {k: dict(v) for k, v in self.stats.items()}, "grid": self.grid.to_dict()}
+        """Plain types (for checkpoints): fields, statistics and grid (and ``levels`` for leveled data)."""
+        d = {"fields": self.fields, "stats": {k: dict(v) for k, v in self.stats.items()}, "grid": self.grid.to_dict()}
+        if self.levels is not None:
+            d["levels"] = {k: (list(v) if isinstance(v, list) else v) for k, v in self.levels.items()}
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "ChannelLayout":
         """Inverse of :meth:`to_dict`."""
         g = d["grid"]
-        return cls(d["fields"], d["stats"], SphereGrid(int(g["nlat"]), int(g["nlon"]), str(g["grid"])), stats_source="checkpoint")
+        return cls(d["fields"], d["stats"], SphereGrid(int(g["nlat"]), int(g["nlon"]), str(g["grid"])), stats_source="checkpoint",
+                   levels=d.get("levels"))
 
     def __repr__(self):
         return f"ChannelLayout(channels={self.channels}, grid={self.grid.to_dict()})"
@@ -140,13 +190,25 @@ class ChannelLayout:
         return self._basis_cache[key]
 
     def _scaled_basis(self, name: str, dtype, device):
-        """``east / rms``, ``north / rms`` of vector field ``name``, made once per dtype and device (encode's hot path)."""
+        """``east / rms``, ``north / rms`` of vector field ``name``, made once per dtype and device (encode's hot path);
+        ``(3, L, nlat, nlon)`` (one RMS per level) for a level field, ``(3, nlat, nlon)`` otherwise."""
         key = (name, dtype, str(device))
         if key not in self._basis_cache:
             east, north = self._basis(dtype, device)
             rms = self.stats[name]["rms"]
-            self._basis_cache[key] = (east / rms, north / rms)
+            if self.n_levels[name]:
+                r = torch.tensor(rms, dtype=torch.float64).to(device=device, dtype=dtype)[:, None, None]
+                self._basis_cache[key] = (east[:, None] / r, north[:, None] / r)
+            else:
+                self._basis_cache[key] = (east / rms, north / rms)
         return self._basis_cache[key]
+
+    def _level_stat(self, name: str, key: str, dtype, device) -> torch.Tensor:
+        """Per-level statistic ``key`` of level field ``name`` as a ``(L, 1, 1)`` tensor."""
+        ck = (name, key, dtype, str(device))
+        if ck not in self._basis_cache:
+            self._basis_cache[ck] = torch.tensor(self.stats[name][key], dtype=torch.float64).to(device=device, dtype=dtype)[:, None, None]
+        return self._basis_cache[ck]
 
     def lift(self, uv: torch.Tensor) -> torch.Tensor:
         """Cartesian components of a tangent vector field.
@@ -170,7 +232,8 @@ class ChannelLayout:
         """Lift and normalise: fields -> ``(..., T, C, nlat, nlon)``.
 
         ``fields[name]`` is ``(..., T, nlat, nlon)`` for scalars and ``(..., T, nlat, nlon, 2)``
-        (u east, v north) for vectors, in the units of the data, all with the same leading shape.
+        (u east, v north) for vectors, in the units of the data, all with the same leading shape;
+        level fields carry a level axis before the grid: ``(..., T, L, nlat, nlon[, 2])``.
         The result has the promoted floating dtype of the inputs (float64 input gives float64).
 
         Raises
@@ -183,6 +246,7 @@ class ChannelLayout:
             if name not in fields:
                 raise KeyError(f"field {name!r} missing from the input: expected {list(self.fields)}")
             x = torch.as_tensor(fields[name])
+            L = self.n_levels[name]
             if kind == "vector":
                 if x.ndim < 3 or x.shape[-1] != 2:
                     raise ValueError(f"vector field {name!r} must end in 2 components (u, v), got shape {tuple(x.shape)}")
@@ -191,6 +255,11 @@ class ChannelLayout:
             else:
                 self.grid.check_shape(x)
                 shape = tuple(x.shape[:-2])
+            if L:
+                if len(shape) < 1 or shape[-1] != L:
+                    raise ValueError(f"level field {name!r} has shape {tuple(x.shape)}: expected {L} levels before the grid axes "
+                                     f"(..., T, {L}, nlat, nlon{', 2' if kind == 'vector' else ''})")
+                shape = shape[:-1]
             if lead is not None and shape != lead:
                 raise ValueError(f"field {name!r} has leading shape {shape}, other fields {lead}: pass the same frames of every field")
             lead = shape
@@ -203,17 +272,30 @@ class ChannelLayout:
                 dtype = torch.promote_types(dtype, d)
         device = next(iter(tensors.values())).device
         out = torch.empty(lead + (self.n_channels,) + self.grid.shape, dtype=dtype, device=device)
-        for i, name in enumerate(self.scalars):
-            st = self.stats[name]
-            out[..., i, :, :] = (tensors[name].to(dtype) - st["mean"]) / st["std"]
-        c = len(self.scalars)
+        c = 0
+        for name in self.scalars:
+            st, L = self.stats[name], self.n_levels[name]
+            if L:
+                mean, std = self._level_stat(name, "mean", dtype, device), self._level_stat(name, "std", dtype, device)
+                out[..., c : c + L, :, :] = (tensors[name].to(dtype) - mean) / std
+                c += L
+            else:
+                out[..., c, :, :] = (tensors[name].to(dtype) - st["mean"]) / st["std"]
+                c += 1
         for name in self.vectors:
             uv = tensors[name].to(dtype)
+            L = self.n_levels[name]
             east, north = self._scaled_basis(name, dtype, device)
-            o = out[..., c : c + 3, :, :]
-            torch.mul(uv[..., 0].unsqueeze(-3), east, out=o)  # written in place: no (T, 3, nlat, nlon) temporaries
-            o.addcmul_(uv[..., 1].unsqueeze(-3), north)
-            c += 3
+            if L:  # (..., T, 3L, nlat, nlon) viewed as (..., T, 3, L, nlat, nlon): component-major
+                o = out[..., c : c + 3 * L, :, :].unflatten(-3, (3, L))
+                torch.mul(uv[..., 0].unsqueeze(-4), east, out=o)
+                o.addcmul_(uv[..., 1].unsqueeze(-4), north)
+                c += 3 * L
+            else:
+                o = out[..., c : c + 3, :, :]
+                torch.mul(uv[..., 0].unsqueeze(-3), east, out=o)  # written in place: no (T, 3, nlat, nlon) temporaries
+                o.addcmul_(uv[..., 1].unsqueeze(-3), north)
+                c += 3
         return out
 
     def decode(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -224,13 +306,26 @@ class ChannelLayout:
         if x.shape[-3] != self.n_channels:
             raise ValueError(f"tensor of shape {tuple(x.shape)} has {x.shape[-3]} channels at dim -3; the layout has {self.n_channels}: {self.channels}")
         out = {}
-        for i, name in enumerate(self.scalars):
-            s = self.stats[name]
-            out[name] = x[..., i, :, :] * s["std"] + s["mean"]
-        c = len(self.scalars)
+        c = 0
+        for name in self.scalars:
+            s, L = self.stats[name], self.n_levels[name]
+            if L:
+                mean, std = self._level_stat(name, "mean", x.dtype, x.device), self._level_stat(name, "std", x.dtype, x.device)
+                out[name] = x[..., c : c + L, :, :] * std + mean
+                c += L
+            else:
+                out[name] = x[..., c, :, :] * s["std"] + s["mean"]
+                c += 1
         for name in self.vectors:
-            out[name] = self.project(x[..., c : c + 3, :, :] * self.stats[name]["rms"])
-            c += 3
+            L = self.n_levels[name]
+            if L:  # (..., 3, L, nlat, nlon) -> (..., L, 3, nlat, nlon) -> (..., L, nlat, nlon, 2)
+                rms = self._level_stat(name, "rms", x.dtype, x.device)
+                xyz = (x[..., c : c + 3 * L, :, :].unflatten(-3, (3, L)) * rms).movedim(-4, -3)
+                out[name] = self.project(xyz)
+                c += 3 * L
+            else:
+                out[name] = self.project(x[..., c : c + 3, :, :] * self.stats[name]["rms"])
+                c += 3
         return out
 
 
@@ -285,7 +380,9 @@ class WindowDataset(torch.utils.data.Dataset):
         self.metadata = storage.load_metadata(self.path)
         self.stats = storage.load_stats(self.path)
         self.grid = SphereGrid(int(self.metadata["nlat"]), int(self.metadata["nlon"]), str(self.metadata["grid"]))
-        self.layout = ChannelLayout(self.metadata["fields"], self.stats, self.grid, stats_source=str(self.path / "stats.yaml"))
+        self.levels = self.metadata.get("levels")  # None for 2-D datasets
+        self.layout = ChannelLayout(self.metadata["fields"], self.stats, self.grid, stats_source=str(self.path / "stats.yaml"),
+                                    levels=self.levels)
         self._lat_deg = np.degrees(self.grid.lat.numpy())
         self.files = [Path(f) for f in storage.list_split(self.path, self.split)]
         if not self.files:
@@ -365,10 +462,12 @@ class WindowDataset(torch.utils.data.Dataset):
         return f, int(index - self._offsets[f]) * self.stride
 
     def read_frames(self, file_index: int, start: int, stop: int) -> dict[str, np.ndarray]:
-        """Raw fields of frames ``start:stop`` of one file: scalars (T, nlat, nlon), vectors (T, nlat, nlon, 2)."""
+        """Raw fields of frames ``start:stop`` of one file: scalars (T, nlat, nlon), vectors (T, nlat, nlon, 2);
+        level fields (T, L, nlat, nlon[, 2]); surface fields of a leveled file squeezed (T, nlat, nlon[, 2])."""
+        read_field = _storage().read_field
         h = self._handle(file_index)
-        out = {n: h["t0_fields"][n][0, start:stop] for n in self.layout.scalars}
-        out.update({n: h["t1_fields"][n][0, start:stop] for n in self.layout.vectors})
+        out = {n: read_field(h["t0_fields"][n], start, stop) for n in self.layout.scalars}
+        out.update({n: read_field(h["t1_fields"][n], start, stop) for n in self.layout.vectors})
         return out
 
     def times(self, file_index: int) -> np.ndarray:

@@ -11,7 +11,11 @@ Checks, each problem reported as one line naming the file:
   nlon, lmax, frames, fields, units, trajectory id), holds the parameters that the scenario
   regenerates for its trajectory id, and decodes to finite float32 values;
 * no temporary leftovers or unlisted trajectory files lie in the split folders;
-* ``stats.yaml`` has finite entries for every field.
+* ``stats.yaml`` has finite entries for every field (one per level, lists of length L, for the
+  level fields of a leveled dataset);
+* in a leveled dataset (``dataset.yaml`` ``levels``), each file's ``dimensions/level`` equals the
+  listed values and exactly the listed level fields carry the level axis (the others are surface
+  fields with a size-1 level axis).
 
 Exit status 0 when the folder is sound, 1 otherwise.
 """
@@ -27,6 +31,8 @@ from pathlib import Path
 from .storage import (
     SPLITS,
     CorruptFileError,
+    file_levels,
+    is_surface,
     load_metadata,
     load_stats,
     open_trajectory,
@@ -108,18 +114,32 @@ def verify(path, *, check_data: bool = True) -> list[str]:
         for name, spec in fields.items():
             entry = stats.get(name)
             keys = ("mean", "std", "delta_mean", "delta_std") if spec.get("kind") == "scalar" else ("rms", "delta_rms")
-            if not isinstance(entry, dict) or any(not _finite(entry.get(k)) for k in keys):
-                problems.append(f"{root / 'stats.yaml'}: entry for field {name!r} missing or not finite")
+            n_lev = _n_levels(meta, name)
+            if not isinstance(entry, dict) or any(not _finite(entry.get(k), n_lev) for k in keys):
+                what = f"per-level lists of length {n_lev}" if n_lev else "single numbers"
+                problems.append(f"{root / 'stats.yaml'}: entry for field {name!r} missing or not finite (expected {what}); "
+                                "rerun the dandelion-generate command to rewrite it")
     except (FileNotFoundError, CorruptFileError, ValueError) as e:
         problems.append(f"{root / 'stats.yaml'}: {e}")
     return problems
 
 
-def _finite(x) -> bool:
+def _finite(x, n_levels: int | None = None) -> bool:
+    """``x`` is a finite number (``n_levels`` None) or a list of ``n_levels`` finite numbers."""
+    if n_levels is not None:
+        return isinstance(x, (list, tuple)) and len(x) == n_levels and all(_finite(v) for v in x)
     try:
         return math.isfinite(float(x))
     except (TypeError, ValueError):
         return False
+
+
+def _n_levels(meta: dict, name: str) -> int | None:
+    """Number of levels of field ``name`` in a leveled dataset, None for 2-D and surface fields."""
+    lv = meta.get("levels")
+    if not isinstance(lv, dict) or name not in lv.get("fields", []):
+        return None
+    return len(lv.get("values", []))
 
 
 def _scenario(meta: dict):
@@ -154,12 +174,30 @@ def _check_file(p: Path, tid: int, meta: dict, fields: dict, check_data: bool = 
         T = f["dimensions"]["time"].shape[0]
         if "n_frames" in meta and T != int(meta["n_frames"]):
             out.append(f"{p}: {T} frames, dataset.yaml says {meta['n_frames']}")
+        lv = meta.get("levels") if isinstance(meta.get("levels"), dict) else None
+        levels = file_levels(f)
+        if lv is None and levels is not None:
+            out.append(f"{p}: has dimensions/level but dataset.yaml lists no levels")
+        elif lv is not None:
+            want = [float(x) for x in lv.get("values", [])]
+            if levels is None:
+                out.append(f"{p}: lacks dimensions/level; dataset.yaml lists levels {want}")
+            elif levels.tolist() != want:
+                out.append(f"{p}: dimensions/level {levels.tolist()} differ from dataset.yaml's {want}")
+            elif "units" in lv and str(f["dimensions"]["level"].attrs.get("units")) != str(lv["units"]):
+                out.append(f"{p}: dimensions/level units {f['dimensions']['level'].attrs.get('units')!r}, dataset.yaml says {lv['units']!r}")
         for name, spec in fields.items():
             group = "t0_fields" if spec.get("kind") == "scalar" else "t1_fields"
             if name not in f[group]:
                 out.append(f"{p}: missing {group}/{name}")
-            elif str(f[group][name].attrs["units"]) != str(spec.get("units")):
+                continue
+            if str(f[group][name].attrs["units"]) != str(spec.get("units")):
                 out.append(f"{p}: {group}/{name} units {f[group][name].attrs['units']!r}, dataset.yaml says {spec.get('units')!r}")
+            if lv is not None and levels is not None:
+                leveled = name in lv.get("fields", [])
+                if leveled == is_surface(f[group][name]):
+                    out.append(f"{p}: {group}/{name} is stored as a {'surface' if leveled else 'level'} field, "
+                               f"dataset.yaml lists it {'among' if leveled else 'outside'} the level fields {list(lv.get('fields', []))}")
     return out
 
 
