@@ -357,6 +357,35 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
     return record
 
 
+def persistence_reference(cfg, key: str) -> dict:
+    """Scores of persistence (the last input frame as every forecast) on the test split of dataset
+    ``key`` with the scale's evaluation settings, written to ``results_dir/<key>/persistence.json``
+    (a reference line of the leaderboard; no training). Returns the record."""
+    import torch
+
+    from dandelion import api
+    from dandelion.benchmarks.rollout import evaluate
+
+    e = cfg.scale.evaluation
+    data = api.open_dataset(ensure_dataset(cfg, key), e.get("split", "test"))
+    n_channels = data.layout.n_channels
+
+    class Persistence(torch.nn.Module):
+        def forward(self, x):
+            return x[:, -n_channels:]
+
+    model = api.Forecaster(Persistence(), data.layout, int(cfg.scale.trainer.n_in), name="persistence")
+    res = evaluate(model, data, n_steps=int(e.n_steps), init_stride=int(e.get("init_stride", 1)), max_inits=e.get("max_inits"),
+                   batch_size=int(e.get("batch_size", 8)), spectra_leads=[], sample=False)["results"]
+    n20 = next(k for k in res["summary"] if k.startswith("mean_1_"))
+    rec = {"schema": "dandelion-benchmark-reference/1", "model": "persistence", "dataset_key": key, "n_forecasts": res["n_forecasts"],
+           "next_step": {m: res["summary"]["next_step"][m] for m in ("vrmse", "vrmse_well")},
+           "rollout_mean": {m: res["summary"][n20][m] for m in ("vrmse", "vrmse_well")},
+           "curves": {m: res["metrics"][m] for m in ("vrmse", "vrmse_well")}}
+    write_json_atomic(Path(cfg.scale.results_dir) / key / "persistence.json", rec)
+    return rec
+
+
 def _benchmark_command(cfg) -> str:
     return "dandelion-benchmark " + " ".join(shlex.quote(a) for a in (cfg.get("_argv") or [f"scale={cfg.scale.name}"]))
 
@@ -377,6 +406,9 @@ def benchmark(cfg) -> dict:
         if cfg.get("dry_run"):
             print(f"  {c['dataset']:<28} {c['model']:<10} seed {c['seed']}: {state} ({c['path']})")
             continue
+        ref = Path(cfg.scale.results_dir) / c["dataset"] / "persistence.json"
+        if not ref.exists():
+            persistence_reference(cfg, c["dataset"])
         if c["finished"]:
             skipped += 1
             continue

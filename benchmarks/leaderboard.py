@@ -112,6 +112,10 @@ def _table(agg: dict, metric: str, datasets: list[str], models: list[str]) -> li
             head.append(f"{d} {label}")
             cols.append((d, part))
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * len(cols)) + "|"]
+    refs = {d: agg[d][next(iter(agg[d]))].get("reference") for d in datasets}
+    if any(refs.values()):  # persistence: a reference line, never bold
+        lines.append("| *persistence (reference)* | " + " | ".join(
+            f"*{refs[d][part][metric]['mean']:.4f}*" if refs[d] else "–" for d, part in cols) + " |")
     best = {}
     for d, part in cols:
         best[(d, part)] = bold_best({m: agg[d][m][part][metric]["mean"]["mean"] for m in models if m in agg[d]})
@@ -139,9 +143,14 @@ def _field_table(agg: dict, d: str, models: list[str], metric: str = "vrmse") ->
     return lines
 
 
-def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, report_command: str | None = None) -> str:
-    """The ``leaderboard.md`` text for the cells of one scale (see the module docstring)."""
+def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, report_command: str | None = None,
+                    references: dict | None = None) -> str:
+    """The ``leaderboard.md`` text for the cells of one scale (see the module docstring); ``references``:
+    dataset key -> persistence record (a reference line in the tables)."""
     agg = aggregate(cells)
+    for d, ref in (references or {}).items():
+        for e in agg.get(d, {}).values():
+            e["reference"] = ref
     datasets = sorted(agg, key=lambda d: (agg[d][next(iter(agg[d]))]["dataset"], agg[d][next(iter(agg[d]))]["nlat"], d))
     models = []
     for c in cells:
@@ -162,6 +171,9 @@ def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, re
     if reduced:
         L.append(f"Reduced datasets (solver band limit below the dataset card's; few short trajectories): {', '.join(reduced)}. "
                  "They benchmark the models at small size; they are not the paper's numbers.")
+        L.append("")
+    if references:
+        L.append("*persistence (reference)*: the last input frame as every forecast (no training), same forecasts and metrics.")
         L.append("")
     L += ["## VRMSE, area-weighted (quadrature weights)", ""] + _table(agg, "vrmse", datasets, models) + [""]
     L += ["## VRMSE, unweighted (the Well's definition)", ""] + _table(agg, "vrmse_well", datasets, models) + [""]
@@ -310,6 +322,8 @@ def leaderboard(cfg) -> dict:
     results_dir = Path(str(results_dir))
     cells = load_cells(results_dir)
     agg = aggregate(cells)
+    references = {d: json.loads((results_dir / d / "persistence.json").read_text()) for d in agg
+                  if (results_dir / d / "persistence.json").exists()}  # written by dandelion-benchmark
     plots = {}
     if cfg.get("plots", True):
         for d, models in agg.items():
@@ -319,7 +333,7 @@ def leaderboard(cfg) -> dict:
             if p is not None:
                 plots[f"error_vs_resolution_{fam}"] = str(p)
     cmd = cfg.get("_command") or f"dandelion-report target=leaderboard scale={scale}"
-    md = render_markdown(cells, scale, plots=plots, report_command=cmd)
+    md = render_markdown(cells, scale, plots=plots, report_command=cmd, references=references)
     if (results_dir / "NOTES.md").exists():  # a hand-written discussion of the numbers, kept beside the table
         md = md.replace("\n## VRMSE, area-weighted", "\nDiscussion of these numbers: [NOTES.md](NOTES.md).\n\n## VRMSE, area-weighted", 1)
     out = results_dir / "leaderboard.md"
