@@ -253,6 +253,8 @@ class Forecast:
     init_time : (n_init,) its time; lead_time : (n_steps,) ``k * dt_frame``; both in ``time_units``
         (``"s"`` or ``"nondimensional"``).
     grid : SphereGrid; fields_meta : ``dataset.yaml`` ``fields``; model : name; attrs : provenance.
+    levels : (n_level,) level values (hPa) of a leveled dataset, or None; its level fields are then
+        ``(n_traj, n_init, n_steps, n_level, nlat, nlon[, 2])`` and its surface fields have no level axis.
     """
 
     fields: dict
@@ -266,6 +268,7 @@ class Forecast:
     fields_meta: dict
     model: str = "model"
     attrs: dict = field(default_factory=dict)
+    levels: np.ndarray | None = None
 
 
 def rollout(model: Forecaster, dataset, n_steps: int, init_stride: int = 1, max_inits: int | None = None, trajectories=None,
@@ -320,6 +323,7 @@ def collect_forecast(batches, model, dataset, n_steps: int, keep_truth: bool = T
         time_units=time_units, grid=dataset.grid, fields_meta=dict(meta["fields"]), model=getattr(model, "name", "model"),
         attrs={"dataset": str(meta.get("name", "")), "dataset_path": str(dataset.path), "split": dataset.split,
                "model": getattr(model, "name", "model"), "checkpoint": str(getattr(model, "checkpoint", "") or "")},
+        levels=None if not meta.get("levels") else np.asarray(meta["levels"]["values"], dtype=np.float64),
     )
 
 
@@ -332,6 +336,7 @@ def to_xarray(forecast: Forecast, include_truth: bool = False):
     return forecasts_to_xarray(
         forecast.fields, grid=forecast.grid, fields=forecast.fields_meta, init_time=forecast.init_time, lead_time=forecast.lead_time,
         time_units=forecast.time_units, trajectory=forecast.trajectory, truth=forecast.truth if include_truth else None, attrs=forecast.attrs,
+        levels=getattr(forecast, "levels", None),
     )
 
 
