@@ -42,10 +42,29 @@ METRICS = ("rmse", "vrmse", "vrmse_well", "acc")
 
 
 def _climatology(dataset) -> dict:
-    """Train-split mean per scalar field (stats.yaml); vectors 0 (no per-component mean is stored)."""
+    """Train-split mean per scalar field (stats.yaml; a list per level for level fields); vectors 0
+    (no per-component mean is stored)."""
     out = {}
     for name, kind in dataset.layout.fields.items():
-        out[name] = float(dataset.stats[name]["mean"]) if kind == "scalar" else 0.0
+        m = dataset.stats[name]["mean"] if kind == "scalar" else 0.0
+        out[name] = [float(x) for x in m] if isinstance(m, (list, tuple)) else float(m)
+    return out
+
+
+def _level_tags(dataset) -> list[str]:
+    """``["50hPa", ...]`` for a leveled dataset (dataset.yaml ``levels``), [] for 2-D data."""
+    lv = dataset.metadata.get("levels")
+    return [f"{float(v):g}{lv.get('units', '')}" for v in lv["values"]] if lv else []
+
+
+def _split_levels(d: dict, tags: list[str], level_dim: int, ndim_2d: int) -> dict:
+    """Entries with a level axis (``ndim_2d + 1`` dims, level at ``level_dim``) become ``<var>_<level>`` entries."""
+    out = {}
+    for var, v in d.items():
+        if tags and v.ndim == ndim_2d + 1:
+            out.update({f"{var}_{t}": v.select(level_dim, i) for i, t in enumerate(tags)})
+        else:
+            out[var] = v
     return out
 
 
@@ -71,15 +90,18 @@ def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=
 
     grid = dataset.grid
     clim = _climatology(dataset)
+    tags = _level_tags(dataset)  # leveled data: metrics and spectra per level, as <var>_<level> (e.g. T_850hPa, u_850hPa)
     spectra_leads = [int(k) for k in spectra_leads if 1 <= int(k) <= n_steps]
     sums: dict = {m: {} for m in METRICS}
     spec_sums: dict = {"pred": {}, "true": {}}
     count = 0
     kept, first = [], None
     for b in api.iter_rollout(model, dataset, n_steps, init_stride, max_inits, trajectories, max_trajectories, batch_size, progress):
-        out = M.field_metrics(b["pred"], b["true"], grid, climatology=clim)
+        dev = next(iter(b["pred"].values())).device
+        clim_b = {k: torch.tensor(v, dtype=torch.float64, device=dev)[:, None, None] if isinstance(v, list) else v for k, v in clim.items()}
+        out = M.field_metrics(b["pred"], b["true"], grid, climatology=clim_b)
         for m in METRICS:
-            for var, v in out[m].items():  # v: (b, n_steps)
+            for var, v in _split_levels(out[m], tags, -1, 2).items():  # v: (b, n_steps)
                 sums[m][var] = sums[m].get(var, 0.0) + v.sum(0).cpu().double()
         count += len(b["init"])
         if spectra_leads:
@@ -88,8 +110,9 @@ def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=
                 for name, f in b[which].items():
                     f = f[:, leads].double()
                     parts = {name: f} if f.shape[-2:] == grid.shape else dict(zip(M.variable_names(name, "vector"), f.unbind(-1)))
-                    for var, g in parts.items():
-                        spec_sums[which][var] = spec_sums[which].get(var, 0.0) + M.power_spectrum(g, grid).sum(0).cpu()
+                    spectra = _split_levels({var: M.power_spectrum(g, grid) for var, g in parts.items()}, tags, -2, 3)
+                    for var, sp in spectra.items():
+                        spec_sums[which][var] = spec_sums[which].get(var, 0.0) + sp.sum(0).cpu()
         if keep_forecasts:
             kept.append({**b, "pred": {k: v.cpu() for k, v in b["pred"].items()}, "true": {k: v.cpu() for k, v in b["true"].items()}})
         if sample and first is None:
@@ -115,6 +138,7 @@ def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=
             units[var] = str(fm.get("units", ""))
         if fm.get("kind") == "vector":
             units[name] = str(fm.get("units", ""))
+    units.update({f"{var}_{t}": u for var, u in list(units.items()) for t in tags})
     results = {
         "model": getattr(model, "name", "model"),
         "checkpoint": str(getattr(model, "checkpoint", "") or ""),

@@ -143,7 +143,7 @@ def load_model(checkpoint, device="cpu", dataset=None, allow_resolution_change: 
                     "use data on the training grid, or pass allow_resolution_change=true for a model whose weights do not depend on the resolution"
                 )
         model = model_from_checkpoint(ckpt, nlat=want["nlat"], nlon=want["nlon"], grid=want["grid"], allow_resolution_change=allow_resolution_change)
-        layout = ChannelLayout(layout.fields, layout.stats, dataset.grid, stats_source=f"checkpoint {checkpoint}")
+        layout = ChannelLayout(layout.fields, layout.stats, dataset.grid, stats_source=f"checkpoint {checkpoint}", levels=layout.levels)
     else:
         model = model_from_checkpoint(ckpt)
     spec = ckpt.get("extra", {}).get("model_spec", {})

@@ -2,6 +2,8 @@
 per-level area-weighted statistics against hand-derived values, verify, the channel fold of the torch
 pipeline (encode/decode), CF export with a level coordinate, and one real held_suarez generation."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -167,4 +169,23 @@ def test_held_suarez_generate_smallest_passes_verify(tmp_path):
     assert ds.layout.n_channels == 5 * P + 1  # T x P, ps, tracer x P, velocity_x/y/z x P
     item = ds[0]
     assert item["x"].shape == (ds.layout.n_channels, 16, 32) and torch.isfinite(item["x"]).all()
+    ds.close()
+
+
+def test_rollout_metrics_per_level(leveled):
+    from dandelion.benchmarks.rollout import evaluate
+
+    ds = api.open_dataset(leveled, "test", n_in=2)
+    model = api.Forecaster(_Persistence(ds.layout.n_channels), ds.layout, n_in=2, name="persistence")
+    res = evaluate(model, ds, n_steps=2, spectra_leads=(1,), sample=False)["results"]
+    rmse = res["metrics"]["rmse"]
+    for lev, p in enumerate(tl.LEVELS):
+        tag = f"{p:g}hPa"
+        # persistence error after k frames: k (C_l + D_l z), area RMS k sqrt(C_l^2 + D_l^2 / 3)
+        want = [k * math.sqrt(tl.C[lev] ** 2 + tl.D[lev] ** 2 / 3.0) for k in (1, 2)]
+        np.testing.assert_allclose(rmse[f"T_{tag}"], want, rtol=1e-4)
+        # wind: u error k DW cos(lat), area RMS k DW sqrt(2/3); v stays 0
+        np.testing.assert_allclose(rmse[f"u_{tag}"], [k * tl.DW * math.sqrt(2 / 3) for k in (1, 2)], rtol=1e-4)
+        assert res["units"][f"T_{tag}"] == "K" and f"u_{tag}" in res["spectra"]["pred"]
+    assert "ps" in rmse and "T" not in rmse
     ds.close()
