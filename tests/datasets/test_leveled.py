@@ -189,3 +189,23 @@ def test_rollout_metrics_per_level(leveled):
         assert res["units"][f"T_{tag}"] == "K" and f"u_{tag}" in res["spectra"]["pred"]
     assert "ps" in rmse and "T" not in rmse
     ds.close()
+
+
+def test_train_checkpoint_keeps_levels(leveled, tmp_path):
+    import tiny_model  # noqa: F401  (registers "_pointwise_test")
+    from hydra import compose, initialize_config_module
+
+    from dandelion.benchmarks.checkpoint import layout_from_checkpoint, load_checkpoint
+    from dandelion.benchmarks.train import train
+
+    with initialize_config_module(config_module="dandelion.configs", version_base="1.3"):
+        cfg = compose("train", overrides=[f"dataset.path={leveled}", f"run_dir={tmp_path / 'run'}", "model.name=_pointwise_test",
+                                          "model.preset=tiny", "trainer=quick", "device=cpu", "trainer.progress=false"])
+    result = train(cfg)
+    layout = layout_from_checkpoint(load_checkpoint(result["last"]))
+    ds = api.open_dataset(leveled, "test")
+    assert layout.channels == ds.layout.channels and layout.levels["values"] == tl.LEVELS
+    fc = api.rollout(api.load_model(result["last"], dataset=ds), ds, n_steps=1)
+    assert fc.fields["T"].shape[-3:] == (L, 9, 16) and fc.fields["ps"].shape[-2:] == (9, 16)
+    assert api.to_xarray(fc)["T"].dims[-3:] == ("level", "lat", "lon")
+    ds.close()
