@@ -153,12 +153,18 @@ def test_export_has_level_coordinate(leveled, tmp_path):
 
 
 def test_held_suarez_generate_smallest_passes_verify(tmp_path):
+    from hydra import compose, initialize_config_module
+
     from dandelion.datasets.generate import generate
     from dandelion.solvers.held_suarez import PRESSURE_LEVELS_HPA
 
-    d = dict(name="held_suarez", path=str(tmp_path / "hs"), nlat=16, nlon=32, lmax=10, n_levels=4, n_frames=3,
-             spinup_days=0.25, frame_hours=6.0, n_trajectories=2)
-    root = generate({"dataset": d, "device": "cpu", "batch_size": 2, "progress": False})
+    # dandelion-generate dataset=held_suarez at the smallest settings: T9 (lmax 10), 4 sigma levels, 6 h spin-up
+    with initialize_config_module(config_module="dandelion.configs", version_base="1.3"):
+        cfg = compose(config_name="generate", overrides=[
+            "dataset=held_suarez", f"dataset.path={tmp_path / 'hs'}", "dataset.nlat=16", "dataset.nlon=32", "dataset.lmax=10",
+            "dataset.n_levels=4", "dataset.n_frames=3", "dataset.spinup_days=0.25", "dataset.n_trajectories=2",
+            "batch_size=2", "progress=false"])
+    root = generate(cfg)
     assert verify(root) == []
     meta, stats = storage.load_metadata(root), storage.load_stats(root)
     P = len(PRESSURE_LEVELS_HPA)
