@@ -41,11 +41,11 @@ def _save(fig, path) -> Path:
 def _lead_label(lead) -> str:
     if isinstance(lead, np.timedelta64):
         hours = lead / np.timedelta64(1, "h")
-        return f"+{hours:g} h" if hours < 48 else f"+{hours / 24:g} d"
+        return f"+{hours:.3g} h" if hours < 48 else f"+{hours / 24:.3g} d"
     return f"+{float(lead):g}"
 
 
-def plot_maps(sample, path, variables=None, leads=(1, 5, 20), trajectory: int = 0, init: int = 0) -> Path:
+def plot_maps(sample, path, variables=None, leads=(1, 5, 20), trajectory: int = 0, init: int = 0, level: float = 500.0) -> Path:
     """Maps of truth, prediction and error at chosen leads, one row per (variable, lead).
 
     Parameters
@@ -57,6 +57,7 @@ def plot_maps(sample, path, variables=None, leads=(1, 5, 20), trajectory: int = 
     variables : list of variable names (default all with a ``_truth`` partner).
     leads : lead steps (1-based) to show; steps beyond the forecast are skipped.
     trajectory, init : which forecast of the file to show (index).
+    level : for variables with a ``level`` axis (hPa), the map shows the level nearest to this one.
 
     Returns
     -------
@@ -81,8 +82,12 @@ def plot_maps(sample, path, variables=None, leads=(1, 5, 20), trajectory: int = 
                         hspace=0.45, wspace=0.18)
     lon, lat = ds.lon.values, ds.lat.values
     for r, (var, k) in enumerate(rows):
-        pred = ds[var].isel(**sel, lead_time=k - 1).values
-        true = ds[f"{var}_truth"].isel(**sel, lead_time=k - 1).values
+        lsel, ltag = {}, ""
+        if "level" in ds[var].dims:  # leveled data: one level per map
+            i = int(np.argmin(np.abs(ds.level.values - float(level))))
+            lsel, ltag = {"level": i}, f" {float(ds.level.values[i]):g} {ds.level.attrs.get('units', '')}".rstrip()
+        pred = ds[var].isel(**sel, **lsel, lead_time=k - 1).values
+        true = ds[f"{var}_truth"].isel(**sel, **lsel, lead_time=k - 1).values
         err = pred - true
         vmin, vmax = float(np.nanmin(true)), float(np.nanmax(true))
         emax = float(np.nanmax(np.abs(err))) or 1.0
@@ -95,7 +100,7 @@ def plot_maps(sample, path, variables=None, leads=(1, 5, 20), trajectory: int = 
         ]):
             ax = axes[r, c]
             im = ax.pcolormesh(lon, lat, data, shading="nearest", **kw)
-            ax.set_title(f"{var} {title}, lead {label}", fontsize=9)
+            ax.set_title(f"{var}{ltag} {title}, lead {label}", fontsize=9)
             ax.set_xlim(0, 360)
             ax.set_ylim(-90, 90)
             ax.set_xticks([0, 90, 180, 270, 360])
