@@ -215,3 +215,14 @@ def test_train_checkpoint_keeps_levels(leveled, tmp_path):
     assert fc.fields["T"].shape[-3:] == (L, 9, 16) and fc.fields["ps"].shape[-2:] == (9, 16)
     assert api.to_xarray(fc)["T"].dims[-3:] == ("level", "lat", "lon")
     ds.close()
+
+
+def test_report_maps_pick_one_level(leveled, tmp_path):
+    from dandelion.benchmarks.report import plot_maps
+
+    ds = api.open_dataset(leveled, "test", n_in=2)
+    model = api.Forecaster(_Persistence(ds.layout.n_channels), ds.layout, n_in=2, name="persistence")
+    fc = api.rollout(model, ds, n_steps=1, max_inits=1)
+    out = plot_maps(api.to_xarray(fc, include_truth=True), tmp_path / "maps.png", leads=(1,), level=850.0)
+    assert out.is_file() and out.stat().st_size > 0
+    ds.close()
