@@ -5,7 +5,10 @@ from __future__ import annotations
 from ..registry import available_models, build_model
 from .common import count_real_parameters
 
-__all__ = ["PRESET_RESOLUTIONS", "parameter_count", "parameter_table"]
+__all__ = ["BENCHMARK_MODELS", "PRESET_RESOLUTIONS", "parameter_count", "parameter_table"]
+
+#: The models compared by the benchmark (plugins and test models registered elsewhere are not listed).
+BENCHMARK_MODELS = ("dandelion", "sfno", "disco", "flower2d")
 
 #: The resolution ``(nlat, nlon)`` at which each preset is defined and matched (issue 4).
 PRESET_RESOLUTIONS: dict[str, tuple[int, int]] = {"tiny": (32, 64), "small": (64, 128), "paper": (256, 512)}
@@ -49,7 +52,7 @@ def parameter_table(resolutions: dict[str, tuple[int, int]] | None = None, model
     resolutions : dict preset -> (nlat, nlon), optional
         Where to count each preset; default :data:`PRESET_RESOLUTIONS` (each preset's own resolution).
     models : list of str, optional
-        Registered model names; default all (:func:`dandelion.available_models`).
+        Registered model names; default :data:`BENCHMARK_MODELS` (those of them that are registered).
     grid, in_channels, out_channels :
         Grid type and channel layout (default Galewsky's: 16 in, 4 out).
 
@@ -59,7 +62,7 @@ def parameter_table(resolutions: dict[str, tuple[int, int]] | None = None, model
     ``ratio_to_dandelion`` (None when Dandelion is not registered).
     """
     resolutions = dict(PRESET_RESOLUTIONS if resolutions is None else resolutions)
-    names = available_models() if models is None else list(models)
+    names = [n for n in BENCHMARK_MODELS if n in available_models()] if models is None else list(models)
     if "dandelion" in names:
         names = ["dandelion"] + [n for n in names if n != "dandelion"]
     rows = []
