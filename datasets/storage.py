@@ -490,11 +490,17 @@ def make_splits(n_trajectories: int, *, seed: int = 42, ratios=(0.8, 0.1, 0.1), 
 
     A permutation from ``numpy.random.default_rng(seed)``; ``n_train = round(0.8 n)``,
     ``n_valid = round(0.1 n)``, the rest is test. Lists are sorted. Returns the ``splits.json`` dict.
+    For ``n >= 8`` this is exactly the reference rule; for ``3 <= n < 8``, where rounding would leave
+    the valid or test split empty (and training or rollout would fail later), each of them gets at
+    least one trajectory, taken from train. One or two trajectories (for inspection) all go to train.
     """
     n = int(n_trajectories)
     perm = np.random.default_rng(seed).permutation(n)
-    n_train = int(round(ratios[0] * n))
-    n_valid = int(round(ratios[1] * n))
+    if n < 3:
+        n_train, n_valid = n, 0
+    else:
+        n_valid = max(1, int(round(ratios[1] * n)))
+        n_train = min(int(round(ratios[0] * n)), n - n_valid - 1)
     parts = {
         "train": sorted(int(i) for i in perm[:n_train]),
         "valid": sorted(int(i) for i in perm[n_train:n_train + n_valid]),
