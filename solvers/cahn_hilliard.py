@@ -57,7 +57,7 @@ import numpy as np
 import torch
 
 from dandelion.solvers.integrators import ARS222, IMEXTableau, imex_runge_kutta
-from dandelion.solvers.spectral import SpectralCore
+from dandelion.solvers.spectral import SpectralCore, nonfinite_members
 from dandelion.sphere import SphereGrid
 
 __all__ = [
@@ -297,9 +297,8 @@ class CahnHilliardSimulation:
         self._check_finite()
 
     def _check_finite(self) -> None:
-        bad = ~torch.isfinite(torch.view_as_real(self.phi_hat)).reshape(self.batch, -1).all(-1)
-        if bad.any():
-            idx = torch.nonzero(bad).reshape(-1).tolist()
+        idx = nonfinite_members(self.phi_hat)
+        if idx:
             raise FloatingPointError(f"Cahn-Hilliard: non-finite phi at t={self.time:.6g} in batch index(es) {idx}")
 
     # ------------------------------------------------------------------ output and invariants

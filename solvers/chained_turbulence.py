@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from dandelion.solvers.etd import ETDRK4
-from dandelion.solvers.spectral import SpectralCore
+from dandelion.solvers.spectral import SpectralCore, nonfinite_members
 from dandelion.sphere import SphereGrid
 
 __all__ = [
@@ -387,9 +387,8 @@ class ChainedTurbulenceSimulation:
         self._check_finite()
 
     def _check_finite(self) -> None:
-        bad = ~torch.isfinite(torch.view_as_real(self.omega)).reshape(self.batch, -1).all(-1)
-        if bad.any():
-            idx = torch.nonzero(bad).reshape(-1).tolist()
+        idx = nonfinite_members(self.omega)
+        if idx:
             raise FloatingPointError(f"chained turbulence: non-finite vorticity at t={self.time:.6g} tau in batch index(es) {idx}")
 
     # ------------------------------------------------------------------ output and invariants

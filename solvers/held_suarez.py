@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from dandelion.solvers.spectral import nonfinite_members
+
 __all__ = [
     "DAY",
     "HS_CONSTANTS",
@@ -398,9 +400,9 @@ class HeldSuarezSimulation:
         self._check_finite()
 
     def _check_finite(self) -> None:
-        bad = ~torch.isfinite(torch.view_as_real(self.x)).flatten(1).all(1)
-        if bool(bad.any()):
-            raise FloatingPointError(f"Held-Suarez trajectory {int(bad.nonzero()[0])} of the batch became non-finite at t={self.time} s")
+        idx = nonfinite_members(self.x)
+        if idx:
+            raise FloatingPointError(f"Held-Suarez trajectory {idx[0]} of the batch became non-finite at t={self.time} s")
 
     def model_level_fields(self) -> dict:
         """Transform-grid fields on model levels (see :meth:`PrimitiveEquations.grid_state`)."""
