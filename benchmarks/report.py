@@ -38,6 +38,17 @@ def _save(fig, path) -> Path:
     return path
 
 
+def _panel_grid(plt, n: int):
+    """A figure with ``n`` panels in rows of at most 3 (unused cells hidden); returns ``(fig, axes)``."""
+    ncols = min(3, n)
+    nrows = -(-n // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.6 * nrows), squeeze=False)
+    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.15 / nrows, top=1 - 0.1 / nrows, hspace=0.4, wspace=0.3)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, axes
+
+
 def _lead_label(lead) -> str:
     if isinstance(lead, np.timedelta64):
         hours = lead / np.timedelta64(1, "h")
@@ -140,12 +151,7 @@ def plot_error_vs_lead(results: dict, path, metric: str = "vrmse", variables=Non
     if metric not in first["metrics"]:
         raise ValueError(f"metric {metric!r} not in the rollout metrics {sorted(first['metrics'])}")
     variables = variables or list(first["metrics"][metric])
-    ncols = min(3, len(variables))
-    nrows = -(-len(variables) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.6 * nrows), squeeze=False)
-    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.15 / nrows, top=1 - 0.1 / nrows, hspace=0.4, wspace=0.3)
-    for ax in axes.flat[len(variables):]:
-        ax.set_visible(False)
+    fig, axes = _panel_grid(plt, len(variables))
     for ax, var in zip(axes.flat, variables):
         for label, res in results.items():
             vals = res["metrics"][metric].get(var)
@@ -180,12 +186,7 @@ def plot_spectra(result, path, variables=None) -> Path:
     from matplotlib.ticker import ScalarFormatter
 
     variables = variables or list(spec["true"])
-    ncols = min(3, len(variables))
-    nrows = -(-len(variables) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.6 * nrows), squeeze=False)
-    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.15 / nrows, top=1 - 0.1 / nrows, hspace=0.4, wspace=0.3)
-    for ax in axes.flat[len(variables):]:
-        ax.set_visible(False)
+    fig, axes = _panel_grid(plt, len(variables))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, var in zip(axes.flat, variables):
         top = max(float(np.max(spec["true"][var][i][1:] or [1.0])) for i in range(len(spec["leads"])))
