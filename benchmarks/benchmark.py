@@ -44,7 +44,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 __all__ = ["benchmark", "cells", "run_cell", "ensure_dataset", "cell_path", "compose", "versions", "machine",
-           "write_json_atomic", "CELL_SCHEMA", "main"]
+           "write_json_atomic", "protocol_hash", "CELL_SCHEMA", "main"]
 
 CELL_SCHEMA = "dandelion-benchmark-cell/1"
 _SUMMARY_METRICS = ("vrmse", "vrmse_well", "rmse")
@@ -158,13 +158,40 @@ def _device(cfg) -> str:
     return str(dev)
 
 
+def protocol_hash(cfg, key: str) -> str:
+    """Fingerprint (12 hex digits) of everything that decides a cell's numbers for dataset ``key``.
+
+    SHA-256 of the scale's ``trainer``, ``lr_sweep``, ``preset`` and ``evaluation`` settings and the
+    dataset's spec (config group and overrides). A cell result or sweep run made under another
+    protocol is not reused: its cell is listed as ``stale`` and run again, and sweep runs live under
+    ``runs/<dataset>/<model>/seed<k>/p<hash>/`` so that runs of different protocols never mix.
+    """
+    import hashlib
+
+    s = cfg.scale
+    spec = _dataset_spec(cfg, key)
+    payload = {"trainer": OmegaConf.to_container(s.trainer, resolve=True), "lr_sweep": [float(x) for x in s.lr_sweep],
+               "preset": str(s.preset), "evaluation": OmegaConf.to_container(s.evaluation, resolve=True),
+               "dataset": spec["dataset"], "dataset_overrides": spec["overrides"]}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _stored_hash(path: Path) -> str | None:
+    try:
+        return json.loads(Path(path).read_text()).get("protocol_hash")
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
 def _lr_tag(lr: float) -> str:
     return f"lr{lr:.0e}".replace("e-0", "e-").replace("+0", "")
 
 
 # ---------------------------------------------------------------------------------------------- grid
 def cells(cfg) -> list[dict]:
-    """The grid of the configured scale (restricted by ``only.*``): dicts ``dataset``, ``model``, ``seed``, ``path``, ``finished``.
+    """The grid of the configured scale (restricted by ``only.*``): dicts ``dataset``, ``model``, ``seed``, ``path``,
+    ``finished`` (its result JSON exists and was made under the current protocol, :func:`protocol_hash`) and
+    ``state`` (``finished``, ``stale``: a result of another protocol, to be run again, or ``todo``).
 
     Raises
     ------
@@ -190,10 +217,13 @@ def cells(cfg) -> list[dict]:
         seeds = [int(k) for k in only.seeds]
     out = []
     for d in ds_keys:
+        h = protocol_hash(cfg, d)
         for m in models:
             for k in seeds:
                 p = cell_path(s.results_dir, d, m, k)
-                out.append({"dataset": d, "model": m, "seed": k, "path": p, "finished": p.exists()})
+                state = "todo" if not p.exists() else ("finished" if _stored_hash(p) == h else "stale")
+                out.append({"dataset": d, "model": m, "seed": k, "path": p, "finished": state == "finished", "state": state,
+                            "protocol_hash": h})
     return out
 
 
@@ -259,7 +289,7 @@ def _plugins(cfg) -> list[str]:
 def _train_one(cfg, key, model, seed, lr, data_path) -> dict:
     from dandelion.benchmarks.train import train
 
-    run_dir = Path(cfg.scale.work_dir) / "runs" / key / model / f"seed{seed}" / _lr_tag(lr)
+    run_dir = Path(cfg.scale.work_dir) / "runs" / key / model / f"seed{seed}" / f"p{protocol_hash(cfg, key)}" / _lr_tag(lr)
     over = _train_overrides(cfg, key, model, seed, lr, run_dir, data_path)
     command = "dandelion-train " + " ".join(shlex.quote(o) for o in over)
     done = run_dir / "result.json"
@@ -321,6 +351,7 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
     n20 = next(k for k in summ if k.startswith("mean_1_"))
     record = {
         "schema": CELL_SCHEMA,
+        "protocol_hash": protocol_hash(cfg, key),
         "scale": str(s.name),
         "dataset_key": key,
         "dataset": str(meta.get("name")),
@@ -379,6 +410,7 @@ def persistence_reference(cfg, key: str) -> dict:
                    batch_size=int(e.get("batch_size", 8)), spectra_leads=[], sample=False)["results"]
     n20 = next(k for k in res["summary"] if k.startswith("mean_1_"))
     rec = {"schema": "dandelion-benchmark-reference/1", "model": "persistence", "dataset_key": key, "n_forecasts": res["n_forecasts"],
+           "protocol_hash": protocol_hash(cfg, key),
            "next_step": {m: res["summary"]["next_step"][m] for m in ("vrmse", "vrmse_well")},
            "rollout_mean": {m: res["summary"][n20][m] for m in ("vrmse", "vrmse_well")},
            "curves": {m: res["metrics"][m] for m in ("vrmse", "vrmse_well")}}
@@ -402,12 +434,12 @@ def benchmark(cfg) -> dict:
     ran = skipped = 0
     print(f"[benchmark] scale={cfg.scale.name}: {len(grid)} cells, {sum(c['finished'] for c in grid)} finished", flush=True)
     for c in grid:
-        state = "finished" if c["finished"] else "todo"
+        state = c["state"]
         if cfg.get("dry_run"):
             print(f"  {c['dataset']:<28} {c['model']:<10} seed {c['seed']}: {state} ({c['path']})")
             continue
         ref = Path(cfg.scale.results_dir) / c["dataset"] / "persistence.json"
-        if not ref.exists():
+        if _stored_hash(ref) != c["protocol_hash"]:  # missing, or made with other evaluation settings
             persistence_reference(cfg, c["dataset"])
         if c["finished"]:
             skipped += 1

@@ -175,6 +175,12 @@ def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, re
     if references:
         L.append("*persistence (reference)*: the last input frame as every forecast (no training), same forecasts and metrics.")
         L.append("")
+    for d in datasets:
+        hashes = {c.get("protocol_hash") for c in cells if c["dataset_key"] == d}
+        if len(hashes) > 1:
+            L.append(f"**Warning**: the cells of {d} were made under {len(hashes)} different protocols ({sorted(map(str, hashes))}); "
+                     f"rerun `dandelion-benchmark` so that they agree before comparing them.")
+            L.append("")
     L += ["## VRMSE, area-weighted (quadrature weights)", ""] + _table(agg, "vrmse", datasets, models) + [""]
     L += ["## VRMSE, unweighted (the Well's definition)", ""] + _table(agg, "vrmse_well", datasets, models) + [""]
     L += ["## Per field, area-weighted VRMSE", ""]
@@ -194,7 +200,9 @@ def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, re
     L.append("")
     c0 = cells[0]
     t = c0["trainer"]
-    L.append(f"Protocol (scale `{scale}`): {t.get('n_in', 4)} frames in, 1 out; batch {t.get('batch_size')}; "
+    target = t.get("target", "frame")
+    L.append(f"Protocol (scale `{scale}`): {t.get('n_in', 4)} frames in, 1 out; the network predicts the "
+             f"{'normalised increment (x_t+1 = x_t + s * output)' if target == 'increment' else 'next frame'}; batch {t.get('batch_size')}; "
              f"pretrain {t.get('epochs')} x {t.get('max_batches_per_epoch')} steps, autoregressive fine-tune "
              f"{(t.get('finetune') or {}).get('epochs', 0)} x {t.get('max_batches_per_epoch')} steps of "
              f"{(t.get('finetune') or {}).get('n_out', 2)}-step windows; learning rate from the sweep "

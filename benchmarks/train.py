@@ -5,8 +5,12 @@ AdamW, a linear warm-up then a cosine decay of the learning rate (Loshchilov & H
 area-weighted MSE in normalised units (quadrature weights normalised to mean 1, so the loss is the
 integral of the squared error over the sphere divided by 4*pi). Then an autoregressive fine-tune
 phase: windows of ``n_out >= 2`` targets, the model's own predictions fed back as inputs, loss
-averaged over the steps. The model predicts the next normalised frame itself (not an increment):
-``x_{t+1} = model([x_{t-n_in+1} .. x_t])``, see :func:`rollout`.
+averaged over the steps. ``trainer.target`` says what the network outputs (:func:`next_frame`):
+``frame`` = the next normalised frame itself, ``x_{t+1} = model([x_{t-n_in+1} .. x_t])``, or
+``increment`` = the normalised one-step increment, ``x_{t+1} = x_t + s * model(...)`` with ``s`` the
+per-channel ratio of the train split's one-step-difference spread to the field spread
+(:meth:`ChannelLayout.increment_scale`, from stats.yaml), so that the output has unit spread and a
+zero output is persistence. The choice is stored in the checkpoint and used by every rollout.
 
 Exact resume: the data order of an epoch is a pure function of ``(seed, epoch)`` (a permutation
 from a generator seeded with ``seed + epoch``, sharded across ranks like ``DistributedSampler``),
@@ -46,7 +50,10 @@ from omegaconf import DictConfig, OmegaConf
 from dandelion.benchmarks.checkpoint import load_checkpoint, model_state, rng_state, save_checkpoint, set_rng_state
 from dandelion.datasets.torch_dataset import WindowDataset, loss_weights
 
-__all__ = ["train", "main", "Trainer", "EpochSampler", "WarmupCosine", "area_weighted_mse", "rollout", "parameter_hash"]
+__all__ = ["train", "main", "Trainer", "EpochSampler", "WarmupCosine", "area_weighted_mse", "next_frame", "rollout", "parameter_hash",
+           "TARGETS"]
+
+TARGETS = ("frame", "increment")
 
 log = logging.getLogger(__name__)
 
@@ -114,16 +121,31 @@ def area_weighted_mse(pred: torch.Tensor, true: torch.Tensor, weights: torch.Ten
     return ((pred - true) ** 2 * weights).mean()
 
 
-def rollout(model, x: torch.Tensor, n_steps: int, n_channels: int) -> torch.Tensor:
+def next_frame(model, x: torch.Tensor, n_channels: int, increment_scale: torch.Tensor | None = None) -> torch.Tensor:
+    """The next normalised frame from a window, for either training target.
+
+    ``x`` : (B, n_in*C, nlat, nlon) frame-major window (last C channels = newest frame ``x_t``).
+    Returns ``model(x)`` (target ``frame``, ``increment_scale=None``) or
+    ``x_t + increment_scale[c] * model(x)`` (target ``increment``; ``increment_scale`` of shape (C,),
+    :meth:`ChannelLayout.increment_scale`), in float32 or the model's dtype, shape (B, C, nlat, nlon).
+    """
+    out = model(x)
+    if increment_scale is None:
+        return out
+    s = increment_scale.to(device=out.device, dtype=torch.float32).reshape(1, n_channels, 1, 1)
+    return x[:, -n_channels:].float() + s * out.float()
+
+
+def rollout(model, x: torch.Tensor, n_steps: int, n_channels: int, increment_scale: torch.Tensor | None = None) -> torch.Tensor:
     """Autoregressive rollout in normalised units, as in training.
 
     ``x`` : (B, n_in*C, nlat, nlon) frame-major window; returns (B, n_steps, C, nlat, nlon), where
-    step k is the model's prediction of frame ``n_in + k`` after its own earlier predictions were
-    fed back (the oldest frame is dropped, the prediction appended).
+    step k is the prediction of frame ``n_in + k`` (:func:`next_frame`) after the earlier predictions
+    were fed back (the oldest frame is dropped, the prediction appended).
     """
     preds = []
     for k in range(n_steps):
-        pred = model(x)
+        pred = next_frame(model, x, n_channels, increment_scale)
         preds.append(pred)
         if k + 1 < n_steps:
             x = torch.cat([x[:, n_channels:], pred], dim=1)
@@ -262,6 +284,10 @@ class Trainer:
         overrides = OmegaConf.to_container(overrides, resolve=True) if isinstance(overrides, DictConfig) else dict(overrides or {})
         self.model_spec = {"name": str(cfg.model.name), "preset": str(cfg.model.preset), "in_channels": n_in * C,
                            "out_channels": C, "overrides": overrides}
+        self.target = str(t.get("target", "frame"))
+        if self.target not in TARGETS:
+            raise ValueError(f"trainer.target={self.target!r}: expected one of {TARGETS} (what the network outputs)")
+        self.increment_scale = self.layout.increment_scale().to(self.device) if self.target == "increment" else None
 
         # seeded model initialisation: identical on every rank (DDP also broadcasts rank 0's weights)
         torch.manual_seed(self.seed)
@@ -330,6 +356,10 @@ class Trainer:
                                  or dict(spec.get("overrides") or {}) != dict(self.model_spec["overrides"])):
             raise ValueError(f"resume={path}: checkpoint holds model {spec} but the configuration builds {self.model_spec}; "
                              "resume with the same model=, model.preset=, model.overrides and dataset")
+        saved_target = ckpt.get("extra", {}).get("target", "frame")
+        if saved_target != self.target:
+            raise ValueError(f"resume={path}: the checkpoint was trained with trainer.target={saved_target} but the configuration "
+                             f"says {self.target}: resume with trainer.target={saved_target}")
         if ckpt["grid"] != self.grid.to_dict():
             raise ValueError(f"resume={path}: checkpoint grid {ckpt['grid']} differs from the data grid {self.grid.to_dict()}")
         self.bare_model.load_state_dict(model_state(ckpt, self.bare_model))
@@ -360,7 +390,7 @@ class Trainer:
             per_rank = [None] * self.dist.world_size
             dist.all_gather_object(per_rank, rng_state())
         if self.dist.main:
-            extra = {"model_spec": self.model_spec, "layout": self.layout.to_dict(), "batch_in_epoch": self.batch_in_epoch,
+            extra = {"model_spec": self.model_spec, "layout": self.layout.to_dict(), "target": self.target, "batch_in_epoch": self.batch_in_epoch,
                      "best_val": self.best_val, "total_steps": self.total_steps, "history": self.history,
                      "world_size": self.dist.world_size, "dataset_path": str(self.data_path), "rng_per_rank": per_rank}
             save_checkpoint(path, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler, config=self.cfg,
@@ -391,7 +421,7 @@ class Trainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         with self._autocast():
-            pred = rollout(self.model, x, y.shape[1], y.shape[2])
+            pred = rollout(self.model, x, y.shape[1], y.shape[2], self.increment_scale)
         loss = area_weighted_mse(pred.float(), y, self.weights)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"non-finite training loss {loss.item()} at step {self.step}: lower trainer.lr or "
@@ -427,7 +457,7 @@ class Trainer:
                 break
             x, y = batch["x"].to(self.device), batch["y"][:, 0].to(self.device)
             with self._autocast():
-                pred = model(x).float()
+                pred = next_frame(model, x, y.shape[1], self.increment_scale).float()
             n = x.shape[0]
             sums[0] += float(((pred - y) ** 2 * self.weights).mean((-3, -2, -1)).sum())
             sums[1] += float(vrmse(pred.double(), y.double(), w64).mean(-1).sum())

@@ -68,15 +68,25 @@ class Forecaster(torch.nn.Module):
     layout : :class:`ChannelLayout` of the checkpoint (its normalisation statistics), on the run grid.
     n_in : int, frames in.
     name : model name (``dandelion``, ``sfno``, ...); checkpoint : its path or None.
+    target : ``"frame"`` (the network outputs the next normalised frame) or ``"increment"`` (it
+        outputs the normalised increment, scaled by ``layout.increment_scale()``; see
+        :func:`dandelion.benchmarks.train.next_frame`), as the model was trained.
     """
 
-    def __init__(self, model: torch.nn.Module, layout, n_in: int, name: str = "model", checkpoint=None):
+    def __init__(self, model: torch.nn.Module, layout, n_in: int, name: str = "model", checkpoint=None, target: str = "frame"):
         super().__init__()
+        from dandelion.benchmarks.train import TARGETS
+
+        if target not in TARGETS:
+            raise ValueError(f"target={target!r}: expected one of {TARGETS}")
         self.model = model
         self.layout = layout
         self.n_in = int(n_in)
         self.name = str(name)
         self.checkpoint = None if checkpoint is None else str(checkpoint)
+        self.target = str(target)
+        scale = layout.increment_scale().float() if target == "increment" else torch.zeros(0)
+        self.register_buffer("increment_scale", scale, persistent=False)
 
     @property
     def grid(self) -> SphereGrid:
@@ -89,7 +99,9 @@ class Forecaster(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """One step: ``(B, n_in*C, nlat, nlon)`` -> next normalised frame ``(B, C, nlat, nlon)``."""
-        return self.model(x)
+        from dandelion.benchmarks.train import next_frame
+
+        return next_frame(self.model, x, self.layout.n_channels, self.increment_scale if self.target == "increment" else None)
 
 
 def import_plugins(plugins) -> None:
@@ -152,7 +164,8 @@ def load_model(checkpoint, device="cpu", dataset=None, allow_resolution_change: 
         cfg = config_from_checkpoint(ckpt)
         n_in = (cfg.get("trainer") or {}).get("n_in") or int(spec["in_channels"]) // layout.n_channels
     name = spec.get("name", "model")
-    return Forecaster(model, layout, int(n_in), name=name, checkpoint=checkpoint).to(device).eval()
+    target = ckpt.get("extra", {}).get("target", "frame")  # checkpoints from before the option predicted frames
+    return Forecaster(model, layout, int(n_in), name=name, checkpoint=checkpoint, target=target).to(device).eval()
 
 
 def valid_inits(n_frames: int, n_in: int, n_steps: int, init_stride: int = 1, max_inits: int | None = None) -> np.ndarray:

@@ -49,6 +49,9 @@ __all__ = ["ChannelLayout", "WindowDataset", "loss_weights"]
 
 _SCALAR_KEYS = ("mean", "std")
 _VECTOR_KEYS = ("rms",)
+# optional: the one-step-difference statistics (kept when present; needed to predict increments)
+_SCALAR_DELTA_KEYS = ("delta_mean", "delta_std")
+_VECTOR_DELTA_KEYS = ("delta_rms",)
 _REGENERATE = ("regenerate stats.yaml from the train split (rerun the dandelion-generate command that made the folder, "
                "or write dandelion.datasets.storage.compute_stats(train files, dataset.yaml fields) to it)")
 
@@ -151,6 +154,14 @@ class ChannelLayout:
                     if not math.isfinite(value) or (key != "mean" and value <= 0.0):
                         raise ValueError(f"statistics {self.stats_source}: {key}={value} for field {name!r} is not finite and positive: {_REGENERATE}")
                 clean[key] = values if L else values[0]
+            for key in _SCALAR_DELTA_KEYS if kind == "scalar" else _VECTOR_DELTA_KEYS:
+                raw = entry.get(key)
+                if raw is None:
+                    continue
+                values = [float(v) for v in raw] if isinstance(raw, (list, tuple)) else [float(raw)]
+                if len(values) != max(L, 1) or not all(math.isfinite(v) and (key == "delta_mean" or v >= 0.0) for v in values):
+                    continue  # unusable: increment_scale() then names the problem
+                clean[key] = values if L else values[0]
             self.stats[name] = clean
         self._basis_cache: dict = {}
 
@@ -181,6 +192,43 @@ class ChannelLayout:
 
     def __repr__(self):
         return f"ChannelLayout(channels={self.channels}, grid={self.grid.to_dict()})"
+
+    def increment_scale(self) -> torch.Tensor:
+        """Per-channel ratio of the one-step-difference RMS to the field spread, ``(C,)`` float64.
+
+        ``sqrt(delta_mean**2 + delta_std**2) / std`` for scalar channels (the RMS of the one-step
+        difference, its mean included: a field drifting uniformly still has an increment) and
+        ``delta_rms / rms`` for the three Cartesian channels of a vector field (per level for level
+        fields), in channel order. A model trained with ``trainer.target=increment`` predicts the
+        normalised increment ``d``, and the next normalised frame is ``x_t + increment_scale * d``
+        (so ``d`` has unit RMS, as the inputs have unit spread). A field that never changes gets 0:
+        its channel is then exactly persistence.
+
+        Raises
+        ------
+        ValueError
+            If the statistics lack ``delta_mean``/``delta_std`` (scalars) or ``delta_rms`` (vectors)
+            for a field, or they are not finite (the message names the field and says to regenerate
+            stats.yaml or to train with ``trainer.target=frame``).
+        """
+        out = []
+        for name in self.scalars + self.vectors:
+            kind = self.stats[name]["kind"]
+            keys = ("delta_mean", "delta_std") if kind == "scalar" else ("delta_rms",)
+            missing = [k for k in keys if k not in self.stats[name]]
+            if missing:
+                raise ValueError(f"statistics {self.stats_source} have no usable {missing[0]!r} for field {name!r}, which "
+                                 f"trainer.target=increment needs: {_REGENERATE} (or train with trainer.target=frame)")
+            L = self.n_levels[name]
+            per_level = lambda key: self.stats[name][key] if L else [self.stats[name][key]]  # noqa: E731
+            if kind == "scalar":
+                delta = [math.hypot(m, sd) for m, sd in zip(per_level("delta_mean"), per_level("delta_std"))]
+                spread = per_level("std")
+            else:
+                delta, spread = per_level("delta_rms"), per_level("rms")
+            ratio = [d / s for d, s in zip(delta, spread)]
+            out += ratio if kind == "scalar" else ratio * 3  # x, y, z components, each over the levels
+        return torch.tensor(out, dtype=torch.float64)
 
     # ------------------------------------------------------------------ lift / project
     def _basis(self, dtype, device):

@@ -38,6 +38,8 @@ def main():
     ap.add_argument("--sample-hours", type=float, default=6.0)
     ap.add_argument("--out", default="docs/held_suarez_climatology")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--write-every-days", type=float, default=20.0,
+                    help="write the running time mean (json, npz, png) this often during the averaging window")
     a = ap.parse_args()
 
     p = dict(omega_factor=torch.tensor([1.0]), delta_T_y=torch.tensor([60.0]), delta_theta_z=torch.tensor([10.0]), seed=torch.tensor([0.0]))
@@ -53,20 +55,28 @@ def main():
     t_spin = time.time() - t0
     print(f"spin-up {a.spinup_days} d: {t_spin:.0f} s wall ({t_spin / a.spinup_days:.2f} s per simulated day)", flush=True)
     n = int(round(a.avg_days * 24 / a.sample_hours))
+    every = max(1, int(round(a.write_every_days * 24 / a.sample_hours)))
+    lat = np.rad2deg(grid.lat.numpy())
     um = np.zeros((len(LEVELS), grid.nlat))
     Tm = np.zeros((len(LEVELS), grid.nlat))
     qm = np.zeros((len(LEVELS), grid.nlat))
     for k in range(1, n + 1):
         sim.advance_to(a.spinup_days * DAY + k * a.sample_hours * 3600.0)
         f = sim.fields(grid)
-        um += f["u"][0].mean(-1).numpy() / n
-        Tm += f["T"][0].mean(-1).numpy() / n
-        qm += f["tracer"][0].mean(-1).numpy() / n
-    wall = time.time() - t0
-    lat = np.rad2deg(grid.lat.numpy())
+        um += f["u"][0].mean(-1).numpy()
+        Tm += f["T"][0].mean(-1).numpy()
+        qm += f["tracer"][0].mean(-1).numpy()
+        if k % every == 0 or k == n:
+            # Write the running average so far: a long run that is stopped early still leaves its numbers.
+            write(a, lat, um / k, Tm / k, qm / k, k * a.sample_hours / 24.0, time.time() - t0, t_spin)
+
+
+def write(a, lat, um, Tm, qm, days_done, wall, t_spin):
     i250, i1000 = LEVELS.index(250), LEVELS.index(1000)
     res = {"lmax": a.lmax, "levels": a.levels, "dt": a.dt, "spinup_days": a.spinup_days, "avg_days": a.avg_days,
-           "wall_s": wall, "s_per_day": wall / (a.spinup_days + a.avg_days)}
+           "avg_days_done": days_done, "complete": bool(abs(days_done - a.avg_days) < 1e-9),
+           "wall_s": wall, "spinup_wall_s": t_spin, "s_per_day": wall / (a.spinup_days + days_done),
+           "torch_threads": torch.get_num_threads()}
     for name, sel in (("north", lat > 0), ("south", lat < 0)):
         u = um[i250][sel]
         j = int(np.argmax(u))
@@ -80,7 +90,7 @@ def main():
         "jet_south": abs(res["jet250_south_ms"] - 28) <= 7 and abs(abs(res["jet250_south_lat"]) - 45) <= 12,
         "T1000_tropics": abs(res["T1000_tropics_K"] - 300) <= 10,
     }
-    print(json.dumps(res, indent=1))
+    print(json.dumps(res, indent=1), flush=True)
     np.savez(a.out + ".npz", lat=lat, pressure_hpa=np.array(LEVELS), u=um, T=Tm, q=qm)
     with open(a.out + ".json", "w") as fh:
         json.dump(res, fh, indent=1)
@@ -102,10 +112,12 @@ def main():
         axi.set_xlabel("latitude (deg)")
     ax[0].set_ylabel("pressure (hPa)")
     ax[0].invert_yaxis()
-    fig.suptitle(f"Held-Suarez, T{a.lmax - 1} L{a.levels}, days {a.spinup_days:g}-{a.spinup_days + a.avg_days:g}")
+    end = a.spinup_days + days_done
+    fig.suptitle(f"Held-Suarez, T{a.lmax - 1} L{a.levels}, time mean over days {a.spinup_days:g}-{end:g}")
     fig.tight_layout()
     fig.savefig(a.out + ".png", dpi=110)
-    print("wrote", a.out + ".png")
+    plt.close(fig)
+    print("wrote", a.out + ".png", flush=True)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from hydra import compose, initialize_config_module
 
 import tiny_model  # noqa: F401  (registers "_pointwise_test")
 from dandelion.benchmarks.checkpoint import layout_from_checkpoint, load_checkpoint, model_from_checkpoint
-from dandelion.benchmarks.train import EpochSampler, Trainer, WarmupCosine, area_weighted_mse, rollout, train
+from dandelion.benchmarks.train import EpochSampler, Trainer, WarmupCosine, area_weighted_mse, next_frame, rollout, train
 from dandelion.datasets.torch_dataset import WindowDataset, loss_weights
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
@@ -51,8 +51,10 @@ def test_cli_compose_trains_and_writes_loadable_checkpoints(data, tmp_path):
     batches = [valid[i] for i in range(min(len(valid), 2 * 4))]  # trainer=quick: val_max_batches=2 of 4
     x = torch.stack([b["x"] for b in batches])
     y = torch.stack([b["y"][:, :] for b in batches])[:, 0]
+    scale = valid.layout.increment_scale() if ckpt["extra"]["target"] == "increment" else None
     with torch.no_grad():
-        loss = area_weighted_mse(model(x), y, loss_weights(valid.grid).float()).item()
+        pred = next_frame(model, x, valid.layout.n_channels, scale)
+        loss = area_weighted_mse(pred, y, loss_weights(valid.grid).float()).item()
     assert loss == pytest.approx(result["val_loss"], rel=1e-5)
     assert (tmp_path / "run" / "metrics.jsonl").read_text().count("\n") == 2
 
@@ -94,7 +96,8 @@ def test_rollout_feeds_predictions_back():
 
 
 def test_training_reduces_the_validation_loss(data, tmp_path):
-    cfg = _cfg(data, tmp_path / "run", "trainer.lr=1e-2", "trainer.epochs=6", "trainer.finetune.epochs=0", "trainer.warmup_steps=1")
+    cfg = _cfg(data, tmp_path / "run", "trainer.target=frame", "trainer.lr=1e-2", "trainer.epochs=6", "trainer.finetune.epochs=0",
+               "trainer.warmup_steps=1")
     trainer = Trainer(cfg)
     before = trainer.validate()["val_loss"]
     result = trainer.fit()

@@ -1,0 +1,121 @@
+"""trainer.target=increment: the network predicts the normalised one-step increment (benchmarks/train.py).
+
+Checks the scale against the data it comes from, the channel order of the scale for level and vector
+fields, that a zero output is persistence, and that checkpoints carry the target to every rollout.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hydra import compose, initialize_config_module
+
+import tiny_model  # noqa: F401  (registers "_pointwise_test")
+from dandelion import api
+from dandelion.benchmarks.checkpoint import load_checkpoint
+from dandelion.benchmarks.train import Trainer, next_frame, rollout, train
+from dandelion.datasets.torch_dataset import ChannelLayout, WindowDataset
+from dandelion.sphere import SphereGrid
+
+
+def _cfg(data, run_dir, *overrides):
+    with initialize_config_module(config_module="dandelion.configs", version_base="1.3"):
+        return compose("train", overrides=[f"dataset.path={data}", f"run_dir={run_dir}", "model.name=_pointwise_test",
+                                           "model.preset=tiny", "trainer=quick", "device=cpu", "trainer.progress=false",
+                                           *overrides])
+
+
+@pytest.fixture
+def data(make_tiny_dataset, tmp_path):
+    return make_tiny_dataset(tmp_path / "data", n_frames=8)
+
+
+def test_scaled_increments_of_the_train_split_have_unit_rms(data):
+    """The scale makes the normalised one-step differences of the train split unit-RMS, field by field."""
+    ds = WindowDataset(data, "train", n_in=1, n_out=1)
+    layout, s = ds.layout, ds.layout.increment_scale()
+    w = ds.grid.weights.double()  # (nlat, 1) quadrature weights, sum 4 pi
+    diffs = []
+    for f in range(len(ds.files)):
+        raw = {k: torch.as_tensor(np.asarray(v, dtype=np.float64)) for k, v in ds.read_frames(f, 0, ds.n_frames[f]).items()}
+        x = layout.encode(raw).double()  # (T, C, nlat, nlon)
+        diffs.append((x[1:] - x[:-1]) / s.reshape(1, -1, 1, 1))
+    d = torch.cat(diffs)
+    area = lambda a: float((a * w).sum((-2, -1)).mean() / w.sum() / d.shape[-1])  # noqa: E731
+    ih = layout.channels.index("h")
+    assert math.sqrt(area(d[:, ih] ** 2)) == pytest.approx(1.0, rel=1e-4)
+    iv = [layout.channels.index(f"velocity_{c}") for c in "xyz"]
+    assert math.sqrt(area((d[:, iv] ** 2).sum(1))) == pytest.approx(1.0, rel=1e-4)
+    ds.close()
+
+
+def test_scale_follows_the_channel_order_of_level_and_vector_fields():
+    grid = SphereGrid(8, 16, "equiangular")
+    levels = {"values": [250.0, 500.0, 850.0], "units": "hPa", "fields": ["T", "velocity"]}
+    stats = {"T": {"kind": "scalar", "mean": [220.0, 250.0, 280.0], "std": [5.0, 10.0, 20.0], "delta_mean": [0.0, 0.0, 0.0],
+                   "delta_std": [1.0, 3.0, 2.0]},
+             "ps": {"kind": "scalar", "mean": 1e5, "std": 800.0, "delta_mean": 30.0, "delta_std": 40.0},  # RMS 50
+             "velocity": {"kind": "vector", "rms": [30.0, 15.0, 8.0], "delta_rms": [3.0, 3.0, 4.0]}}
+    layout = ChannelLayout({"T": "scalar", "ps": "scalar", "velocity": "vector"}, stats, grid, levels=levels)
+    s = dict(zip(layout.channels, layout.increment_scale().tolist()))
+    assert len(s) == layout.n_channels == 3 + 1 + 9
+    assert s["T_500hPa"] == pytest.approx(0.3) and s["T_850hPa"] == pytest.approx(0.1) and s["ps"] == pytest.approx(50.0 / 800.0)
+    for c in "xyz":
+        assert s[f"velocity_{c}_250hPa"] == pytest.approx(0.1) and s[f"velocity_{c}_850hPa"] == pytest.approx(0.5)
+
+
+def test_missing_delta_statistics_are_named():
+    grid = SphereGrid(8, 16, "equiangular")
+    layout = ChannelLayout({"h": "scalar"}, {"h": {"kind": "scalar", "mean": 0.0, "std": 1.0}}, grid)
+    with pytest.raises(ValueError, match="delta_mean.*'h'.*trainer.target=frame"):
+        layout.increment_scale()
+    # a field that never changes: scale 0, its channel is persistence
+    still = ChannelLayout({"h": "scalar"}, {"h": {"kind": "scalar", "mean": 0.0, "std": 1.0, "delta_mean": 0.0, "delta_std": 0.0}}, grid)
+    assert still.increment_scale().tolist() == [0.0]
+
+
+def test_zero_output_is_persistence_and_rollout_accumulates():
+    x = torch.randn(2, 3 * 4, 5, 6)  # n_in = 3 frames of C = 4 channels
+    s = torch.tensor([0.5, 1.0, 2.0, 4.0], dtype=torch.float64)
+    zero = lambda x: torch.zeros_like(x[:, :4])  # noqa: E731
+    assert torch.equal(next_frame(zero, x, 4, s), x[:, -4:])
+    one = lambda x: torch.ones_like(x[:, :4])  # noqa: E731
+    out = rollout(one, x, 3, 4, s)  # each step adds s
+    for k in range(3):
+        assert torch.allclose(out[:, k], x[:, -4:] + (k + 1) * s.float().reshape(1, 4, 1, 1))
+    assert torch.equal(next_frame(one, x, 4, None), one(x))  # target=frame: the output itself
+
+
+def test_checkpoint_carries_the_target_to_rollouts(data, tmp_path):
+    result = train(_cfg(data, tmp_path / "run", "trainer.target=increment"))
+    ckpt = load_checkpoint(result["last"])
+    assert ckpt["extra"]["target"] == "increment"
+    ds = api.open_dataset(data, "test")
+    fc = api.load_model(result["last"], dataset=ds)
+    assert fc.target == "increment"
+    x = WindowDataset(data, "test", n_in=4, n_out=1)[0]["x"][None]
+    with torch.no_grad():
+        expected = x[:, -fc.layout.n_channels:] + fc.layout.increment_scale().float().reshape(1, -1, 1, 1) * fc.model(x)
+        assert torch.allclose(fc(x), expected, atol=1e-6)
+    # a checkpoint from before the option (no extra.target) predicted frames
+    del ckpt["extra"]["target"]
+    legacy = tmp_path / "legacy.pt"
+    torch.save(ckpt, legacy)
+    assert api.load_model(legacy, dataset=ds).target == "frame"
+    # resuming with the other target is refused, naming the fix
+    with pytest.raises(ValueError, match="trainer.target=increment"):
+        Trainer(_cfg(data, tmp_path / "run2", f"resume={result['last']}", "trainer.target=frame"))
+    with pytest.raises(ValueError, match="trainer.target='residual'"):
+        Trainer(_cfg(data, tmp_path / "run3", "trainer.target=residual"))
+
+
+def test_increment_training_lowers_the_validation_loss(data, tmp_path):
+    """The increment target trains: a few steps lower the valid loss from the random initialisation."""
+    cfg = _cfg(data, tmp_path / "run", "trainer.target=increment", "trainer.lr=1e-2", "trainer.epochs=6",
+               "trainer.finetune.epochs=0", "trainer.warmup_steps=1")
+    trainer = Trainer(cfg)
+    before = trainer.validate()["val_loss"]
+    result = trainer.fit()
+    trainer.close()
+    assert result["val_loss"] < before
