@@ -17,9 +17,11 @@ every cell ``(dataset, model, seed)``:
    over leads 1..20), area-weighted and the Well's unweighted definition, per field and averaged;
 5. the cell's result JSON ``results_dir/<dataset>/<model>/seed<k>.json`` is written atomically.
 
-A cell whose result JSON exists is finished and skipped; a sweep run whose ``result.json`` exists is
-reused; an interrupted sweep run continues exactly from its ``last.pt``. So the same command resumes
-a killed benchmark. ``dandelion-report target=leaderboard scale=<scale>`` then gathers the cells
+A cell whose result JSON exists and was made under the same protocol (:func:`protocol_hash` of the
+scale's settings, and the resolved trainer configuration) is finished and skipped; any other is
+``stale`` and run again. A sweep run whose ``result.json`` exists under
+``runs/<dataset>/<model>/seed<k>/t<training_hash>/`` is reused; an interrupted sweep run continues
+exactly from its ``last.pt``. So the same command resumes a killed benchmark. ``dandelion-report target=leaderboard scale=<scale>`` then gathers the cells
 (:mod:`dandelion.benchmarks.leaderboard`).
 
 Use::
@@ -44,7 +46,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 __all__ = ["benchmark", "cells", "run_cell", "ensure_dataset", "cell_path", "compose", "versions", "machine",
-           "write_json_atomic", "protocol_hash", "CELL_SCHEMA", "main"]
+           "write_json_atomic", "protocol_hash", "training_hash", "resolved_trainer", "CELL_SCHEMA", "main"]
 
 CELL_SCHEMA = "dandelion-benchmark-cell/1"
 _SUMMARY_METRICS = ("vrmse", "vrmse_well", "rmse")
@@ -159,28 +161,68 @@ def _device(cfg) -> str:
 
 
 def protocol_hash(cfg, key: str) -> str:
-    """Fingerprint (12 hex digits) of everything that decides a cell's numbers for dataset ``key``.
+    """Fingerprint (12 hex digits) of the scale's settings that decide a cell's numbers for dataset ``key``.
 
-    SHA-256 of the scale's ``trainer``, ``lr_sweep``, ``preset`` and ``evaluation`` settings and the
-    dataset's spec (config group and overrides). A cell result or sweep run made under another
-    protocol is not reused: its cell is listed as ``stale`` and run again, and sweep runs live under
-    ``runs/<dataset>/<model>/seed<k>/p<hash>/`` so that runs of different protocols never mix.
+    SHA-256 of the scale's ``trainer`` overrides, ``lr_sweep``, ``preset`` and ``evaluation`` settings
+    and the dataset's spec (config group and overrides). A cell result (or persistence reference) made
+    under another fingerprint is listed as ``stale`` and run again. Defaults the scale does not set
+    (``configs/trainer/default.yaml``) are compared separately through the resolved trainer
+    configuration each cell records (:func:`resolved_trainer`).
     """
-    import hashlib
-
     s = cfg.scale
     spec = _dataset_spec(cfg, key)
     payload = {"trainer": OmegaConf.to_container(s.trainer, resolve=True), "lr_sweep": [float(x) for x in s.lr_sweep],
                "preset": str(s.preset), "evaluation": OmegaConf.to_container(s.evaluation, resolve=True),
                "dataset": spec["dataset"], "dataset_overrides": spec["overrides"]}
+    return _digest(payload)
+
+
+def _digest(payload) -> str:
+    import hashlib
+
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def _stored_hash(path: Path) -> str | None:
+def resolved_trainer(cfg) -> dict:
+    """The trainer configuration a sweep run of this scale trains with: ``configs/trainer/default.yaml``
+    merged with the scale's ``trainer`` overrides (without ``lr`` and ``progress``, which vary per run
+    and do not change the result)."""
+    over = _flatten(OmegaConf.to_container(cfg.scale.trainer, resolve=True), "trainer.")
+    t = OmegaConf.to_container(compose("train", over).trainer, resolve=True)
+    for k in ("lr", "progress"):
+        t.pop(k, None)
+    return t
+
+
+def training_hash(cfg, key: str) -> str:
+    """Fingerprint of one sweep run's training setup (resolved trainer, preset, dataset spec; not the
+    evaluation settings or the rest of the sweep): the ``t<hash>`` folder of its run directory, so that runs
+    of different setups never mix and a change of the evaluation alone re-uses the trained runs."""
+    spec = _dataset_spec(cfg, key)
+    return _digest({"trainer": resolved_trainer(cfg), "preset": str(cfg.scale.preset), "dataset": spec["dataset"],
+                    "dataset_overrides": spec["overrides"]})
+
+
+def _stored(path: Path) -> dict:
     try:
-        return json.loads(Path(path).read_text()).get("protocol_hash")
+        return json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError):
-        return None
+        return {}
+
+
+def _stored_hash(path: Path) -> str | None:
+    return _stored(path).get("protocol_hash")
+
+
+def _cell_state(path: Path, h: str, trainer: dict) -> str:
+    if not path.exists():
+        return "todo"
+    rec = _stored(path)
+    if rec.get("protocol_hash") != h:
+        return "stale"
+    if "trainer_resolved" in rec and json.loads(json.dumps(rec["trainer_resolved"])) != json.loads(json.dumps(trainer)):
+        return "stale"  # a default of configs/trainer/default.yaml changed since the cell was made
+    return "finished"
 
 
 def _lr_tag(lr: float) -> str:
@@ -216,12 +258,13 @@ def cells(cfg) -> list[dict]:
     if only.get("seeds") is not None:
         seeds = [int(k) for k in only.seeds]
     out = []
+    trainer = resolved_trainer(cfg)
     for d in ds_keys:
         h = protocol_hash(cfg, d)
         for m in models:
             for k in seeds:
                 p = cell_path(s.results_dir, d, m, k)
-                state = "todo" if not p.exists() else ("finished" if _stored_hash(p) == h else "stale")
+                state = _cell_state(p, h, trainer)
                 out.append({"dataset": d, "model": m, "seed": k, "path": p, "finished": state == "finished", "state": state,
                             "protocol_hash": h})
     return out
@@ -289,7 +332,7 @@ def _plugins(cfg) -> list[str]:
 def _train_one(cfg, key, model, seed, lr, data_path) -> dict:
     from dandelion.benchmarks.train import train
 
-    run_dir = Path(cfg.scale.work_dir) / "runs" / key / model / f"seed{seed}" / f"p{protocol_hash(cfg, key)}" / _lr_tag(lr)
+    run_dir = Path(cfg.scale.work_dir) / "runs" / key / model / f"seed{seed}" / f"t{training_hash(cfg, key)}" / _lr_tag(lr)
     over = _train_overrides(cfg, key, model, seed, lr, run_dir, data_path)
     command = "dandelion-train " + " ".join(shlex.quote(o) for o in over)
     done = run_dir / "result.json"
@@ -368,6 +411,8 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
                    "train_loss": float(r["train_loss"]), "steps": int(r["step"]), "stopped": r.get("stopped"),
                    "minutes": float(r.get("minutes", 0.0)), "run_dir": r["run_dir"], "reused": bool(r.get("reused"))} for r in sweep],
         "trainer": OmegaConf.to_container(s.trainer, resolve=True),
+        "trainer_resolved": resolved_trainer(cfg),
+        "target": str(resolved_trainer(cfg).get("target", "frame")),
         "steps": int(best["step"]),
         "evaluation": {**OmegaConf.to_container(s.evaluation, resolve=True), "n_forecasts": int(results["n_forecasts"]),
                        "mean_key": n20},

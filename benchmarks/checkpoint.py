@@ -211,6 +211,11 @@ def model_from_checkpoint(ckpt, nlat: int | None = None, nlon: int | None = None
                           allow_resolution_change: bool = False) -> torch.nn.Module:
     """Rebuild the model with :func:`dandelion.build_model` and load its weights (eval mode, CPU).
 
+    This is the bare network. A checkpoint trained with ``trainer.target=increment`` (the default;
+    ``ckpt["extra"]["target"]``) outputs the normalised increment, not the next frame: forecast with
+    :func:`dandelion.api.load_model` (a ``Forecaster`` that applies it) or
+    :func:`dandelion.benchmarks.train.next_frame`.
+
     Parameters
     ----------
     ckpt : a dict from :func:`load_checkpoint`, or a path.

@@ -176,7 +176,13 @@ def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, re
         L.append("*persistence (reference)*: the last input frame as every forecast (no training), same forecasts and metrics.")
         L.append("")
     for d in datasets:
-        hashes = {c.get("protocol_hash") for c in cells if c["dataset_key"] == d}
+        ref_hash = ((references or {}).get(d) or {}).get("protocol_hash")
+        cell_hashes = {c.get("protocol_hash") for c in cells if c["dataset_key"] == d}
+        if ref_hash is not None and cell_hashes != {ref_hash}:
+            L.append(f"**Warning**: the persistence reference of {d} was made under protocol {ref_hash}, the cells under "
+                     f"{sorted(map(str, cell_hashes))}; rerun `dandelion-benchmark` to refresh it.")
+            L.append("")
+        hashes = cell_hashes
         if len(hashes) > 1:
             L.append(f"**Warning**: the cells of {d} were made under {len(hashes)} different protocols ({sorted(map(str, hashes))}); "
                      f"rerun `dandelion-benchmark` so that they agree before comparing them.")
@@ -200,7 +206,7 @@ def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, re
     L.append("")
     c0 = cells[0]
     t = c0["trainer"]
-    target = t.get("target", "frame")
+    target = c0.get("target") or t.get("target", "frame")
     L.append(f"Protocol (scale `{scale}`): {t.get('n_in', 4)} frames in, 1 out; the network predicts the "
              f"{'normalised increment (x_t+1 = x_t + s * output)' if target == 'increment' else 'next frame'}; batch {t.get('batch_size')}; "
              f"pretrain {t.get('epochs')} x {t.get('max_batches_per_epoch')} steps, autoregressive fine-tune "

@@ -127,13 +127,15 @@ def next_frame(model, x: torch.Tensor, n_channels: int, increment_scale: torch.T
     ``x`` : (B, n_in*C, nlat, nlon) frame-major window (last C channels = newest frame ``x_t``).
     Returns ``model(x)`` (target ``frame``, ``increment_scale=None``) or
     ``x_t + increment_scale[c] * model(x)`` (target ``increment``; ``increment_scale`` of shape (C,),
-    :meth:`ChannelLayout.increment_scale`), in float32 or the model's dtype, shape (B, C, nlat, nlon).
+    :meth:`ChannelLayout.increment_scale`), shape (B, C, nlat, nlon); the increment is added in the
+    output's dtype promoted to at least float32.
     """
     out = model(x)
     if increment_scale is None:
         return out
-    s = increment_scale.to(device=out.device, dtype=torch.float32).reshape(1, n_channels, 1, 1)
-    return x[:, -n_channels:].float() + s * out.float()
+    dt = torch.promote_types(out.dtype, torch.float32)  # bf16 (autocast) outputs are added in float32
+    s = increment_scale.to(device=out.device, dtype=dt).reshape(1, n_channels, 1, 1)
+    return x[:, -n_channels:].to(dt) + s * out.to(dt)
 
 
 def rollout(model, x: torch.Tensor, n_steps: int, n_channels: int, increment_scale: torch.Tensor | None = None) -> torch.Tensor:

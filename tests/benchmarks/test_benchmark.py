@@ -81,6 +81,9 @@ def test_one_cell_then_skip_then_leaderboard(tiny_scale, tmp_path):
     rec = json.loads(paths["sfno"].read_text())
     assert all(r["reused"] for r in rec["sweep"])
 
+    rec0 = json.loads(paths["_pointwise_test"].read_text())
+    assert rec0["target"] == "increment" and rec0["trainer_resolved"]["target"] == "increment"
+
     res = LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": True}))
     md = (tmp_path / "results" / "leaderboard.md").read_text()
     assert res["n_cells"] == 2
@@ -150,3 +153,35 @@ def test_protocols_compose(scale):
     assert s.trainer.finetune.epochs >= 1  # the autoregressive fine-tune is part of the protocol
     grid = B.cells(cfg)
     assert len(grid) == len(s.datasets) * len(s.models) * len(s.seeds)
+
+
+def test_changed_protocol_makes_cells_stale_and_reuses_only_matching_runs(tiny_scale):
+    """A cell made under other settings is not counted as finished; the trained runs are reused only when
+    the training setup itself is unchanged."""
+    cfg = tiny_scale
+    cfg.scale.models = ["_pointwise_test"]
+    B.benchmark(cfg)
+    path = B.cell_path(cfg.scale.results_dir, "tiny_16x32", "_pointwise_test", 0)
+    assert [c["state"] for c in B.cells(cfg)] == ["finished"]
+
+    # evaluation changed: the cell is stale, its sweep runs are reused (same training setup)
+    cfg.scale.evaluation.n_steps = 2
+    assert [c["state"] for c in B.cells(cfg)] == ["stale"]
+    out = B.benchmark(cfg)
+    assert out["ran"] == 1
+    rec = json.loads(path.read_text())
+    assert all(r["reused"] for r in rec["sweep"]) and len(rec["curves"]["vrmse"]["mean"]) == 2
+    ref = json.loads((path.parents[1] / "persistence.json").read_text())
+    assert ref["protocol_hash"] == rec["protocol_hash"]  # the reference was remade with the new evaluation
+
+    # a cell made when configs/trainer/default.yaml had another default (the scale's settings alike): stale
+    made_before = dict(rec, trainer_resolved={**rec["trainer_resolved"], "betas": [0.8, 0.99]})
+    path.write_text(json.dumps(made_before))
+    assert [c["state"] for c in B.cells(cfg)] == ["stale"]
+
+    # a trainer setting changed: stale, and the runs are trained again
+    cfg.scale.trainer.target = "frame"
+    assert [c["state"] for c in B.cells(cfg)] == ["stale"]
+    B.benchmark(cfg)
+    rec = json.loads(path.read_text())
+    assert not any(r["reused"] for r in rec["sweep"]) and rec["target"] == "frame"
