@@ -10,7 +10,10 @@ averaged over the steps. ``trainer.target`` says what the network outputs (:func
 ``increment`` = the normalised one-step increment, ``x_{t+1} = x_t + s * model(...)`` with ``s`` the
 per-channel ratio of the train split's one-step-difference spread to the field spread
 (:meth:`ChannelLayout.increment_scale`, from stats.yaml), so that the output has unit spread and a
-zero output is persistence. The choice is stored in the checkpoint and used by every rollout.
+zero output is persistence; the loss is then measured in units of the increment. ``trainer.inputs``
+says what it sees: ``frames`` (the window of normalised frames) or ``differences``
+(:func:`difference_window`: the older frames as scaled differences to the newest). Both choices are
+stored in the checkpoint and used by every rollout.
 
 Exact resume: the data order of an epoch is a pure function of ``(seed, epoch)`` (a permutation
 from a generator seeded with ``seed + epoch``, sharded across ranks like ``DistributedSampler``),
@@ -50,10 +53,11 @@ from omegaconf import DictConfig, OmegaConf
 from dandelion.benchmarks.checkpoint import load_checkpoint, model_state, rng_state, save_checkpoint, set_rng_state
 from dandelion.datasets.torch_dataset import WindowDataset, loss_weights
 
-__all__ = ["train", "main", "Trainer", "EpochSampler", "WarmupCosine", "area_weighted_mse", "next_frame", "rollout", "parameter_hash",
-           "TARGETS"]
+__all__ = ["train", "main", "Trainer", "EpochSampler", "WarmupCosine", "area_weighted_mse", "next_frame", "difference_window",
+           "rollout", "parameter_hash", "TARGETS", "INPUTS"]
 
 TARGETS = ("frame", "increment")
+INPUTS = ("frames", "differences")
 
 log = logging.getLogger(__name__)
 
@@ -116,21 +120,42 @@ def area_weighted_mse(pred: torch.Tensor, true: torch.Tensor, weights: torch.Ten
     """Mean over everything of ``(pred - true)**2 * weights``.
 
     ``weights`` (nlat, 1) normalised to mean 1 (:func:`dandelion.datasets.torch_dataset.loss_weights`),
-    so the result is the area-weighted mean squared error averaged over samples and channels.
+    so the result is the area-weighted mean squared error averaged over samples and channels; or
+    (C, nlat, 1), the same times a per-channel factor (the trainer's ``1 / increment_scale**2`` for
+    ``target=increment``: the error in units of the normalised increment).
     """
     return ((pred - true) ** 2 * weights).mean()
 
 
-def next_frame(model, x: torch.Tensor, n_channels: int, increment_scale: torch.Tensor | None = None) -> torch.Tensor:
-    """The next normalised frame from a window, for either training target.
+def difference_window(x: torch.Tensor, n_channels: int, scale: torch.Tensor) -> torch.Tensor:
+    """Re-express a frame window as differences: ``[(x_{t-k} - x_t) / scale for k = n_in-1..1] + [x_t]``.
+
+    ``x`` : (B, n_in*C, nlat, nlon), frame-major, oldest first; ``scale`` : (C,) (the increment scale;
+    0 is read as 1). Same shape out, the same information (invertible), but the frame-to-frame changes,
+    a few percent of a field's spread, arrive at unit size instead of as small differences of large,
+    nearly equal inputs (``trainer.inputs=differences``).
+    """
+    n_in = x.shape[1] // n_channels
+    if n_in == 1:
+        return x
+    s = scale.to(device=x.device, dtype=x.dtype)
+    s = torch.where(s > 0, s, torch.ones_like(s)).repeat(n_in - 1).reshape(1, -1, 1, 1)
+    last = x[:, -n_channels:]
+    return torch.cat([(x[:, :-n_channels] - last.repeat(1, n_in - 1, 1, 1)) / s, last], dim=1)
+
+
+def next_frame(model, x: torch.Tensor, n_channels: int, increment_scale: torch.Tensor | None = None,
+               input_scale: torch.Tensor | None = None) -> torch.Tensor:
+    """The next normalised frame from a window, for either training target and input form.
 
     ``x`` : (B, n_in*C, nlat, nlon) frame-major window (last C channels = newest frame ``x_t``).
-    Returns ``model(x)`` (target ``frame``, ``increment_scale=None``) or
-    ``x_t + increment_scale[c] * model(x)`` (target ``increment``; ``increment_scale`` of shape (C,),
-    :meth:`ChannelLayout.increment_scale`), shape (B, C, nlat, nlon); the increment is added in the
-    output's dtype promoted to at least float32.
+    The network sees ``x`` (``input_scale=None``, ``trainer.inputs=frames``) or
+    :func:`difference_window` of it (``trainer.inputs=differences``). Returns its output (target
+    ``frame``, ``increment_scale=None``) or ``x_t + increment_scale[c] * output`` (target
+    ``increment``; ``increment_scale`` of shape (C,), :meth:`ChannelLayout.increment_scale`), shape
+    (B, C, nlat, nlon); the increment is added in the output's dtype promoted to at least float32.
     """
-    out = model(x)
+    out = model(x if input_scale is None else difference_window(x, n_channels, input_scale))
     if increment_scale is None:
         return out
     dt = torch.promote_types(out.dtype, torch.float32)  # bf16 (autocast) outputs are added in float32
@@ -138,7 +163,8 @@ def next_frame(model, x: torch.Tensor, n_channels: int, increment_scale: torch.T
     return x[:, -n_channels:].to(dt) + s * out.to(dt)
 
 
-def rollout(model, x: torch.Tensor, n_steps: int, n_channels: int, increment_scale: torch.Tensor | None = None) -> torch.Tensor:
+def rollout(model, x: torch.Tensor, n_steps: int, n_channels: int, increment_scale: torch.Tensor | None = None,
+            input_scale: torch.Tensor | None = None) -> torch.Tensor:
     """Autoregressive rollout in normalised units, as in training.
 
     ``x`` : (B, n_in*C, nlat, nlon) frame-major window; returns (B, n_steps, C, nlat, nlon), where
@@ -147,7 +173,7 @@ def rollout(model, x: torch.Tensor, n_steps: int, n_channels: int, increment_sca
     """
     preds = []
     for k in range(n_steps):
-        pred = next_frame(model, x, n_channels, increment_scale)
+        pred = next_frame(model, x, n_channels, increment_scale, input_scale)
         preds.append(pred)
         if k + 1 < n_steps:
             x = torch.cat([x[:, n_channels:], pred], dim=1)
@@ -290,6 +316,10 @@ class Trainer:
         if self.target not in TARGETS:
             raise ValueError(f"trainer.target={self.target!r}: expected one of {TARGETS} (what the network outputs)")
         self.increment_scale = self.layout.increment_scale().to(self.device) if self.target == "increment" else None
+        self.inputs = str(t.get("inputs", "frames"))
+        if self.inputs not in INPUTS:
+            raise ValueError(f"trainer.inputs={self.inputs!r}: expected one of {INPUTS} (what the network sees)")
+        self.input_scale = self.layout.increment_scale().to(self.device) if self.inputs == "differences" else None
 
         # seeded model initialisation: identical on every rank (DDP also broadcasts rank 0's weights)
         torch.manual_seed(self.seed)
@@ -326,7 +356,16 @@ class Trainer:
             raise ValueError(f"no training steps planned (epochs={t.epochs}, max_steps={t.get('max_steps')}): raise trainer.epochs or max_steps")
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, WarmupCosine(int(t.warmup_steps), self.total_steps, float(t.get("min_lr_ratio", 0.0))))
-        self.weights = loss_weights(self.grid).to(device=self.device, dtype=torch.float32)
+        self.weights = loss_weights(self.grid).to(device=self.device, dtype=torch.float32)  # (nlat, 1)
+        if self.increment_scale is not None:
+            # The loss is measured in units of the target: errors divided by the increment scale per channel, so that
+            # persistence scores O(1) and the gradients are O(1). In frame units the increments are a few percent of
+            # the spread, the loss ~1e-4 and its gradients so small against AdamW's eps that training stalls at
+            # persistence (measured on Galewsky 32x64; benchmarks/results/cpu/NOTES.md). A channel with scale 0
+            # (a field that never changes) is exactly persistence; its weight stays 1.
+            sc = self.increment_scale.to(torch.float32)
+            inv2 = torch.where(sc > 0, 1.0 / sc.clamp_min(torch.finfo(torch.float32).tiny) ** 2, torch.ones_like(sc))
+            self.weights = self.weights * inv2.reshape(-1, 1, 1)  # (C, nlat, 1)
 
         self.step, self.epoch, self.batch_in_epoch = 0, 0, 0
         self.best_val = math.inf
@@ -358,10 +397,11 @@ class Trainer:
                                  or dict(spec.get("overrides") or {}) != dict(self.model_spec["overrides"])):
             raise ValueError(f"resume={path}: checkpoint holds model {spec} but the configuration builds {self.model_spec}; "
                              "resume with the same model=, model.preset=, model.overrides and dataset")
-        saved_target = ckpt.get("extra", {}).get("target", "frame")
-        if saved_target != self.target:
-            raise ValueError(f"resume={path}: the checkpoint was trained with trainer.target={saved_target} but the configuration "
-                             f"says {self.target}: resume with trainer.target={saved_target}")
+        for key, mine, default in (("target", self.target, "frame"), ("inputs", self.inputs, "frames")):
+            saved = ckpt.get("extra", {}).get(key, default)
+            if saved != mine:
+                raise ValueError(f"resume={path}: the checkpoint was trained with trainer.{key}={saved} but the configuration "
+                                 f"says {mine}: resume with trainer.{key}={saved}")
         if ckpt["grid"] != self.grid.to_dict():
             raise ValueError(f"resume={path}: checkpoint grid {ckpt['grid']} differs from the data grid {self.grid.to_dict()}")
         self.bare_model.load_state_dict(model_state(ckpt, self.bare_model))
@@ -392,7 +432,8 @@ class Trainer:
             per_rank = [None] * self.dist.world_size
             dist.all_gather_object(per_rank, rng_state())
         if self.dist.main:
-            extra = {"model_spec": self.model_spec, "layout": self.layout.to_dict(), "target": self.target, "batch_in_epoch": self.batch_in_epoch,
+            extra = {"model_spec": self.model_spec, "layout": self.layout.to_dict(), "target": self.target,
+                     "inputs": self.inputs, "batch_in_epoch": self.batch_in_epoch,
                      "best_val": self.best_val, "total_steps": self.total_steps, "history": self.history,
                      "world_size": self.dist.world_size, "dataset_path": str(self.data_path), "rng_per_rank": per_rank}
             save_checkpoint(path, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler, config=self.cfg,
@@ -423,7 +464,7 @@ class Trainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         with self._autocast():
-            pred = rollout(self.model, x, y.shape[1], y.shape[2], self.increment_scale)
+            pred = rollout(self.model, x, y.shape[1], y.shape[2], self.increment_scale, self.input_scale)
         loss = area_weighted_mse(pred.float(), y, self.weights)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"non-finite training loss {loss.item()} at step {self.step}: lower trainer.lr or "
@@ -439,7 +480,8 @@ class Trainer:
 
     @torch.no_grad()
     def validate(self) -> dict:
-        """Next-step loss (area-weighted MSE, normalised units) and area-weighted VRMSE on the valid split.
+        """Next-step loss (area-weighted MSE in the target's units: normalised frames, or normalised
+        increments for ``target=increment``) and area-weighted VRMSE (of the frames) on the valid split.
 
         VRMSE: :func:`dandelion.benchmarks.metrics.vrmse` per sample and channel (normalised units,
         area-weighted), averaged. Sharded across ranks without padding and summed, so every rank
@@ -459,7 +501,7 @@ class Trainer:
                 break
             x, y = batch["x"].to(self.device), batch["y"][:, 0].to(self.device)
             with self._autocast():
-                pred = next_frame(model, x, y.shape[1], self.increment_scale).float()
+                pred = next_frame(model, x, y.shape[1], self.increment_scale, self.input_scale).float()
             n = x.shape[0]
             sums[0] += float(((pred - y) ** 2 * self.weights).mean((-3, -2, -1)).sum())
             sums[1] += float(vrmse(pred.double(), y.double(), w64).mean(-1).sum())

@@ -71,21 +71,28 @@ class Forecaster(torch.nn.Module):
     target : ``"frame"`` (the network outputs the next normalised frame) or ``"increment"`` (it
         outputs the normalised increment, scaled by ``layout.increment_scale()``; see
         :func:`dandelion.benchmarks.train.next_frame`), as the model was trained.
+    inputs : ``"frames"`` (the network sees the window of normalised frames) or ``"differences"``
+        (:func:`dandelion.benchmarks.train.difference_window`), as the model was trained.
     """
 
-    def __init__(self, model: torch.nn.Module, layout, n_in: int, name: str = "model", checkpoint=None, target: str = "frame"):
+    def __init__(self, model: torch.nn.Module, layout, n_in: int, name: str = "model", checkpoint=None, target: str = "frame",
+                 inputs: str = "frames"):
         super().__init__()
-        from dandelion.benchmarks.train import TARGETS
+        from dandelion.benchmarks.train import INPUTS, TARGETS
 
         if target not in TARGETS:
             raise ValueError(f"target={target!r}: expected one of {TARGETS}")
+        if inputs not in INPUTS:
+            raise ValueError(f"inputs={inputs!r}: expected one of {INPUTS}")
+        self.inputs = str(inputs)
         self.model = model
         self.layout = layout
         self.n_in = int(n_in)
         self.name = str(name)
         self.checkpoint = None if checkpoint is None else str(checkpoint)
         self.target = str(target)
-        scale = layout.increment_scale().float() if target == "increment" else torch.zeros(0)
+        need = target == "increment" or inputs == "differences"
+        scale = layout.increment_scale().float() if need else torch.zeros(0)
         self.register_buffer("increment_scale", scale, persistent=False)
 
     @property
@@ -101,7 +108,8 @@ class Forecaster(torch.nn.Module):
         """One step: ``(B, n_in*C, nlat, nlon)`` -> next normalised frame ``(B, C, nlat, nlon)``."""
         from dandelion.benchmarks.train import next_frame
 
-        return next_frame(self.model, x, self.layout.n_channels, self.increment_scale if self.target == "increment" else None)
+        return next_frame(self.model, x, self.layout.n_channels, self.increment_scale if self.target == "increment" else None,
+                          self.increment_scale if self.inputs == "differences" else None)
 
 
 def import_plugins(plugins) -> None:
@@ -164,8 +172,9 @@ def load_model(checkpoint, device="cpu", dataset=None, allow_resolution_change: 
         cfg = config_from_checkpoint(ckpt)
         n_in = (cfg.get("trainer") or {}).get("n_in") or int(spec["in_channels"]) // layout.n_channels
     name = spec.get("name", "model")
-    target = ckpt.get("extra", {}).get("target", "frame")  # checkpoints from before the option predicted frames
-    return Forecaster(model, layout, int(n_in), name=name, checkpoint=checkpoint, target=target).to(device).eval()
+    extra = ckpt.get("extra", {})  # checkpoints from before these options predicted frames from frames
+    return Forecaster(model, layout, int(n_in), name=name, checkpoint=checkpoint, target=extra.get("target", "frame"),
+                      inputs=extra.get("inputs", "frames")).to(device).eval()
 
 
 def valid_inits(n_frames: int, n_in: int, n_steps: int, init_stride: int = 1, max_inits: int | None = None) -> np.ndarray:

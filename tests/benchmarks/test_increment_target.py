@@ -1,7 +1,8 @@
-"""trainer.target=increment: the network predicts the normalised one-step increment (benchmarks/train.py).
+"""trainer.target=increment and trainer.inputs=differences (benchmarks/train.py).
 
 Checks the scale against the data it comes from, the channel order of the scale for level and vector
-fields, that a zero output is persistence, and that checkpoints carry the target to every rollout.
+fields, that a zero output is persistence, that the difference window is an invertible re-expression
+of the frames, and that checkpoints carry both choices to every rollout.
 """
 
 import math
@@ -14,7 +15,7 @@ from hydra import compose, initialize_config_module
 import tiny_model  # noqa: F401  (registers "_pointwise_test")
 from dandelion import api
 from dandelion.benchmarks.checkpoint import load_checkpoint
-from dandelion.benchmarks.train import Trainer, next_frame, rollout, train
+from dandelion.benchmarks.train import Trainer, difference_window, next_frame, rollout, train
 from dandelion.datasets.torch_dataset import ChannelLayout, WindowDataset
 from dandelion.sphere import SphereGrid
 
@@ -87,27 +88,51 @@ def test_zero_output_is_persistence_and_rollout_accumulates():
     assert torch.equal(next_frame(one, x, 4, None), one(x))  # target=frame: the output itself
 
 
-def test_checkpoint_carries_the_target_to_rollouts(data, tmp_path):
-    result = train(_cfg(data, tmp_path / "run", "trainer.target=increment"))
+def test_difference_window_is_an_invertible_re_expression():
+    C, n_in = 3, 4
+    x = torch.randn(2, n_in * C, 5, 6, dtype=torch.float64)
+    s = torch.tensor([0.5, 0.0, 2.0], dtype=torch.float64)  # a zero scale is read as 1
+    d = difference_window(x, C, s)
+    last = x[:, -C:]
+    assert torch.equal(d[:, -C:], last)
+    s1 = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64).reshape(1, C, 1, 1)
+    for k in range(n_in - 1):  # frame k back from the window: last + scale * difference
+        assert torch.allclose(last + s1 * d[:, k * C:(k + 1) * C], x[:, k * C:(k + 1) * C], rtol=0, atol=1e-12)
+    assert torch.equal(difference_window(last, C, s), last)  # one frame in: nothing to difference
+    first = lambda z: z[:, :C]  # noqa: E731  (a "network" returning what it sees of the oldest frame)
+    assert torch.allclose(next_frame(first, x, C, None, s), (x[:, :C] - last) / s1, atol=1e-12)
+
+
+def test_checkpoint_carries_the_target_and_inputs_to_rollouts(data, tmp_path):
+    result = train(_cfg(data, tmp_path / "run", "trainer.target=increment", "trainer.inputs=differences"))
     ckpt = load_checkpoint(result["last"])
-    assert ckpt["extra"]["target"] == "increment"
+    assert ckpt["extra"]["target"] == "increment" and ckpt["extra"]["inputs"] == "differences"
     ds = api.open_dataset(data, "test")
     fc = api.load_model(result["last"], dataset=ds)
-    assert fc.target == "increment"
+    assert fc.target == "increment" and fc.inputs == "differences"
     x = WindowDataset(data, "test", n_in=4, n_out=1)[0]["x"][None]
+    C = fc.layout.n_channels
+    s = fc.layout.increment_scale().float()
     with torch.no_grad():
-        expected = x[:, -fc.layout.n_channels:] + fc.layout.increment_scale().float().reshape(1, -1, 1, 1) * fc.model(x)
+        expected = x[:, -C:] + s.reshape(1, -1, 1, 1) * fc.model(difference_window(x, C, s))
         assert torch.allclose(fc(x), expected, atol=1e-6)
-    # a checkpoint from before the option (no extra.target) predicted frames
-    del ckpt["extra"]["target"]
+    # a checkpoint from before the options (no extra.target / extra.inputs) predicted frames from frames
+    del ckpt["extra"]["target"], ckpt["extra"]["inputs"]
     legacy = tmp_path / "legacy.pt"
     torch.save(ckpt, legacy)
-    assert api.load_model(legacy, dataset=ds).target == "frame"
-    # resuming with the other target is refused, naming the fix
+    old = api.load_model(legacy, dataset=ds)
+    assert (old.target, old.inputs) == ("frame", "frames")
+    with torch.no_grad():
+        assert torch.equal(old(x), old.model(x))
+    # resuming with another target or input form is refused, naming the fix
     with pytest.raises(ValueError, match="trainer.target=increment"):
         Trainer(_cfg(data, tmp_path / "run2", f"resume={result['last']}", "trainer.target=frame"))
+    with pytest.raises(ValueError, match="trainer.inputs=differences"):
+        Trainer(_cfg(data, tmp_path / "run2", f"resume={result['last']}", "trainer.inputs=frames"))
     with pytest.raises(ValueError, match="trainer.target='residual'"):
         Trainer(_cfg(data, tmp_path / "run3", "trainer.target=residual"))
+    with pytest.raises(ValueError, match="trainer.inputs='deltas'"):
+        Trainer(_cfg(data, tmp_path / "run3", "trainer.inputs=deltas"))
 
 
 def test_increment_training_lowers_the_validation_loss(data, tmp_path):

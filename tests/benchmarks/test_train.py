@@ -51,10 +51,14 @@ def test_cli_compose_trains_and_writes_loadable_checkpoints(data, tmp_path):
     batches = [valid[i] for i in range(min(len(valid), 2 * 4))]  # trainer=quick: val_max_batches=2 of 4
     x = torch.stack([b["x"] for b in batches])
     y = torch.stack([b["y"][:, :] for b in batches])[:, 0]
-    scale = valid.layout.increment_scale() if ckpt["extra"]["target"] == "increment" else None
+    scale = valid.layout.increment_scale()
     with torch.no_grad():
-        pred = next_frame(model, x, valid.layout.n_channels, scale)
-        loss = area_weighted_mse(pred, y, loss_weights(valid.grid).float()).item()
+        pred = next_frame(model, x, valid.layout.n_channels, scale if ckpt["extra"]["target"] == "increment" else None,
+                          scale if ckpt["extra"]["inputs"] == "differences" else None)
+        w = loss_weights(valid.grid).float()
+        if ckpt["extra"]["target"] == "increment":  # the loss is in units of the normalised increment
+            w = w / scale.float().reshape(-1, 1, 1) ** 2
+        loss = area_weighted_mse(pred, y, w).item()
     assert loss == pytest.approx(result["val_loss"], rel=1e-5)
     assert (tmp_path / "run" / "metrics.jsonl").read_text().count("\n") == 2
 
