@@ -7,9 +7,13 @@ every 6 h), prints the card's checks and writes ``<out>.npz`` and ``<out>.png`` 
 Card targets (T42 L20, 200 d spin-up, 200 d average): 250 hPa zonal-mean jet 28 +- 7 m/s at
 45 +- 12 degrees in each hemisphere; 1000 hPa T 300 +- 10 K for |lat| < 10.
 
-Usage::
+Usage (the run behind docs/held_suarez_climatology_T42.*, about 85 minutes on one CPU thread)::
 
-    OMP_NUM_THREADS=2 python docs/held_suarez_climatology.py --lmax 43 --spinup-days 200 --avg-days 200 --dt 1200
+    OMP_NUM_THREADS=1 python docs/held_suarez_climatology.py --lmax 43 --levels 20 --dt 1200 \
+        --spinup-days 200 --avg-days 200 --out docs/held_suarez_climatology_T42
+
+The running time mean is written every ``--write-every-days`` of the averaging window, so a run
+stopped early still leaves its numbers (``avg_days_done``, ``complete`` in the JSON).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ def main():
     ap.add_argument("--spinup-days", type=float, default=200.0)
     ap.add_argument("--avg-days", type=float, default=200.0)
     ap.add_argument("--sample-hours", type=float, default=6.0)
-    ap.add_argument("--out", default="docs/held_suarez_climatology")
+    ap.add_argument("--out", default="docs/held_suarez_climatology_T42")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--write-every-days", type=float, default=20.0,
                     help="write the running time mean (json, npz, png) this often during the averaging window")
