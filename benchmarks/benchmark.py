@@ -405,7 +405,7 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
         "model": model, "preset": str(s.preset), "seed": int(seed),
         "n_parameters": int(best.get("n_parameters", 0)),
         "lr": float(best["lr"]),
-        "selection": "lowest next-step loss (area-weighted MSE, normalised units) of the final model (last.pt, after the "
+        "selection": "lowest next-step loss (area-weighted MSE in the target's normalised units) of the final model (last.pt, after the "
                      "autoregressive fine-tune) on the valid split",
         "sweep": [{"lr": float(r["lr"]), "val_loss": float(r["val_loss"]), "val_vrmse": float(r["val_vrmse"]),
                    "train_loss": float(r["train_loss"]), "steps": int(r["step"]), "stopped": r.get("stopped"),

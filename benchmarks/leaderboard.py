@@ -206,9 +206,13 @@ def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, re
     L.append("")
     c0 = cells[0]
     t = c0["trainer"]
-    target = c0.get("target") or t.get("target", "frame")
-    L.append(f"Protocol (scale `{scale}`): {t.get('n_in', 4)} frames in, 1 out; the network predicts the "
-             f"{'normalised increment (x_t+1 = x_t + s * output)' if target == 'increment' else 'next frame'}; batch {t.get('batch_size')}; "
+    tr = c0.get("trainer_resolved") or t
+    target = c0.get("target") or tr.get("target", "frame")
+    inputs = tr.get("inputs", "frames")
+    L.append(f"Protocol (scale `{scale}`): {t.get('n_in', 4)} frames in, 1 out; the network sees "
+             f"{'the older frames as scaled differences to the newest' if inputs == 'differences' else 'the normalised frames'} and "
+             f"predicts the {'normalised increment (x_t+1 = x_t + s * output; loss in units of the increment)' if target == 'increment' else 'next frame'}; "
+             f"batch {t.get('batch_size')}; "
              f"pretrain {t.get('epochs')} x {t.get('max_batches_per_epoch')} steps, autoregressive fine-tune "
              f"{(t.get('finetune') or {}).get('epochs', 0)} x {t.get('max_batches_per_epoch')} steps of "
              f"{(t.get('finetune') or {}).get('n_out', 2)}-step windows; learning rate from the sweep "
