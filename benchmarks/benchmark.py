@@ -377,6 +377,7 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
     from dandelion.datasets.storage import load_metadata
 
     meta = load_metadata(data_path)
+    trainer_resolved = resolved_trainer(cfg)
     sweep = []
     for lr in s.lr_sweep:
         sweep.append(_train_one(cfg, key, model, seed, float(lr), data_path))
@@ -411,8 +412,8 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
                    "train_loss": float(r["train_loss"]), "steps": int(r["step"]), "stopped": r.get("stopped"),
                    "minutes": float(r.get("minutes", 0.0)), "run_dir": r["run_dir"], "reused": bool(r.get("reused"))} for r in sweep],
         "trainer": OmegaConf.to_container(s.trainer, resolve=True),
-        "trainer_resolved": resolved_trainer(cfg),
-        "target": str(resolved_trainer(cfg).get("target", "frame")),
+        "trainer_resolved": trainer_resolved,
+        "target": str(trainer_resolved.get("target", "frame")),
         "steps": int(best["step"]),
         "evaluation": {**OmegaConf.to_container(s.evaluation, resolve=True), "n_forecasts": int(results["n_forecasts"]),
                        "mean_key": n20},

@@ -53,7 +53,7 @@ from omegaconf import DictConfig, OmegaConf
 from dandelion.benchmarks.checkpoint import load_checkpoint, model_state, rng_state, save_checkpoint, set_rng_state
 from dandelion.datasets.torch_dataset import WindowDataset, loss_weights
 
-__all__ = ["train", "main", "Trainer", "EpochSampler", "WarmupCosine", "area_weighted_mse", "next_frame", "difference_window",
+__all__ = ["train", "main", "Trainer", "EpochSampler", "WarmupCosine", "area_weighted_mse", "next_frame", "difference_window", "nonzero_scale",
            "rollout", "parameter_hash", "TARGETS", "INPUTS"]
 
 TARGETS = ("frame", "increment")
@@ -127,6 +127,11 @@ def area_weighted_mse(pred: torch.Tensor, true: torch.Tensor, weights: torch.Ten
     return ((pred - true) ** 2 * weights).mean()
 
 
+def nonzero_scale(scale: torch.Tensor) -> torch.Tensor:
+    """The increment scale with zeros (fields that never change) read as 1, for dividing by it."""
+    return torch.where(scale > 0, scale, torch.ones_like(scale))
+
+
 def difference_window(x: torch.Tensor, n_channels: int, scale: torch.Tensor) -> torch.Tensor:
     """Re-express a frame window as differences: ``[(x_{t-k} - x_t) / scale for k = n_in-1..1] + [x_t]``.
 
@@ -138,8 +143,7 @@ def difference_window(x: torch.Tensor, n_channels: int, scale: torch.Tensor) -> 
     n_in = x.shape[1] // n_channels
     if n_in == 1:
         return x
-    s = scale.to(device=x.device, dtype=x.dtype)
-    s = torch.where(s > 0, s, torch.ones_like(s)).repeat(n_in - 1).reshape(1, -1, 1, 1)
+    s = nonzero_scale(scale.to(device=x.device, dtype=x.dtype)).repeat(n_in - 1).reshape(1, -1, 1, 1)
     last = x[:, -n_channels:]
     return torch.cat([(x[:, :-n_channels] - last.repeat(1, n_in - 1, 1, 1)) / s, last], dim=1)
 
@@ -315,11 +319,13 @@ class Trainer:
         self.target = str(t.get("target", "frame"))
         if self.target not in TARGETS:
             raise ValueError(f"trainer.target={self.target!r}: expected one of {TARGETS} (what the network outputs)")
-        self.increment_scale = self.layout.increment_scale().to(self.device) if self.target == "increment" else None
         self.inputs = str(t.get("inputs", "frames"))
         if self.inputs not in INPUTS:
             raise ValueError(f"trainer.inputs={self.inputs!r}: expected one of {INPUTS} (what the network sees)")
-        self.input_scale = self.layout.increment_scale().to(self.device) if self.inputs == "differences" else None
+        need = self.target == "increment" or self.inputs == "differences"
+        scale = self.layout.increment_scale().to(self.device) if need else None
+        self.increment_scale = scale if self.target == "increment" else None
+        self.input_scale = scale if self.inputs == "differences" else None
 
         # seeded model initialisation: identical on every rank (DDP also broadcasts rank 0's weights)
         torch.manual_seed(self.seed)
@@ -358,13 +364,10 @@ class Trainer:
             self.optimizer, WarmupCosine(int(t.warmup_steps), self.total_steps, float(t.get("min_lr_ratio", 0.0))))
         self.weights = loss_weights(self.grid).to(device=self.device, dtype=torch.float32)  # (nlat, 1)
         if self.increment_scale is not None:
-            # The loss is measured in units of the target: errors divided by the increment scale per channel, so that
-            # persistence scores O(1) and the gradients are O(1). In frame units the increments are a few percent of
-            # the spread, the loss ~1e-4 and its gradients so small against AdamW's eps that training stalls at
-            # persistence (measured on Galewsky 32x64; benchmarks/results/cpu/NOTES.md). A channel with scale 0
-            # (a field that never changes) is exactly persistence; its weight stays 1.
-            sc = self.increment_scale.to(torch.float32)
-            inv2 = torch.where(sc > 0, 1.0 / sc.clamp_min(torch.finfo(torch.float32).tiny) ** 2, torch.ones_like(sc))
+            # The loss is measured in units of the target (errors divided by the increment scale per channel): every
+            # field's increment counts alike and persistence scores O(1). A channel with scale 0 (a field that never
+            # changes) is exactly persistence; its weight stays 1.
+            inv2 = nonzero_scale(self.increment_scale.to(torch.float32)) ** -2
             self.weights = self.weights * inv2.reshape(-1, 1, 1)  # (C, nlat, 1)
 
         self.step, self.epoch, self.batch_in_epoch = 0, 0, 0

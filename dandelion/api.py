@@ -78,7 +78,7 @@ class Forecaster(torch.nn.Module):
     def __init__(self, model: torch.nn.Module, layout, n_in: int, name: str = "model", checkpoint=None, target: str = "frame",
                  inputs: str = "frames"):
         super().__init__()
-        from dandelion.benchmarks.train import INPUTS, TARGETS
+        from dandelion.benchmarks.train import INPUTS, TARGETS, next_frame
 
         if target not in TARGETS:
             raise ValueError(f"target={target!r}: expected one of {TARGETS}")
@@ -94,6 +94,7 @@ class Forecaster(torch.nn.Module):
         need = target == "increment" or inputs == "differences"
         scale = layout.increment_scale().float() if need else torch.zeros(0)
         self.register_buffer("increment_scale", scale, persistent=False)
+        self._next_frame = next_frame  # imported here, once: dandelion.api keeps `import dandelion` light
 
     @property
     def grid(self) -> SphereGrid:
@@ -106,9 +107,7 @@ class Forecaster(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """One step: ``(B, n_in*C, nlat, nlon)`` -> next normalised frame ``(B, C, nlat, nlon)``."""
-        from dandelion.benchmarks.train import next_frame
-
-        return next_frame(self.model, x, self.layout.n_channels, self.increment_scale if self.target == "increment" else None,
+        return self._next_frame(self.model, x, self.layout.n_channels, self.increment_scale if self.target == "increment" else None,
                           self.increment_scale if self.inputs == "differences" else None)
 
 

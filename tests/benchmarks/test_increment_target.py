@@ -10,9 +10,9 @@ import math
 import numpy as np
 import pytest
 import torch
-from hydra import compose, initialize_config_module
 
 import tiny_model  # noqa: F401  (registers "_pointwise_test")
+from train_config import train_cfg
 from dandelion import api
 from dandelion.benchmarks.checkpoint import load_checkpoint
 from dandelion.benchmarks.train import Trainer, difference_window, next_frame, rollout, train
@@ -20,11 +20,7 @@ from dandelion.datasets.torch_dataset import ChannelLayout, WindowDataset
 from dandelion.sphere import SphereGrid
 
 
-def _cfg(data, run_dir, *overrides):
-    with initialize_config_module(config_module="dandelion.configs", version_base="1.3"):
-        return compose("train", overrides=[f"dataset.path={data}", f"run_dir={run_dir}", "model.name=_pointwise_test",
-                                           "model.preset=tiny", "trainer=quick", "device=cpu", "trainer.progress=false",
-                                           *overrides])
+_cfg = train_cfg
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import yaml
 from hydra import compose, initialize_config_module
 
 import tiny_model  # noqa: F401  (registers "_pointwise_test")
+from train_config import train_cfg
 from dandelion.benchmarks.checkpoint import layout_from_checkpoint, load_checkpoint, model_from_checkpoint
 from dandelion.benchmarks.train import EpochSampler, Trainer, WarmupCosine, area_weighted_mse, next_frame, rollout, train
 from dandelion.datasets.torch_dataset import WindowDataset, loss_weights
@@ -22,11 +23,7 @@ from dandelion.datasets.torch_dataset import WindowDataset, loss_weights
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 
 
-def _cfg(data, run_dir, *overrides):
-    with initialize_config_module(config_module="dandelion.configs", version_base="1.3"):
-        return compose("train", overrides=[f"dataset.path={data}", f"run_dir={run_dir}", "model.name=_pointwise_test",
-                                           "model.preset=tiny", "trainer=quick", "device=cpu", "trainer.progress=false",
-                                           *overrides])
+_cfg = train_cfg
 
 
 @pytest.fixture
