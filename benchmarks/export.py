@@ -18,7 +18,7 @@ Layout of an exported file (CF-1.8 conventions):
 * ``valid_time(init_time, lead_time) = init_time + lead_time`` (``standard_name = time``);
 * every variable has ``units`` and ``long_name``; vector fields are split into eastward and northward
   variables (``u``/``v`` for ``velocity``, ``<field>_u``/``<field>_v`` otherwise,
-  :func:`dandelion.benchmarks.metrics.variable_names`) with ``eastward ...``/``northward ...`` long names;
+  :func:`dandelion.metrics.variable_names`) with ``eastward ...``/``northward ...`` long names;
 * float32 data, zlib level 4 with byte shuffle, chunks of one full map, no ``_FillValue``
   (forecasts hold no missing data);
 * the file is written to a temporary name in the same folder and renamed, and an existing file is
@@ -30,14 +30,20 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import hydra
 import numpy as np
 import xarray as xr
 
+from dandelion import __version__
+from dandelion.checkpoint import load_model
+from dandelion.datasets.torch_dataset import WindowDataset
+from dandelion.forecast import Forecast, forecast
+from dandelion.metrics import variable_names
+from dandelion.registry import import_plugins
+from dandelion.runtime import temp_path
 from dandelion.sphere import SphereGrid
 
-from .metrics import variable_names
-
-__all__ = ["EPOCH", "forecasts_to_xarray", "write_netcdf", "export_forecasts", "export", "main"]
+__all__ = ["EPOCH", "forecasts_to_xarray", "to_xarray", "write_netcdf", "export_forecasts", "write_forecast", "export", "main"]
 
 #: Calendar epoch standing for time 0 of every simulated trajectory.
 EPOCH = np.datetime64("2000-01-01T00:00:00", "ns")
@@ -165,8 +171,6 @@ def forecasts_to_xarray(
 
     global_attrs = {"Conventions": "CF-1.8", "title": "Dandelion forecasts", "grid": grid.grid, "nlat": grid.nlat, "nlon": grid.nlon,
                     "comment": "lat ascending (the model grid stores rows north first); init_time epoch 2000-01-01 stands for the trajectory start"}
-    from dandelion import __version__
-
     global_attrs["source"] = f"dandelion {__version__}"
     for k, v in (attrs or {}).items():
         global_attrs[k] = v if isinstance(v, (str, int, float, np.integer, np.floating)) and not isinstance(v, bool) else str(v)
@@ -200,7 +204,7 @@ def write_netcdf(ds: xr.Dataset, path, overwrite: bool = False) -> Path:
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} exists: choose another path or pass overwrite=true to replace it")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temp_path(path)
     try:
         ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=_encoding(ds))
         os.replace(tmp, path)
@@ -226,6 +230,36 @@ def export_forecasts(forecast: dict, path, *, overwrite: bool = False, **kwargs)
     return write_netcdf(forecasts_to_xarray(forecast, **kwargs), path, overwrite=overwrite)
 
 
+def to_xarray(fc: Forecast, include_truth: bool = False) -> xr.Dataset:
+    """A :class:`dandelion.forecast.Forecast` as a CF-annotated :class:`xarray.Dataset` (:func:`forecasts_to_xarray`).
+
+    Raises
+    ------
+    ValueError
+        If ``include_truth`` but the forecast holds no truth (roll out with ``keep_truth=True``).
+    """
+    if include_truth and fc.truth is None:
+        raise ValueError("the forecast holds no truth: roll out with keep_truth=True")
+    return forecasts_to_xarray(
+        fc.fields, grid=fc.grid, fields=fc.fields_meta, init_time=fc.init_time, lead_time=fc.lead_time,
+        time_units=fc.time_units, trajectory=fc.trajectory, truth=fc.truth if include_truth else None, attrs=fc.attrs,
+        levels=getattr(fc, "levels", None),
+    )
+
+
+def write_forecast(fc: Forecast, path, overwrite: bool = False, include_truth: bool = False) -> Path:
+    """Write a :class:`dandelion.forecast.Forecast` to a netCDF4 file (atomic).
+
+    Raises
+    ------
+    FileExistsError
+        If ``path`` exists and ``overwrite`` is false.
+    """
+    if Path(path).exists() and not overwrite:
+        raise FileExistsError(f"{path} exists: choose another path or pass overwrite=true to replace it")
+    return write_netcdf(to_xarray(fc, include_truth), path, overwrite=overwrite)
+
+
 def export(cfg) -> dict:
     """The ``dandelion-export`` job: roll a checkpoint out on a dataset split and write netCDF.
 
@@ -237,25 +271,21 @@ def export(cfg) -> dict:
     -------
     dict with ``path`` (the netCDF file) and ``n_forecasts``.
     """
-    from dandelion import api
+    import_plugins(cfg.get("plugins"))
 
-    api.import_plugins(cfg.get("plugins"))
-
-    ds = api.open_dataset(cfg.dataset.path, cfg.get("split", "test"))
-    model = api.load_model(cfg.checkpoint, device=cfg.get("device", "cpu"), dataset=ds, allow_resolution_change=bool(cfg.get("allow_resolution_change", False)))
-    fc = api.rollout(
+    ds = WindowDataset(cfg.dataset.path, cfg.get("split", "test"), n_in=4, n_out=1)
+    model = load_model(cfg.checkpoint, device=cfg.get("device", "cpu"), dataset=ds, allow_resolution_change=bool(cfg.get("allow_resolution_change", False)))
+    fc = forecast(
         model, ds, n_steps=int(cfg.n_steps), init_stride=int(cfg.get("init_stride", 1)), max_inits=cfg.get("max_inits"),
         trajectories=cfg.get("trajectories"), batch_size=int(cfg.get("batch_size", 8)),
     )
-    out = api.export(fc, cfg.output, overwrite=bool(cfg.get("overwrite", False)), include_truth=bool(cfg.get("include_truth", False)))
+    out = write_forecast(fc, cfg.output, overwrite=bool(cfg.get("overwrite", False)), include_truth=bool(cfg.get("include_truth", False)))
     n = int(np.prod([len(fc.trajectory), len(fc.init_time)]))
     print(f"wrote {n} forecasts of {len(fc.lead_time)} steps to {out}")
     return {"path": str(out), "n_forecasts": n}
 
 
 def main():  # pragma: no cover - thin hydra wrapper, tested by a subprocess smoke test
-    import hydra
-
     @hydra.main(config_path="pkg://dandelion.configs", config_name="export", version_base="1.3")
     def _main(cfg):
         export(cfg)

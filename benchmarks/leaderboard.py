@@ -1,19 +1,20 @@
-"""The benchmark leaderboard: cell result JSONs of ``dandelion-benchmark`` -> markdown table and plots (issue 8).
+"""The benchmark leaderboard: cell result JSONs of ``dandelion-benchmark`` -> markdown tables and plots.
 
 ``dandelion-report target=leaderboard scale=cpu`` (or :func:`leaderboard` from Python) reads every
 ``<results_dir>/<dataset>/<model>/seed<k>.json`` written by :mod:`dandelion.benchmarks.benchmark` and
 writes into ``results_dir``:
 
-* ``leaderboard.md``: per dataset, next-step VRMSE and 1:20 rollout VRMSE (mean over leads 1..20) of
-  every model, averaged over the fields, as ``mean ± std`` over seeds (sample standard deviation; "±
-  n/a" with one seed), the best (lowest mean) of every column in **bold**; the same for the Well's
-  unweighted VRMSE; per-field tables; the training details (parameters, chosen learning rates,
+* ``leaderboard.md``: one table per metric registered with a leaderboard title
+  (:func:`dandelion.metrics.metric`; by default the area-weighted VRMSE and the Well's unweighted
+  VRMSE): per dataset, next-step and 1:20 rollout value (mean over leads 1..20) of every model,
+  averaged over the fields, as ``mean ± std`` over seeds (sample standard deviation; "± n/a" with
+  one seed), the best (lowest mean) of every column in **bold**; per-field tables; the training details (parameters, chosen learning rates,
   steps, minutes); the exact commands that made every number;
 * ``error_vs_lead_<dataset>.png``: mean VRMSE (over fields and seeds) versus lead, one line per model;
 * ``error_vs_resolution_<family>.png``: 1:20 and next-step VRMSE versus grid size for Dandelion and
   the best baseline (lowest 1:20 VRMSE averaged over that family's resolutions).
 
-All metrics are those of :mod:`dandelion.benchmarks.metrics` as computed by ``dandelion-rollout``;
+All metrics are those of :mod:`dandelion.metrics` as computed by ``dandelion-rollout``;
 nothing is recomputed here.
 """
 
@@ -21,38 +22,21 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 
+from dandelion.metrics import METRICS, metric_names
+from dandelion.runtime import write_text_atomic
+
+from .cells import load_cells
+from .compose import compose
+from .plotting import pyplot, save_figure
+
 __all__ = ["load_cells", "aggregate", "render_markdown", "plot_error_vs_resolution", "leaderboard", "bold_best"]
 
 REFERENCE_MODEL = "dandelion"
-
-
-def load_cells(results_dir) -> list[dict]:
-    """Every cell result JSON under ``results_dir`` (sorted by dataset, model, seed).
-
-    Raises
-    ------
-    FileNotFoundError
-        If ``results_dir`` holds no cell result (run ``dandelion-benchmark scale=...`` first).
-    """
-    from dandelion.benchmarks.benchmark import CELL_SCHEMA
-
-    root = Path(results_dir)
-    out = []
-    for p in sorted(root.glob("*/*/seed*.json")):
-        rec = json.loads(p.read_text())
-        if rec.get("schema") != CELL_SCHEMA:
-            continue
-        rec["_path"] = str(p)
-        out.append(rec)
-    if not out:
-        raise FileNotFoundError(f"no benchmark cell results under {root}: run `dandelion-benchmark scale=...` first "
-                                "(it writes <results_dir>/<dataset>/<model>/seed<k>.json)")
-    return sorted(out, key=lambda r: (r["dataset_key"], r["model"], r["seed"]))
+_LINE_STYLES = ("-", "--", ":", "-.")
 
 
 def _stats(values) -> dict:
@@ -64,7 +48,8 @@ def _stats(values) -> dict:
 
 def aggregate(cells: list[dict]) -> dict:
     """Group cells by dataset and model: ``{dataset_key: {model: {...}}}`` with mean/std/n over seeds of
-    ``next_step`` and ``rollout_mean`` for ``vrmse`` and ``vrmse_well`` per variable, mean curves, and details."""
+    ``next_step`` and ``rollout_mean`` per variable of every metric with a leaderboard table
+    (:func:`dandelion.metrics.metric_names` ``table=True``) that the cells hold, mean curves, and details."""
     out: dict = {}
     for c in cells:
         out.setdefault(c["dataset_key"], {}).setdefault(c["model"], []).append(c)
@@ -79,7 +64,9 @@ def aggregate(cells: list[dict]) -> dict:
                      "lead_time_hours": cs[0].get("lead_time_hours"), "lead_time": cs[0].get("lead_time")}
             for part in ("next_step", "rollout_mean"):
                 entry[part] = {}
-                for metric in ("vrmse", "vrmse_well"):
+                for metric in metric_names(table=True):
+                    if not all(metric in c[part] for c in cs):
+                        continue
                     variables = list(cs[0][part][metric])
                     entry[part][metric] = {v: _stats([c[part][metric].get(v) for c in cs]) for v in variables}
             entry["curves"] = {metric: {v: np.mean([c["curves"][metric][v] for c in cs], axis=0).tolist()
@@ -115,14 +102,14 @@ def _table(agg: dict, metric: str, datasets: list[str], models: list[str]) -> li
     refs = {d: agg[d][next(iter(agg[d]))].get("reference") for d in datasets}
     if any(refs.values()):  # persistence: a reference line, never bold
         lines.append("| *persistence (reference)* | " + " | ".join(
-            f"*{refs[d][part][metric]['mean']:.4f}*" if refs[d] else "–" for d, part in cols) + " |")
+            f"*{refs[d][part][metric]['mean']:.4f}*" if refs[d] and metric in refs[d][part] else "–" for d, part in cols) + " |")
     best = {}
     for d, part in cols:
-        best[(d, part)] = bold_best({m: agg[d][m][part][metric]["mean"]["mean"] for m in models if m in agg[d]})
+        best[(d, part)] = bold_best({m: agg[d][m][part][metric]["mean"]["mean"] for m in models if m in agg[d] and metric in agg[d][m][part]})
     for m in models:
         row = [m]
         for d, part in cols:
-            if m not in agg[d]:
+            if m not in agg[d] or metric not in agg[d][m][part]:
                 row.append("–")
                 continue
             row.append(_cell(agg[d][m][part][metric]["mean"], m in best[(d, part)]))
@@ -187,8 +174,9 @@ def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, re
             L.append(f"**Warning**: the cells of {d} were made under {len(hashes)} different protocols ({sorted(map(str, hashes))}); "
                      f"rerun `dandelion-benchmark` so that they agree before comparing them.")
             L.append("")
-    L += ["## VRMSE, area-weighted (quadrature weights)", ""] + _table(agg, "vrmse", datasets, models) + [""]
-    L += ["## VRMSE, unweighted (the Well's definition)", ""] + _table(agg, "vrmse_well", datasets, models) + [""]
+    for metric in metric_names(table=True):  # one table per registered metric the cells hold
+        if any(metric in e["next_step"] for d in datasets for e in agg[d].values()):
+            L += [f"## {METRICS[metric].title}", ""] + _table(agg, metric, datasets, models) + [""]
     L += ["## Per field, area-weighted VRMSE", ""]
     for d in datasets:
         L += [f"### {d}", ""] + _field_table(agg, d, models) + [""]
@@ -251,8 +239,6 @@ def plot_error_vs_resolution(agg: dict, family: str, path, reference: str = REFE
     The best baseline: lowest 1:20 VRMSE averaged over the resolutions where it was run. Returns the
     PNG path, or None when the family has no model to show.
     """
-    from dandelion.benchmarks.report import _plt, _save
-
     keys = [d for d in agg if _family(next(iter(agg[d].values()))) == family]
     keys.sort(key=lambda d: next(iter(agg[d].values()))["nlat"])
     models = {m for d in keys for m in agg[d]}
@@ -261,7 +247,7 @@ def plot_error_vs_resolution(agg: dict, family: str, path, reference: str = REFE
     show = ([reference] if reference in models else []) + ([min(baselines, key=baselines.get)] if baselines else [])
     if not show:
         return None
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.2, 3.8))
     for m in show:
         ks = [d for d in keys if m in agg[d]]
@@ -282,39 +268,32 @@ def plot_error_vs_resolution(agg: dict, family: str, path, reference: str = REFE
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.subplots_adjust(left=0.14, right=0.97, bottom=0.14, top=0.9)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_error_vs_lead_log(models: dict, path, title: str) -> Path:
-    """Mean VRMSE (area-weighted solid, the Well's dashed) versus lead, one colour per model, log y axis
-    (an unstable rollout grows by orders of magnitude and would flatten every other curve)."""
-    from dandelion.benchmarks.report import _plt, _save
-
-    plt = _plt()
+    """Error versus lead, one colour per model, one line style per metric registered with ``curve=True``
+    (area-weighted VRMSE solid, the Well's dashed), log y axis (an unstable rollout grows by orders of
+    magnitude and would flatten every other curve)."""
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.6, 3.8))
     fig.subplots_adjust(left=0.13, right=0.97, bottom=0.14, top=0.9)
     for i, (m, e) in enumerate(models.items()):
         c = f"C{i}"
-        for metric, ls in (("vrmse", "-"), ("vrmse_well", "--")):
+        for j, metric in enumerate(metric_names(curve=True)):
+            ls = _LINE_STYLES[j % len(_LINE_STYLES)]
             y = e["curves"].get(metric, {}).get("mean")
             if y is None:
                 continue
             x = e["lead_time_hours"] or list(range(1, len(y) + 1))
-            ax.semilogy(x, y, ls=ls, color=c, marker="o" if ls == "-" else None, ms=3,
-                        label=f"{m}" + (" (Well)" if metric == "vrmse_well" else ""))
+            ax.semilogy(x, y, ls=ls, color=c, marker="o" if ls == "-" else None, ms=3, label=f"{m}, {METRICS[metric].label}")
     ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
     ax.set_xlabel("lead time [h]" if next(iter(models.values()))["lead_time_hours"] else "lead step")
     ax.set_ylabel("VRMSE, mean over fields and seeds")
     ax.set_title(f"{title}: error vs lead (solid area-weighted, dashed the Well's)", fontsize=9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, ncol=2)
-    return _save(fig, path)
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    return save_figure(fig, path)
 
 
 def leaderboard(cfg) -> dict:
@@ -334,8 +313,6 @@ def leaderboard(cfg) -> dict:
     else:
         scale, results_dir = str(scale), cfg.get("results_dir")
     if not results_dir:
-        from dandelion.benchmarks.benchmark import compose
-
         results_dir = compose("benchmark", [f"scale={scale}"]).scale.results_dir
     results_dir = Path(str(results_dir))
     cells = load_cells(results_dir)
@@ -355,7 +332,7 @@ def leaderboard(cfg) -> dict:
     if (results_dir / "NOTES.md").exists():  # a hand-written discussion of the numbers, kept beside the table
         md = md.replace("\n## VRMSE, area-weighted", "\nDiscussion of these numbers: [NOTES.md](NOTES.md).\n\n## VRMSE, area-weighted", 1)
     out = results_dir / "leaderboard.md"
-    _atomic_text(out, md)
+    write_text_atomic(out, md)
     print(f"leaderboard: {out} ({len(cells)} cells)")
     for k, v in plots.items():
         print(f"{k}: {v}")

@@ -26,17 +26,17 @@ import sys
 import time
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
+from dandelion.datasets.generate import generate
+from dandelion.runtime import device_name
+
+from .compose import compose as _compose
+from .report import plot_error_vs_lead
+from .rollout import rollout
+from .train import train
+
 __all__ = ["compose_quickstart", "quickstart", "main"]
-
-
-def _compose(name: str, overrides: list[str]):
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-
-    if GlobalHydra.instance().is_initialized():  # called from inside another hydra app or compose context
-        return compose(config_name=name, overrides=overrides)
-    with initialize_config_module(config_module="dandelion.configs", version_base="1.3"):
-        return compose(config_name=name, overrides=overrides)
 
 
 def compose_quickstart(overrides: list[str] | None = None, fast: bool = False):
@@ -66,22 +66,11 @@ def quickstart(cfg) -> dict:
     dict with ``table`` (markdown text), ``rows`` (per model: next-step and 1:20 VRMSE, ...),
     ``netcdf`` and ``plots`` (paths), ``dataset`` (folder) and ``minutes`` (wall time of each stage).
     """
-    from omegaconf import OmegaConf
-
-    from dandelion.benchmarks.report import plot_error_vs_lead
-    from dandelion.benchmarks.rollout import rollout
-    from dandelion.benchmarks.train import train
-    from dandelion.datasets.generate import generate
-
     q = cfg.quickstart
     out = Path(q.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     data_path = Path(cfg.dataset.path)
-    device = str(cfg.get("device", "cpu"))
-    if device == "auto":
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = device_name(cfg.get("device", "cpu"))
     times, cpu = {}, {}
     c0 = time.process_time()
 

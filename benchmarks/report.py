@@ -11,31 +11,17 @@ All figures are PNG files written atomically (temporary name, then rename).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+import hydra
 import numpy as np
+import xarray as xr
+from matplotlib.ticker import ScalarFormatter
+
+from .leaderboard import leaderboard
+from .plotting import pyplot, save_figure
 
 __all__ = ["plot_maps", "plot_error_vs_lead", "plot_spectra", "report", "main"]
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig, path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
-    fig.savefig(tmp, dpi=100)  # fixed layout (no constrained/tight layout: they cost seconds per figure)
-    _plt().close(fig)
-    os.replace(tmp, path)
-    return path
 
 
 def _panel_grid(plt, n: int):
@@ -74,9 +60,7 @@ def plot_maps(sample, path, variables=None, leads=(1, 5, 20), trajectory: int = 
     -------
     Path of the PNG.
     """
-    import xarray as xr
-
-    plt = _plt()
+    plt = pyplot()
     ds = xr.open_dataset(sample) if not isinstance(sample, xr.Dataset) else sample
     if variables is None:
         variables = [v for v in ds.data_vars if not v.endswith("_truth") and f"{v}_truth" in ds]
@@ -121,7 +105,7 @@ def plot_maps(sample, path, variables=None, leads=(1, 5, 20), trajectory: int = 
             if r == len(rows) - 1:
                 ax.set_xlabel("longitude [deg E]")
             fig.colorbar(im, ax=ax, shrink=0.9, label=units)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _load_metrics(m):
@@ -145,7 +129,7 @@ def plot_error_vs_lead(results: dict, path, metric: str = "vrmse", variables=Non
     metric : ``rmse``, ``vrmse``, ``vrmse_well`` or ``acc``.
     variables : variables to show (default: those of the first model).
     """
-    plt = _plt()
+    plt = pyplot()
     results = {k: _load_metrics(v) for k, v in results.items()}
     first = next(iter(results.values()))
     if metric not in first["metrics"]:
@@ -167,7 +151,7 @@ def plot_error_vs_lead(results: dict, path, metric: str = "vrmse", variables=Non
         if metric in ("vrmse", "vrmse_well"):
             ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
     axes[0, 0].legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_spectra(result, path, variables=None) -> Path:
@@ -178,13 +162,11 @@ def plot_spectra(result, path, variables=None) -> Path:
     result : metrics dict (``metrics.json``) or its path/folder, with a ``spectra`` entry.
     path : output PNG path.
     """
-    plt = _plt()
+    plt = pyplot()
     res = _load_metrics(result)
     spec = res.get("spectra")
     if not spec:
         raise ValueError("the rollout metrics hold no spectra: run dandelion-rollout with spectra_leads set")
-    from matplotlib.ticker import ScalarFormatter
-
     variables = variables or list(spec["true"])
     fig, axes = _panel_grid(plt, len(variables))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -207,7 +189,7 @@ def plot_spectra(result, path, variables=None) -> Path:
         ax.set_ylabel("P(l)")
         ax.grid(alpha=0.3, which="both")
     axes[0, 0].legend(fontsize=7)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def report(cfg) -> dict:
@@ -221,8 +203,6 @@ def report(cfg) -> dict:
     dict name -> path of each PNG written.
     """
     if cfg.get("target", "rollouts") == "leaderboard":  # the benchmark leaderboard (benchmarks/leaderboard.py)
-        from .leaderboard import leaderboard
-
         return leaderboard(cfg)
     rollouts = cfg.rollouts
     if isinstance(rollouts, str):
@@ -253,8 +233,6 @@ def report(cfg) -> dict:
 
 
 def main():  # pragma: no cover - thin hydra wrapper
-    import hydra
-
     @hydra.main(config_path="pkg://dandelion.configs", config_name="report", version_base="1.3")
     def _main(cfg):
         report(cfg)

@@ -4,15 +4,17 @@
 max_inits=null max_trajectories=null device=cuda output_dir=DIR save_forecasts=true]``
 
 For every valid initial frame of every test trajectory (or the configured subset) the model is run
-``n_steps`` steps, each prediction fed back as input (:func:`dandelion.api.iter_rollout`), decoded to
-physical units with the checkpoint's channel layout, and scored with :mod:`dandelion.benchmarks.metrics`
-against the stored frames. Written to ``output_dir`` (default ``<checkpoint folder>/rollout_<split>``):
+``n_steps`` steps, each prediction fed back as input (:func:`dandelion.forecast.iter_rollout`), decoded to
+physical units with the checkpoint's channel layout, and scored with every metric of the registry
+(:data:`dandelion.metrics.METRICS`) against the stored frames. Written to ``output_dir`` (default
+``<checkpoint folder>/rollout_<split>``):
 
 * ``metrics.json``: per lead step (1..n_steps) and variable, the mean over all forecasts of the
-  per-forecast metric: ``rmse`` (area-weighted, physical units), ``vrmse`` (area-weighted),
+  per-forecast metric: by default ``rmse`` (area-weighted, physical units), ``vrmse`` (area-weighted),
   ``vrmse_well`` (the Well's unweighted definition), ``acc`` (against the train-split mean of each
-  scalar field, 0 for vector components, which have no stored mean); variable ``mean`` = the average
-  of the per-variable VRMSE curves (scalar fields and vector components); a ``summary`` with the
+  scalar field, 0 for vector components, which have no stored mean); for metrics registered with
+  ``mean=True`` (the VRMSEs) variable ``mean`` = the average of the per-variable curves (scalar
+  fields and vector components); a ``summary`` with the
   ``next_step`` value (lead 1) and ``mean_1_20`` (mean over leads 1..min(20, n_steps)); ``spectra``:
   mean angular power spectra of prediction and truth at ``spectra_leads``;
 * ``metrics.csv`` (long format: lead_step, lead_time, metric, variable, value) and
@@ -28,17 +30,23 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from pathlib import Path
 
+import hydra
 import numpy as np
 import torch
 
-from . import metrics as M
+from dandelion import metrics as M
+from dandelion.checkpoint import load_model
+from dandelion.datasets.torch_dataset import WindowDataset
+from dandelion.forecast import collect_forecast, iter_rollout
+from dandelion.registry import import_plugins
+from dandelion.runtime import write_text_atomic
 
-__all__ = ["evaluate", "rollout", "main", "METRICS"]
+from . import report
+from .export import write_forecast
 
-METRICS = ("rmse", "vrmse", "vrmse_well", "acc")
+__all__ = ["evaluate", "rollout", "write_results", "main"]
 
 
 def _climatology(dataset) -> dict:
@@ -74,33 +82,32 @@ def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=
 
     Parameters
     ----------
-    model : :class:`dandelion.api.Forecaster`.
-    dataset : from :func:`dandelion.api.open_dataset`.
+    model : :class:`dandelion.forecast.Forecaster`.
+    dataset : a split (:class:`dandelion.datasets.torch_dataset.WindowDataset`).
     n_steps, init_stride, max_inits, trajectories, max_trajectories, batch_size :
-        as :func:`dandelion.api.iter_rollout`.
+        as :func:`dandelion.forecast.iter_rollout`.
     spectra_leads : lead steps at which mean power spectra are computed (those > n_steps are dropped).
-    keep_forecasts : also return every forecast as a :class:`dandelion.api.Forecast` (``"forecast"``).
+    keep_forecasts : also return every forecast as a :class:`dandelion.forecast.Forecast` (``"forecast"``).
     sample : return the first forecast with its truth (``"sample"``, a Forecast of one).
 
     Returns
     -------
     dict with ``results`` (the ``metrics.json`` content) and optionally ``forecast`` and ``sample``.
     """
-    from dandelion import api
-
     grid = dataset.grid
     clim = _climatology(dataset)
     tags = _level_tags(dataset)  # leveled data: metrics and spectra per level, as <var>_<level> (e.g. T_850hPa, u_850hPa)
     spectra_leads = [int(k) for k in spectra_leads if 1 <= int(k) <= n_steps]
-    sums: dict = {m: {} for m in METRICS}
+    metrics = list(M.METRICS)  # the registry as it stands now (a metric registered after import counts)
+    sums: dict = {m: {} for m in metrics}
     spec_sums: dict = {"pred": {}, "true": {}}
     count = 0
     kept, first = [], None
-    for b in api.iter_rollout(model, dataset, n_steps, init_stride, max_inits, trajectories, max_trajectories, batch_size, progress):
+    for b in iter_rollout(model, dataset, n_steps, init_stride, max_inits, trajectories, max_trajectories, batch_size, progress):
         dev = next(iter(b["pred"].values())).device
         clim_b = {k: torch.tensor(v, dtype=torch.float64, device=dev)[:, None, None] if isinstance(v, list) else v for k, v in clim.items()}
         out = M.field_metrics(b["pred"], b["true"], grid, climatology=clim_b)
-        for m in METRICS:
+        for m in metrics:
             for var, v in _split_levels(out[m], tags, -1, 2).items():  # v: (b, n_steps)
                 sums[m][var] = sums[m].get(var, 0.0) + v.sum(0).cpu().double()
         count += len(b["init"])
@@ -122,8 +129,10 @@ def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=
         raise ValueError("no forecast was made: check trajectories / max_inits")
 
     curves = {m: {var: (s / count).tolist() for var, s in d.items()} for m, d in sums.items()}
-    per_var = [v for v in curves["vrmse_well"]]  # scalar fields and vector components
-    for m in ("vrmse", "vrmse_well"):
+    vectors = [n for n, kind in dataset.layout.fields.items() if kind == "vector"]
+    vector_vars = set(vectors) | {f"{n}_{t}" for n in vectors for t in tags}
+    per_var = [v for v in curves[metrics[0]] if v not in vector_vars]  # scalar fields and vector components
+    for m in M.metric_names(mean=True):
         curves[m]["mean"] = np.mean([curves[m][v] for v in per_var], axis=0).tolist()
     n20 = min(20, n_steps)
     summary = {"next_step": {m: {v: c[0] for v, c in d.items()} for m, d in curves.items()},
@@ -157,20 +166,14 @@ def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=
         "summary": summary,
         "spectra": {"leads": spectra_leads, **{w: {v: (s / count).tolist() for v, s in spec_sums[w].items()} for w in ("pred", "true")}}
         if spectra_leads else None,
-        "definitions": "per-forecast metrics averaged over forecasts; see dandelion.benchmarks.metrics and dandelion.benchmarks.rollout",
+        "definitions": "per-forecast metrics averaged over forecasts; see dandelion.metrics and dandelion.benchmarks.rollout",
     }
     ret = {"results": results}
     if keep_forecasts:
-        ret["forecast"] = api.collect_forecast(kept, model, dataset, n_steps)
+        ret["forecast"] = collect_forecast(kept, model, dataset, n_steps)
     if sample and first is not None:
-        ret["sample"] = api.collect_forecast([first], model, dataset, n_steps)
+        ret["sample"] = collect_forecast([first], model, dataset, n_steps)
     return ret
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def write_results(results: dict, out_dir) -> dict:
@@ -178,7 +181,7 @@ def write_results(results: dict, out_dir) -> dict:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"json": out_dir / "metrics.json", "csv": out_dir / "metrics.csv"}
-    _atomic_text(paths["json"], json.dumps(results, indent=1))
+    write_text_atomic(paths["json"], json.dumps(results, indent=1))
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["lead_step", f"lead_time_{results['time_units']}", "metric", "variable", "value"])
@@ -186,7 +189,7 @@ def write_results(results: dict, out_dir) -> dict:
         for var, curve in d.items():
             for k, val in enumerate(curve):
                 w.writerow([k + 1, results["lead_time"][k], m, var, f"{val:.8g}"])
-    _atomic_text(paths["csv"], buf.getvalue())
+    write_text_atomic(paths["csv"], buf.getvalue())
     if results.get("spectra"):
         buf = io.StringIO()
         w = csv.writer(buf)
@@ -197,7 +200,7 @@ def write_results(results: dict, out_dir) -> dict:
                 for l, (p, t) in enumerate(zip(sp["pred"][var][i], sp["true"][var][i])):
                     w.writerow([lead, var, l, f"{p:.8g}", f"{t:.8g}"])
         paths["spectra_csv"] = out_dir / "spectra.csv"
-        _atomic_text(paths["spectra_csv"], buf.getvalue())
+        write_text_atomic(paths["spectra_csv"], buf.getvalue())
     return paths
 
 
@@ -216,14 +219,12 @@ def rollout(cfg) -> dict:
     FileExistsError
         If ``save_forecasts`` and ``forecasts.nc`` exists without ``overwrite``.
     """
-    from dandelion import api
-
-    api.import_plugins(cfg.get("plugins"))
+    import_plugins(cfg.get("plugins"))
     if cfg.get("checkpoint") in (None, "???"):
         raise ValueError("no checkpoint given: pass checkpoint=RUN_DIR/best.pt")
     device = cfg.get("device", "cpu")
-    data = api.open_dataset(cfg.dataset.path, cfg.get("split", "test"))
-    model = api.load_model(cfg.checkpoint, device=device, dataset=data, allow_resolution_change=bool(cfg.get("allow_resolution_change", False)))
+    data = WindowDataset(cfg.dataset.path, cfg.get("split", "test"), n_in=4, n_out=1)
+    model = load_model(cfg.checkpoint, device=device, dataset=data, allow_resolution_change=bool(cfg.get("allow_resolution_change", False)))
     out_dir = Path(cfg.get("output_dir") or Path(cfg.checkpoint).parent / f"rollout_{data.split}")
     fc_path = out_dir / "forecasts.nc"
     save_fc = bool(cfg.get("save_forecasts", False))
@@ -238,12 +239,10 @@ def rollout(cfg) -> dict:
     results = ev["results"]
     paths = write_results(results, out_dir)
     if save_fc:
-        paths["forecasts"] = api.export(ev["forecast"], fc_path, overwrite=bool(cfg.get("overwrite", False)), include_truth=bool(cfg.get("include_truth", False)))
+        paths["forecasts"] = write_forecast(ev["forecast"], fc_path, overwrite=bool(cfg.get("overwrite", False)), include_truth=bool(cfg.get("include_truth", False)))
     if "sample" in ev:
-        paths["sample"] = api.export(ev["sample"], out_dir / "sample_forecast.nc", overwrite=True, include_truth=True)
+        paths["sample"] = write_forecast(ev["sample"], out_dir / "sample_forecast.nc", overwrite=True, include_truth=True)
     if cfg.get("plots", True):
-        from . import report
-
         label = results["model"]
         paths["error_vs_lead"] = report.plot_error_vs_lead({label: results}, out_dir / "vrmse_vs_lead.png", metric="vrmse")
         if results.get("spectra"):
@@ -260,8 +259,6 @@ def rollout(cfg) -> dict:
 
 
 def main():  # pragma: no cover - thin hydra wrapper, tested by a subprocess smoke test
-    import hydra
-
     @hydra.main(config_path="pkg://dandelion.configs", config_name="rollout", version_base="1.3")
     def _main(cfg):
         rollout(cfg)

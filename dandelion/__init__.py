@@ -6,15 +6,15 @@ and ``dandelion.configs`` (hydra configs). They live in the repository's top-lev
 ``solvers/``, ``datasets/``, ``benchmarks/`` and ``configs/``.
 """
 
-from .registry import available_models, build_model, register_model
-from .sphere import SphereGrid
+__version__ = "0.1.0"  # before the submodule imports: dandelion.runtime records it
 
-__version__ = "0.1.0"
+from .registry import available_models, build_model, register_model  # noqa: E402
+from .sphere import SphereGrid  # noqa: E402
 
 __all__ = ["SphereGrid", "build_model", "register_model", "available_models", "__version__"]
 
 
-def __getattr__(name):  # lazy, so importing dandelion stays light
+def __getattr__(name):  # deferred: the model pulls in torch-harmonics and the warp; ``import dandelion`` stays light
     if name == "Dandelion":
         from .model import Dandelion
 

@@ -12,7 +12,7 @@ from typing import Callable
 
 import torch.nn as nn
 
-__all__ = ["register_model", "build_model", "available_models", "unwrap_model", "unwrap_state_dict", "count_parameters"]
+__all__ = ["register_model", "build_model", "available_models", "unwrap_model", "unwrap_state_dict", "count_parameters", "import_plugins"]
 
 _REGISTRY: dict[str, Callable[..., nn.Module]] = {}
 
@@ -120,3 +120,15 @@ def unwrap_state_dict(state_dict: dict) -> dict:
                     key, changed = key[len(prefix):], True
         out[key] = value
     return out
+
+
+def import_plugins(plugins) -> None:
+    """Import modules that register more models (the ``plugins=[module, ...]`` option of the jobs).
+
+    Raises
+    ------
+    ModuleNotFoundError
+        If a module cannot be found (check its name and that its folder is on ``PYTHONPATH``).
+    """
+    for mod in plugins or []:
+        importlib.import_module(str(mod))

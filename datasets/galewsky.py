@@ -41,20 +41,14 @@ import math
 
 import numpy as np
 
+from dandelion.solvers import galewsky
+
 from .scenario import FieldSpec, Scenario, register_scenario
 
 __all__ = ["GalewskyScenario"]
 
 _DAY = 86400.0
 _HOUR = 3600.0
-
-
-def _solver():
-    try:
-        from dandelion.solvers import galewsky
-    except ImportError as e:  # pragma: no cover - only while the solver is missing
-        raise ImportError(f"the galewsky scenario needs dandelion.solvers.galewsky ({e}); update the package") from e
-    return galewsky
 
 
 @register_scenario("galewsky")
@@ -99,7 +93,7 @@ class GalewskyScenario(Scenario):
 
     @property
     def min_lmax(self) -> int:  # documented by the solver
-        return int(_solver().GALEWSKY_MIN_LMAX)
+        return int(galewsky.GALEWSKY_MIN_LMAX)
 
     def axes(self):
         return {
@@ -137,7 +131,7 @@ class GalewskyScenario(Scenario):
         """Solver step in s: config ``dt`` or :func:`dandelion.solvers.galewsky.galewsky_default_dt`."""
         if self.cfg.get("dt") is not None:
             return float(self.cfg["dt"])
-        return float(_solver().galewsky_default_dt(self.solver_lmax))
+        return float(galewsky.galewsky_default_dt(self.solver_lmax))
 
     def solver_nu(self) -> float:
         """The ``nu`` handed to the solver [m^2/s]. The solver scales its hyperviscosity as
@@ -150,7 +144,7 @@ class GalewskyScenario(Scenario):
         return nu if ref is None else nu * (self.solver_lmax / float(ref)) ** 4
 
     def solver_settings(self):
-        solver = _solver()
+        solver = galewsky
         out = {"model": "rotating shallow water, vorticity-divergence, spectral (dandelion.solvers.galewsky)",
                "scheme": self.cfg["scheme"], "dt": self.time_step(), "nu": self.solver_nu()}
         if hasattr(solver, "hyperviscosity"):
@@ -158,7 +152,7 @@ class GalewskyScenario(Scenario):
         return out
 
     def build_simulation(self, params, *, lmax, device):
-        solver = _solver()
+        solver = galewsky
         p = {k: v for k, v in params.items() if k != "seed"}
         return solver.GalewskySimulation(p, lmax=int(lmax), dt=self.time_step(), nu=self.solver_nu(), device=device,
                                          scheme=self.cfg["scheme"])

@@ -32,32 +32,24 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import shlex
 import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Mapping
 
+import hydra
 import numpy as np
 import torch
+from omegaconf import DictConfig, OmegaConf
+from tqdm.auto import tqdm
 
+from dandelion.runtime import ProcessGroup, versions, write_json_atomic, write_yaml_atomic
+
+from .folder import SPLITS, load_metadata, make_splits, split_of, write_checksums
 from .scenario import Scenario, get_scenario
-from .storage import (
-    SPLITS,
-    CorruptFileError,
-    TrajectoryWriter,
-    compute_stats,
-    load_metadata,
-    make_splits,
-    open_trajectory,
-    split_of,
-    temp_path,
-    trajectory_filename,
-    write_checksums,
-    write_json,
-    write_yaml,
-)
+from .statistics import compute_stats
+from .storage import CorruptFileError, TrajectoryWriter, open_trajectory, temp_path, trajectory_filename
 
 __all__ = ["generate", "main", "config_fingerprint", "build_scenario"]
 
@@ -66,13 +58,8 @@ _KNOWN_NAMES = {"train", "valid", "test", "dataset.yaml", "stats.yaml", "splits.
 
 def _plain(cfg) -> dict:
     """OmegaConf config or mapping -> plain dict (resolved)."""
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(cfg, DictConfig):
-            return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
     return json.loads(json.dumps(dict(cfg), default=lambda o: dict(o)))
 
 
@@ -92,51 +79,6 @@ def config_fingerprint(dataset_cfg: Mapping[str, Any]) -> str:
     same fingerprint make the same dataset."""
     d = {k: v for k, v in dataset_cfg.items() if k != "path"}
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def _versions() -> dict:
-    import h5py
-    import torch_harmonics
-
-    from dandelion import __version__
-
-    return {
-        "dandelion": str(__version__),
-        "python": platform.python_version(),
-        "torch": str(torch.__version__),
-        "torch_harmonics": str(torch_harmonics.__version__),
-        "numpy": str(np.__version__),
-        "h5py": str(h5py.__version__),
-    }
-
-
-# ---------------------------------------------------------------------------------------------- distributed
-class _Dist:
-    """Rank/world from torchrun's environment; a gloo process group for barriers when world > 1."""
-
-    def __init__(self):
-        self.rank = int(os.environ.get("RANK", 0))
-        self.world = int(os.environ.get("WORLD_SIZE", 1))
-        self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
-        self.owned = False
-        if self.world > 1:
-            import torch.distributed as dist
-
-            if not dist.is_initialized():
-                dist.init_process_group("gloo", timeout=timedelta(days=7))
-                self.owned = True
-
-    def barrier(self):
-        if self.world > 1:
-            import torch.distributed as dist
-
-            dist.barrier()
-
-    def close(self):
-        if self.owned:
-            import torch.distributed as dist
-
-            dist.destroy_process_group()
 
 
 # ---------------------------------------------------------------------------------------------- main function
@@ -181,8 +123,8 @@ def generate(cfg) -> Path:
     resolved = dict(scenario.cfg)
     resolved["path"] = str(root)
     fingerprint = config_fingerprint(resolved)
-    dist = _Dist()
-    if device.startswith("cuda") and dist.world > 1 and device == "cuda":
+    dist = ProcessGroup(timeout=timedelta(days=7))  # gloo, for barriers; each rank picks its own GPU below
+    if device.startswith("cuda") and dist.world_size > 1 and device == "cuda":
         device = f"cuda:{dist.local_rank}"
     try:
         meta = {
@@ -191,16 +133,16 @@ def generate(cfg) -> Path:
             "complete": False,
             "config": {"dataset": resolved, "device": device, "batch_size": batch_size},
             "command": shlex.join(sys.argv),
-            "versions": _versions(),
+            "versions": versions(),
         }
         splits = make_splits(scenario.n_trajectories, seed=int(resolved.get("split_seed", 42)), note=scenario.distinct_note)
         _claim(root, meta, resolved, write=dist.rank == 0)  # every rank refuses a mismatch by itself
         if dist.rank == 0:
-            write_json(root / "splits.json", splits)
+            write_json_atomic(root / "splits.json", splits)
         dist.barrier()
-        ids = list(range(scenario.n_trajectories))[dist.rank::dist.world]
+        ids = list(range(scenario.n_trajectories))[dist.rank::dist.world_size]
         _run(scenario, root, ids, split_of(splits), batch_size=batch_size, device=device, progress=progress,
-             desc=f"{scenario.name}" + (f" rank {dist.rank}" if dist.world > 1 else ""))
+             desc=f"{scenario.name}" + (f" rank {dist.rank}" if dist.world_size > 1 else ""))
         dist.barrier()
         if dist.rank == 0:
             _finalise(root, scenario, meta, splits)
@@ -236,7 +178,7 @@ def _claim(root: Path, meta: dict, resolved: dict, *, write: bool = True) -> Non
         root.mkdir(parents=True, exist_ok=True)
         for s in SPLITS:
             (root / s).mkdir(exist_ok=True)
-        write_yaml(root / "dataset.yaml", meta)
+        write_yaml_atomic(root / "dataset.yaml", meta)
 
 
 def _is_complete(path: Path, trajectory_id: int, n_frames: int) -> bool:
@@ -262,8 +204,6 @@ def _level_kwargs(scenario: Scenario) -> dict:
 def _run(scenario: Scenario, root: Path, ids: list[int], split: dict[int, str], *, batch_size: int, device: str,
          progress: bool, desc: str) -> None:
     """Generate the missing files among ``ids`` in fixed batches of ``batch_size``."""
-    from tqdm.auto import tqdm
-
     paths = {i: root / split[i] / trajectory_filename(i) for i in ids}
     for i, p in paths.items():  # leftovers of an interrupted run (only this rank's ids)
         temp_path(p).unlink(missing_ok=True)
@@ -333,9 +273,9 @@ def _finalise(root: Path, scenario: Scenario, meta: dict, splits: dict) -> None:
                            "a rank failed; rerun the same command to finish the dataset")
     fields = {k: v.to_dict() for k, v in scenario.fields.items()}
     stats = compute_stats([root / "train" / trajectory_filename(i) for i in splits["train"]], fields)
-    write_yaml(root / "stats.yaml", stats)
-    write_json(root / "splits.json", splits)
-    write_yaml(root / "dataset.yaml", {**meta, "parameter_stats": _parameter_stats(scenario, splits["train"]), "complete": True})
+    write_yaml_atomic(root / "stats.yaml", stats)
+    write_json_atomic(root / "splits.json", splits)
+    write_yaml_atomic(root / "dataset.yaml", {**meta, "parameter_stats": _parameter_stats(scenario, splits["train"]), "complete": True})
     write_checksums(root, rel + ["dataset.yaml", "splits.json", "stats.yaml"])
 
 
@@ -352,8 +292,6 @@ def _parameter_stats(scenario: Scenario, train_ids) -> dict:
 
 # ---------------------------------------------------------------------------------------------- hydra CLI
 def _hydra_entry():
-    import hydra
-
     @hydra.main(config_path="pkg://dandelion.configs", config_name="generate", version_base="1.3")
     def _app(cfg):
         root = generate(cfg)

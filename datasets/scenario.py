@@ -46,7 +46,9 @@ from __future__ import annotations
 
 import importlib
 import math
+import pkgutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Mapping, Protocol
 
 import numpy as np
@@ -355,14 +357,14 @@ def get_scenario(name: str, module: str | None = None) -> type[Scenario]:
     return _SCENARIOS[name]
 
 
+#: Modules of the datasets package that define no scenario (skipped when the built-in scenarios are imported).
+_NOT_SCENARIOS = ("scenario", "storage", "folder", "statistics", "generate", "verify", "torch_dataset")
+
+
 def available_scenarios() -> list[str]:
     """Names of the registered scenarios (after importing the built-in ones)."""
-    import pkgutil
-
-    from dandelion import datasets as _pkg
-
-    for info in pkgutil.iter_modules(_pkg.__path__):
-        if info.name not in ("scenario", "storage", "generate", "verify", "torch_dataset") and not info.name.startswith("_"):
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        if info.name not in _NOT_SCENARIOS and not info.name.startswith("_"):
             try:
                 importlib.import_module(f"dandelion.datasets.{info.name}")
             except ImportError:

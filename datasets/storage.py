@@ -1,14 +1,5 @@
-"""Dataset storage: one HDF5 file per trajectory in the Well's layout, plus the folder's metadata.
-
-A dataset folder (DESIGN.md §6; contract in the team's INTERFACES notes)::
-
-    DIR/train/traj_XXXXXX.h5     one trajectory per file, XXXXXX = trajectory id
-    DIR/valid/traj_XXXXXX.h5
-    DIR/test/traj_XXXXXX.h5
-    DIR/dataset.yaml             how the data was made (grid, band limits, fields, config, command, versions)
-    DIR/stats.yaml               area-weighted statistics of the train split
-    DIR/splits.json              trajectory ids per split
-    DIR/checksums.sha256         ``sha256sum`` format, paths relative to DIR
+"""Trajectory files: one HDF5 file per trajectory in the Well's layout (the folder around them is
+:mod:`.folder`'s, its statistics :mod:`.statistics`').
 
 Trajectory file (the Well's layout, DATASETS.md §0.2, with our deviations)::
 
@@ -45,21 +36,17 @@ once complete: a file with its final name is always complete.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
 import os
 from pathlib import Path
 from typing import Iterable, Mapping
 
 import h5py
 import numpy as np
-import yaml
 
+from dandelion import __version__
 from dandelion.sphere import SphereGrid
 
 __all__ = [
-    "SPLITS",
     "CorruptFileError",
     "TrajectoryWriter",
     "trajectory_filename",
@@ -69,20 +56,7 @@ __all__ = [
     "read_field",
     "file_levels",
     "is_surface",
-    "load_metadata",
-    "load_stats",
-    "load_splits",
-    "list_split",
-    "make_splits",
-    "compute_stats",
-    "write_yaml",
-    "write_json",
-    "write_checksums",
-    "sha256_file",
 ]
-
-#: Split folder names, in order.
-SPLITS = ("train", "valid", "test")
 
 _COMPRESSION = dict(compression="gzip", compression_opts=4, shuffle=True, fletcher32=True)
 _REQUIRED_ROOT_ATTRS = (
@@ -115,12 +89,6 @@ def temp_path(path: str | os.PathLike) -> Path:
     """The temporary name a file is written under before ``os.replace`` (same folder, hidden)."""
     path = Path(path)
     return path.with_name(f".{path.name}.tmp")
-
-
-def _version() -> str:
-    from dandelion import __version__
-
-    return str(__version__)
 
 
 # ---------------------------------------------------------------------------------------------- writing
@@ -206,7 +174,7 @@ class TrajectoryWriter:
         f.attrs["trajectory_id"] = int(trajectory_id)
         f.attrs["simulation_parameters"] = [str(k) for k in scalars]
         f.attrs["time_units"] = str(time_units)
-        f.attrs["dandelion_version"] = _version()
+        f.attrs["dandelion_version"] = str(__version__)
 
         dims = f.create_group("dimensions")
         dims.attrs["spatial_dims"] = ["level", "lat", "lon"] if leveled else ["lat", "lon"]
@@ -425,270 +393,4 @@ def read_fields(path: str | os.PathLike) -> dict[str, np.ndarray]:
     with open_trajectory(path) as f:
         out = {n: read_field(d) for n, d in f["t0_fields"].items()}
         out.update({n: read_field(d) for n, d in f["t1_fields"].items()})
-    return out
-
-
-def _load_yaml(path: Path, what: str, fix: str) -> dict:
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist: {what} missing; {fix}")
-    with open(path) as fh:
-        data = yaml.safe_load(fh)
-    if not isinstance(data, dict):
-        raise CorruptFileError(f"{path} is not a YAML mapping; {fix}")
-    return data
-
-
-def load_metadata(path: str | os.PathLike) -> dict:
-    """The dataset folder's ``dataset.yaml`` as a dict. Raises ``FileNotFoundError`` naming the file."""
-    return _load_yaml(Path(path) / "dataset.yaml", "not a dataset folder or generation never started",
-                      "generate it with dandelion-generate dataset=NAME dataset.path=DIR")
-
-
-def load_stats(path: str | os.PathLike) -> dict:
-    """The dataset folder's ``stats.yaml`` (train-split statistics) as a dict.
-
-    Returns ``{field: {kind: "scalar", mean, std, delta_mean, delta_std}}`` for scalar fields and
-    ``{field: {kind: "vector", rms, delta_rms}}`` for vector fields. Raises ``FileNotFoundError``
-    naming the file if generation has not finished.
-    """
-    return _load_yaml(Path(path) / "stats.yaml", "generation has not finished",
-                      "rerun the same dandelion-generate command to finish the dataset")
-
-
-def load_splits(path: str | os.PathLike) -> dict:
-    """The dataset folder's ``splits.json`` as a dict. Raises ``FileNotFoundError`` naming the file."""
-    p = Path(path) / "splits.json"
-    if not p.is_file():
-        raise FileNotFoundError(f"{p} does not exist: not a dataset folder, or generation never started; "
-                                "generate it with dandelion-generate dataset=NAME dataset.path=DIR")
-    with open(p) as fh:
-        return json.load(fh)
-
-
-def list_split(path: str | os.PathLike, split: str) -> list[Path]:
-    """Trajectory files of one split, in trajectory-id order, as listed in ``splits.json``.
-
-    Raises
-    ------
-    ValueError
-        If ``split`` is not one of ``train``, ``valid``, ``test`` (``"val"`` is accepted for ``valid``).
-    FileNotFoundError
-        If ``splits.json`` is missing.
-    """
-    split = "valid" if split == "val" else split
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}: use one of {SPLITS}")
-    splits = load_splits(path)
-    if split not in splits:
-        raise ValueError(f"{Path(path) / 'splits.json'} has no split {split!r}: regenerate the dataset")
-    return [Path(path) / split / trajectory_filename(i) for i in splits[split]]
-
-
-# ---------------------------------------------------------------------------------------------- splits
-def make_splits(n_trajectories: int, *, seed: int = 42, ratios=(0.8, 0.1, 0.1), note: str = "") -> dict:
-    """Random split of trajectory ids ``0..n-1`` (DATASETS.md §0.4).
-
-    A permutation from ``numpy.random.default_rng(seed)``; ``n_train = round(0.8 n)``,
-    ``n_valid = round(0.1 n)``, the rest is test. Lists are sorted. Returns the ``splits.json`` dict.
-    For ``n >= 8`` this is exactly the reference rule; for ``3 <= n < 8``, where rounding would leave
-    the valid or test split empty (and training or rollout would fail later), each of them gets at
-    least one trajectory, taken from train. One or two trajectories (for inspection) all go to train.
-    """
-    n = int(n_trajectories)
-    perm = np.random.default_rng(seed).permutation(n)
-    if n < 3:
-        n_train, n_valid = n, 0
-    else:
-        n_valid = max(1, int(round(ratios[1] * n)))
-        n_train = min(int(round(ratios[0] * n)), n - n_valid - 1)
-    parts = {
-        "train": sorted(int(i) for i in perm[:n_train]),
-        "valid": sorted(int(i) for i in perm[n_train:n_train + n_valid]),
-        "test": sorted(int(i) for i in perm[n_train + n_valid:]),
-    }
-    return {
-        "seed": int(seed),
-        "strategy": "random",
-        "stratify_on": None,
-        "ratios": [float(r) for r in ratios],
-        "counts": {k: len(v) for k, v in parts.items()},
-        "note": note,
-        **parts,
-    }
-
-
-def split_of(splits: dict) -> dict[int, str]:
-    """Map trajectory id -> split name."""
-    return {int(i): s for s in SPLITS for i in splits[s]}
-
-
-# ---------------------------------------------------------------------------------------------- statistics
-class _Moments:
-    """Streaming weighted mean and variance in float64 (Chan et al. 1979 pairwise update)."""
-
-    def __init__(self):
-        self.w = 0.0
-        self.mean = 0.0
-        self.m2 = 0.0
-
-    def add(self, x: np.ndarray, w: np.ndarray) -> None:
-        x = np.asarray(x, dtype=np.float64)
-        wb = np.broadcast_to(w, x.shape)
-        wn = float(wb.sum())
-        if wn == 0.0:
-            return
-        mn = float((wb * x).sum() / wn)
-        m2n = float((wb * (x - mn) ** 2).sum())
-        tot = self.w + wn
-        d = mn - self.mean
-        self.mean += d * wn / tot
-        self.m2 += m2n + d * d * self.w * wn / tot
-        self.w = tot
-
-    @property
-    def std(self) -> float:
-        return math.sqrt(self.m2 / self.w) if self.w > 0 else float("nan")
-
-
-def compute_stats(files: Iterable[str | os.PathLike], fields: Mapping[str, Mapping]) -> dict:
-    """Area-weighted statistics over all frames of the given trajectory files (float64, streaming).
-
-    Each frame's grid points are weighted with the grid's quadrature weights (SphereGrid.weights), so
-    means are area means; deltas are differences of consecutive frames of one trajectory. Scalar
-    fields: ``mean``, ``std`` (population, area-weighted) and ``delta_mean``, ``delta_std``. Vector
-    fields (u, v): ``rms = sqrt(mean(u^2 + v^2))`` and ``delta_rms`` of the one-step difference.
-    Moments are combined with the pairwise update of Chan, Golub & LeVeque (1979).
-
-    Fields with a level axis (leveled files, module docstring) get one value PER LEVEL: each entry
-    is then a list of length L, in the file's level order (DATASETS.md §0.3: per-level
-    normalisation before the levels are folded into channels). Surface fields of a leveled file and
-    every field of a 2-D file keep single numbers.
-
-    Parameters
-    ----------
-    files : iterable of paths
-        The train split's trajectory files (all on the same grid).
-    fields : mapping name -> dict(kind=...)
-        The fields to summarise (``dataset.yaml``'s ``fields``).
-
-    Raises
-    ------
-    ValueError
-        If ``files`` is empty, or the files use different grids or levels.
-    """
-    files = list(files)
-    if not files:
-        raise ValueError("no files to compute statistics from: the train split is empty; generate more trajectories")
-    n_lev: dict[str, int | None] = {}  # None: no level axis
-    acc: dict[str, tuple[list, list]] = {}
-    sq: dict[str, list] = {}  # per level [sum w|x|^2, sum w, same for deltas]
-    grid_key = None
-    for path in files:
-        with open_trajectory(path) as f:
-            key = (int(f.attrs["nlat"]), int(f.attrs["nlon"]), str(f.attrs["grid"]))
-            levels = file_levels(f)
-            lkey = None if levels is None else tuple(levels.tolist())
-            if grid_key is None:
-                grid_key, level_key = key, lkey
-                w = SphereGrid(*key).weights.numpy()  # (nlat, 1)
-            elif key != grid_key:
-                raise ValueError(f"{path} is on grid {key}, other files on {grid_key}: one dataset has one grid")
-            elif lkey != level_key:
-                raise ValueError(f"{path} has levels {lkey}, other files {level_key}: one dataset has one set of levels")
-            T = f["dimensions"]["time"].shape[0]
-            for name, spec in fields.items():
-                vec = spec["kind"] == "vector"
-                d = f["t1_fields" if vec else "t0_fields"][name]
-                L = None if levels is None or is_surface(d) else d.shape[2]
-                if name not in n_lev:
-                    n_lev[name] = L
-                    n = 1 if L is None else L
-                    if vec:
-                        sq[name] = [[0.0, 0.0, 0.0, 0.0] for _ in range(n)]
-                    else:
-                        acc[name] = ([_Moments() for _ in range(n)], [_Moments() for _ in range(n)])
-                prev = None
-                for k in range(T):
-                    x = read_field(d, k, k + 1)[0].astype(np.float64)
-                    xs = [x] if L is None else list(x)
-                    ps = None if prev is None else ([prev] if L is None else list(prev))
-                    if vec:
-                        for lev, xl in enumerate(xs):
-                            s = sq[name][lev]
-                            s[0] += float((w * (xl ** 2).sum(-1)).sum())
-                            s[1] += float(w.sum()) * xl.shape[1]
-                            if ps is not None:
-                                s[2] += float((w * ((xl - ps[lev]) ** 2).sum(-1)).sum())
-                                s[3] += float(w.sum()) * xl.shape[1]
-                    else:
-                        m, dm = acc[name]
-                        for lev, xl in enumerate(xs):
-                            m[lev].add(xl, w)
-                            if ps is not None:
-                                dm[lev].add(xl - ps[lev], w)
-                    prev = x
-    out = {}
-    for name, spec in fields.items():
-        if spec["kind"] == "scalar":
-            m, dm = acc[name]
-            vals = {"mean": [a.mean for a in m], "std": [a.std for a in m],
-                    "delta_mean": [a.mean if a.w else float("nan") for a in dm], "delta_std": [a.std for a in dm]}
-            entry = {"kind": "scalar"}
-        else:
-            vals = {"rms": [math.sqrt(s[0] / s[1]) for s in sq[name]],
-                    "delta_rms": [math.sqrt(s[2] / s[3]) if s[3] else float("nan") for s in sq[name]]}
-            entry = {"kind": "vector"}
-        for k, v in vals.items():
-            entry[k] = float(v[0]) if n_lev[name] is None else [float(x) for x in v]
-        out[name] = entry
-    return out
-
-
-# ---------------------------------------------------------------------------------------------- small files
-def _atomic_write_text(path: Path, text: str) -> None:
-    path = Path(path)
-    tmp = temp_path(path)
-    with open(tmp, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
-def write_yaml(path: str | os.PathLike, data: dict) -> None:
-    """Write ``data`` as YAML atomically (keys in insertion order)."""
-    _atomic_write_text(Path(path), yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120))
-
-
-def write_json(path: str | os.PathLike, data: dict) -> None:
-    """Write ``data`` as JSON atomically."""
-    _atomic_write_text(Path(path), json.dumps(data, indent=1) + "\n")
-
-
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    """Hex SHA-256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
-def write_checksums(root: str | os.PathLike, relpaths: Iterable[str]) -> Path:
-    """Write ``root/checksums.sha256`` in ``sha256sum`` format (``HASH  relative/path``), atomically."""
-    root = Path(root)
-    lines = [f"{sha256_file(root / p)}  {p}" for p in relpaths]
-    out = root / "checksums.sha256"
-    _atomic_write_text(out, "\n".join(lines) + "\n")
-    return out
-
-
-def read_checksums(root: str | os.PathLike) -> dict[str, str]:
-    """``{relative path: hex digest}`` from ``root/checksums.sha256``. Raises ``FileNotFoundError``."""
-    p = Path(root) / "checksums.sha256"
-    if not p.is_file():
-        raise FileNotFoundError(f"{p} does not exist: generation has not finished; rerun the same dandelion-generate command")
-    out = {}
-    for line in p.read_text().splitlines():
-        if line.strip():
-            digest, rel = line.split(None, 1)
-            out[rel.strip().lstrip("*")] = digest
     return out

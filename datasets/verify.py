@@ -28,18 +28,9 @@ import math
 import sys
 from pathlib import Path
 
-from .storage import (
-    SPLITS,
-    CorruptFileError,
-    file_levels,
-    is_surface,
-    load_metadata,
-    load_stats,
-    open_trajectory,
-    read_checksums,
-    sha256_file,
-    trajectory_filename,
-)
+from .generate import build_scenario
+from .folder import SPLITS, load_metadata, load_stats, read_checksums, sha256_file
+from .storage import CorruptFileError, file_levels, is_surface, open_trajectory, trajectory_filename
 
 __all__ = ["verify", "main"]
 
@@ -145,8 +136,6 @@ def _n_levels(meta: dict, name: str) -> int | None:
 def _scenario(meta: dict):
     """The scenario that made the dataset (to regenerate each trajectory's parameters), or None."""
     try:
-        from .generate import build_scenario
-
         return build_scenario(dict((meta.get("config") or {}).get("dataset") or {}))
     except Exception:  # unknown or changed scenario: the parameter check is skipped
         return None

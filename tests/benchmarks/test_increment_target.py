@@ -14,9 +14,12 @@ import torch
 import tiny_model  # noqa: F401  (registers "_pointwise_test")
 from train_config import train_cfg
 from dandelion import api
-from dandelion.benchmarks.checkpoint import load_checkpoint
-from dandelion.benchmarks.train import Trainer, difference_window, next_frame, rollout, train
-from dandelion.datasets.torch_dataset import ChannelLayout, WindowDataset
+from dandelion.checkpoint import load_checkpoint
+from dandelion.benchmarks.train import train
+from dandelion.benchmarks.trainer import Trainer
+from dandelion.forecast import difference_window, next_frame, rollout
+from dandelion.channels import ChannelLayout
+from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.sphere import SphereGrid
 
 

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from dandelion.benchmarks import metrics as M
+from dandelion import metrics as M
 from dandelion.sphere import SphereGrid
 
 GRIDS = [(9, 16, "equiangular"), (8, 16, "legendre-gauss"), (17, 32, "equiangular")]

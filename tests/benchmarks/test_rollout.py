@@ -13,8 +13,8 @@ import torch.nn as nn
 import xarray as xr
 
 from dandelion import api
-from dandelion.benchmarks import metrics as M
-from dandelion.benchmarks.checkpoint import save_checkpoint
+from dandelion import metrics as M
+from dandelion.checkpoint import save_checkpoint
 from dandelion.registry import _REGISTRY, register_model
 
 N_FRAMES = 10

@@ -16,9 +16,14 @@ from hydra import compose, initialize_config_module
 
 import tiny_model  # noqa: F401  (registers "_pointwise_test")
 from train_config import train_cfg
-from dandelion.benchmarks.checkpoint import layout_from_checkpoint, load_checkpoint, model_from_checkpoint
-from dandelion.benchmarks.train import EpochSampler, Trainer, WarmupCosine, area_weighted_mse, next_frame, rollout, train
-from dandelion.datasets.torch_dataset import WindowDataset, loss_weights
+from dandelion.checkpoint import layout_from_checkpoint, load_checkpoint, model_from_checkpoint
+from dandelion.benchmarks.schedule import EpochSampler, WarmupCosine
+from dandelion.benchmarks.train import train
+from dandelion.benchmarks.trainer import Trainer
+from dandelion.forecast import next_frame, rollout
+from dandelion.metrics import area_weighted_mse
+from dandelion.datasets.torch_dataset import WindowDataset
+from dandelion.metrics import loss_weights
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 
@@ -183,7 +188,7 @@ def test_dandelion_train_under_torchrun_two_ranks(data, tmp_path):
     Each rank writes the hash of its final parameters (tests/helpers/tiny_model.py probe): they must agree,
     and equal rank 0's last.pt in the one shared run directory.
     """
-    from dandelion.benchmarks.train import parameter_hash
+    from dandelion.benchmarks.trainer import parameter_hash
 
     bindir = Path(sys.executable).parent
     hashes = tmp_path / "hashes"

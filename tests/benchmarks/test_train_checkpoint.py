@@ -5,7 +5,7 @@ import torch
 import torch.nn as nn
 
 import tiny_model
-from dandelion.benchmarks import checkpoint as ck
+from dandelion import checkpoint as ck
 
 GRID = {"nlat": 9, "nlon": 16, "grid": "equiangular"}
 STATS = {"h": {"kind": "scalar", "mean": 1.0, "std": 2.0}}

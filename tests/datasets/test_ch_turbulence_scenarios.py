@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from dandelion.datasets import storage
+from dandelion.datasets import folder, statistics, storage
 from dandelion.datasets.generate import build_scenario, generate
 from dandelion.datasets.scenario import get_scenario
 from dandelion.datasets.verify import verify
@@ -34,7 +34,7 @@ def cfg(name, path, **over):
 
 
 def hashes(root):
-    return {p.relative_to(root).as_posix(): storage.sha256_file(p) for p in sorted(Path(root).glob("*/traj_*.h5"))}
+    return {p.relative_to(root).as_posix(): folder.sha256_file(p) for p in sorted(Path(root).glob("*/traj_*.h5"))}
 
 
 @pytest.fixture(scope="module")
@@ -96,14 +96,14 @@ def test_hydra_overrides_reach_the_scenario(name, tmp_path):
 def test_folder_verifies_and_describes_itself(made, name):
     root = made[name]
     assert verify(root) == []
-    meta = storage.load_metadata(root)
+    meta = folder.load_metadata(root)
     assert meta["complete"] and meta["reduced"] and meta["name"] == name and meta["time_units"] == "nondimensional"
     field = {"cahn_hilliard": "phi", "chained_turbulence": "vorticity"}[name]
     assert list(meta["fields"]) == [field]
     scal = {"cahn_hilliard": {"epsilon", "mean_init", "variance", "radius", "seed", "D", "a"},
             "chained_turbulence": {"r_over_lambda", "kappa_lambda", "seed", "R", "tau", "Lambda", "kappa"}}[name]
     dt = TINY[name]["dt_frame"]
-    for p in storage.list_split(root, "train") + storage.list_split(root, "valid") + storage.list_split(root, "test"):
+    for p in folder.list_split(root, "train") + folder.list_split(root, "valid") + folder.list_split(root, "test"):
         with storage.open_trajectory(p) as f:
             assert set(f["scalars"]) == scal
             assert f["t0_fields"][field].shape == (1, 3, 17, 32)
@@ -116,7 +116,7 @@ def test_cahn_hilliard_frames_keep_the_mean_and_start_from_the_noise(made):
     root = made["cahn_hilliard"]
     grid = SphereGrid(17, 32)
     s = get_scenario("cahn_hilliard")(TINY["cahn_hilliard"])
-    for p in storage.list_split(root, "train"):
+    for p in folder.list_split(root, "train"):
         with storage.open_trajectory(p) as f:
             phi = torch.from_numpy(f["t0_fields/phi"][0].astype(np.float64))
             tid = int(f.attrs["trajectory_id"])
@@ -132,7 +132,7 @@ def test_chained_turbulence_frames_follow_the_solver(made):
     root = made["chained_turbulence"]
     grid = SphereGrid(17, 32)
     s = get_scenario("chained_turbulence")(TINY["chained_turbulence"])
-    path = storage.list_split(root, "train")[0]
+    path = folder.list_split(root, "train")[0]
     with storage.open_trajectory(path) as f:
         w = f["t0_fields/vorticity"][0].astype(np.float64)
         tid = int(f.attrs["trajectory_id"])
@@ -202,12 +202,12 @@ def test_resume_after_kill_gives_identical_files(made, name, tmp_path, monkeypat
 @pytest.mark.parametrize("name", NAMES)
 def test_splits_disjoint_and_stats_from_train_only(made, name):
     root = made[name]
-    sp = storage.load_splits(root)
+    sp = folder.load_splits(root)
     ids = sp["train"] + sp["valid"] + sp["test"]
     assert sorted(ids) == list(range(5)) and len(set(ids)) == 5
-    meta = storage.load_metadata(root)
-    stats = storage.load_stats(root)
-    assert storage.compute_stats(storage.list_split(root, "train"), meta["fields"]) == stats
+    meta = folder.load_metadata(root)
+    stats = folder.load_stats(root)
+    assert statistics.compute_stats(folder.list_split(root, "train"), meta["fields"]) == stats
     field = next(iter(meta["fields"]))
-    everything = storage.compute_stats([p for s in storage.SPLITS for p in storage.list_split(root, s)], meta["fields"])
+    everything = statistics.compute_stats([p for s in folder.SPLITS for p in folder.list_split(root, s)], meta["fields"])
     assert everything[field]["std"] != stats[field]["std"]

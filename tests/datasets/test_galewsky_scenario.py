@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from dandelion.datasets import storage
+from dandelion.datasets import folder, storage
 from dandelion.datasets.scenario import get_scenario
 
 Galewsky = get_scenario("galewsky")
@@ -84,7 +84,7 @@ def test_tiny_generation_run(tmp_path):
     root = generate({"dataset": {"name": "galewsky", "path": str(tmp_path / "g"), "nlat": 16, "nlon": 32, "lmax": 10,
                                  "n_trajectories": 4, "n_frames": 3, "spinup_days": 0.25, "frame_hours": 4.0},
                      "batch_size": 4, "progress": False})
-    meta = storage.load_metadata(root)
+    meta = folder.load_metadata(root)
     assert meta["reduced"] is True and meta["lmax"] == 8 and meta["solver_lmax"] == 10
     assert meta["fields"]["h"]["units"] == "m" and meta["fields"]["velocity"]["units"] == "m/s"
     assert verify(root) == []
@@ -112,7 +112,7 @@ def test_galewsky_files_bit_identical_across_runs_and_batch_sizes(tmp_path):
         root = generate({"dataset": {"name": "galewsky", "path": str(tmp_path / name), "nlat": 16, "nlon": 32, "lmax": 10,
                                      "n_trajectories": 3, "n_frames": 2, "spinup_days": 0.0, "seed": seed},
                          "batch_size": batch_size, "progress": False})
-        return {p.name: storage.sha256_file(p) for p in root.glob("*/traj_*.h5")}
+        return {p.name: folder.sha256_file(p) for p in root.glob("*/traj_*.h5")}
 
     a, b, c = run("a", 3), run("b", 3), run("c", 1)
     assert len(a) == 3 and a == b == c

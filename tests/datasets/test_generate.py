@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from dandelion.datasets import solid_body, storage
+from dandelion.datasets import folder, solid_body, statistics, storage
 from dandelion.datasets.generate import generate
 from dandelion.datasets.scenario import get_scenario, trajectory_rng
 from dandelion.datasets.solid_body import rotate
@@ -32,28 +32,28 @@ def traj_files(root):
 
 
 def file_hashes(root):
-    return {r: storage.sha256_file(Path(root) / r) for r in traj_files(root)}
+    return {r: folder.sha256_file(Path(root) / r) for r in traj_files(root)}
 
 
 def test_folder_layout_and_metadata(tmp_path):
     root = generate(cfg(tmp_path / "d"))
-    meta = storage.load_metadata(root)
-    splits = storage.load_splits(root)
+    meta = folder.load_metadata(root)
+    splits = folder.load_splits(root)
     assert meta["complete"] is True and meta["reduced"] is False
     assert (meta["nlat"], meta["nlon"], meta["grid"], meta["lmax"], meta["n_frames"]) == (16, 32, "equiangular", 3, 6)
     assert meta["fields"]["velocity"] == {"kind": "vector", "units": "1", "long_name": "solid-body rotation velocity",
                                           "components": ["u", "v"]}
     assert set(meta["versions"]) >= {"dandelion", "torch", "torch_harmonics", "numpy", "h5py"} and meta["command"]
-    omegas = [0.5 if i < 4 else 1.0 for i in storage.load_splits(root)["train"]]  # ids 0-3: omega 0.5, 4-7: 1.0
+    omegas = [0.5 if i < 4 else 1.0 for i in folder.load_splits(root)["train"]]  # ids 0-3: omega 0.5, 4-7: 1.0
     np.testing.assert_allclose([meta["parameter_stats"]["omega"][k] for k in ("mean", "std")], [np.mean(omegas), np.std(omegas)])
     assert sorted(splits["train"] + splits["valid"] + splits["test"]) == list(range(8))
     assert "own simulation" in splits["note"]
-    listed = sorted(f"{s}/traj_{i:06d}.h5" for s in storage.SPLITS for i in splits[s])
+    listed = sorted(f"{s}/traj_{i:06d}.h5" for s in folder.SPLITS for i in splits[s])
     assert traj_files(root) == listed
-    assert set(storage.read_checksums(root)) == set(listed) | {"dataset.yaml", "splits.json", "stats.yaml"}
+    assert set(folder.read_checksums(root)) == set(listed) | {"dataset.yaml", "splits.json", "stats.yaml"}
     assert verify(root) == []
     # frame times exact and rebased, spin-up dropped
-    with storage.open_trajectory(storage.list_split(root, "train")[0]) as f:
+    with storage.open_trajectory(folder.list_split(root, "train")[0]) as f:
         np.testing.assert_array_equal(f["dimensions/time"][()], 0.125 * np.arange(6))
         assert f.attrs["time_units"] == "nondimensional"
 
@@ -66,7 +66,7 @@ def test_stored_fields_follow_the_exact_solution(tmp_path):
     root = generate(cfg(tmp_path / "d", n_trajectories=4))
     grid = SphereGrid(16, 32)
     x = grid.xyz.numpy().reshape(3, -1)
-    for path in storage.list_split(root, "train"):
+    for path in folder.list_split(root, "train"):
         with storage.open_trajectory(path) as f:
             p = {k: float(f["scalars"][k][()]) for k in f["scalars"]}
             h = f["t0_fields/h"][0]
@@ -91,7 +91,7 @@ def test_same_seed_bit_identical_other_seed_differs(tmp_path):
     ha, hb, hc = file_hashes(a), file_hashes(b), file_hashes(c)
     assert ha == hb and len(ha) == 8
     assert all(ha[k] != hc[k] for k in ha)
-    assert storage.load_stats(a) == storage.load_stats(b)
+    assert folder.load_stats(a) == folder.load_stats(b)
 
 
 def test_trajectory_generator_depends_only_on_seed_and_id():
@@ -148,7 +148,7 @@ def test_kill_mid_run_then_resume_gives_identical_files(tmp_path, monkeypatch):
 def test_damaged_file_is_reported_then_regenerated(tmp_path, capsys):
     root = generate(cfg(tmp_path / "d"))
     ref = file_hashes(root)
-    victim = storage.list_split(root, "train")[1]
+    victim = folder.list_split(root, "train")[1]
     victim.write_bytes(victim.read_bytes()[:3000])
     problems = verify(root)
     assert any(victim.name in p and "SHA-256" in p for p in problems)
@@ -182,22 +182,22 @@ def test_foreign_folder_refused_and_path_required(tmp_path):
 
 def test_stats_come_from_the_train_split_only(tmp_path):
     root = generate(cfg(tmp_path / "d", n_trajectories=8))
-    stats = storage.load_stats(root)
-    train = storage.list_split(root, "train")
-    np.testing.assert_equal(storage.compute_stats(train, storage.load_metadata(root)["fields"]), stats)
+    stats = folder.load_stats(root)
+    train = folder.list_split(root, "train")
+    np.testing.assert_equal(statistics.compute_stats(train, folder.load_metadata(root)["fields"]), stats)
     # overwrite every valid/test file with wildly different values of the same layout
     for split in ("valid", "test"):
-        for p in storage.list_split(root, split):
+        for p in folder.list_split(root, split):
             with storage.open_trajectory(p) as f:
                 T, tid = f["dimensions/time"].shape[0], int(f.attrs["trajectory_id"])
             grid = SphereGrid(16, 32)
             with storage.TrajectoryWriter(p, dataset_name="solid_body", grid=grid, lmax=3, trajectory_id=tid,
                                           times=np.arange(T) * 0.125, time_units="nondimensional", scalars={},
-                                          fields=storage.load_metadata(root)["fields"]) as w:
+                                          fields=folder.load_metadata(root)["fields"]) as w:
                 for k in range(T):
                     w.write_frame(k, {"h": np.full(grid.shape, 1e3 * (k + 1)), "velocity": np.full(grid.shape + (2,), 1e3)})
     generate(cfg(tmp_path / "d", n_trajectories=8))  # re-finalise
-    assert storage.load_stats(root) == stats
+    assert folder.load_stats(root) == stats
     # while a changed train file does change them
     p = train[0]
     with storage.open_trajectory(p) as f:
@@ -205,10 +205,10 @@ def test_stats_come_from_the_train_split_only(tmp_path):
     grid = SphereGrid(16, 32)
     with storage.TrajectoryWriter(p, dataset_name="solid_body", grid=grid, lmax=3, trajectory_id=int(p.stem[5:]),
                                   times=np.arange(T) * 0.125, time_units="nondimensional", scalars={},
-                                  fields=storage.load_metadata(root)["fields"]) as w:
+                                  fields=folder.load_metadata(root)["fields"]) as w:
         for k in range(T):
             w.write_frame(k, {"h": np.full(grid.shape, 1e3), "velocity": np.zeros(grid.shape + (2,))})
-    assert storage.compute_stats(train, storage.load_metadata(root)["fields"])["h"]["mean"] != stats["h"]["mean"]
+    assert statistics.compute_stats(train, folder.load_metadata(root)["fields"])["h"]["mean"] != stats["h"]["mean"]
 
 
 def test_stats_match_the_exact_rotation_invariants(tmp_path):
@@ -216,11 +216,11 @@ def test_stats_match_the_exact_rotation_invariants(tmp_path):
     time; the wind's mean square is omega^2 * 2/3 (sin^2 of the angle to the axis averages 2/3)."""
     root = generate(cfg(tmp_path / "d", n_trajectories=8))
     s = get_scenario("solid_body")({"n_trajectories": 8})
-    train = storage.load_splits(root)["train"]
+    train = folder.load_splits(root)["train"]
     params = [s.parameters(i) for i in train]
     mean_h = np.mean([(p["b_x"] ** 2 + p["b_y"] ** 2 + p["b_z"] ** 2) / 3 for p in params])
     rms = math.sqrt(np.mean([p["omega"] ** 2 * 2 / 3 for p in params]))
-    stats = storage.load_stats(root)
+    stats = folder.load_stats(root)
     np.testing.assert_allclose(stats["h"]["mean"], mean_h, rtol=1e-6)
     np.testing.assert_allclose(stats["velocity"]["rms"], rms, rtol=1e-6)
     assert abs(stats["velocity"]["delta_rms"]) < 1e-6  # steady wind
@@ -262,7 +262,7 @@ def test_hydra_compose_runs_generation(tmp_path):
     c = _compose(["dataset=solid_body", f"dataset.path={tmp_path / 'h'}", "dataset.n_trajectories=3",
                   "dataset.n_frames=2", "dataset.seed=4", "batch_size=2", "progress=false", "device=cpu"])
     root = generate(c)
-    meta = storage.load_metadata(root)
+    meta = folder.load_metadata(root)
     assert meta["n_trajectories"] == 3 and meta["config"]["dataset"]["seed"] == 4 and meta["config"]["batch_size"] == 2
     assert verify(root) == []
 
@@ -293,8 +293,8 @@ def test_console_scripts_smoke(tmp_path):
                                                         "dataset.n_trajectories=3", "dataset.n_frames=2", "progress=false"],
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert "dandelion-generate" in storage.load_metadata(root)["command"] or "generate" in storage.load_metadata(root)["command"]
-    victim = storage.list_split(root, "train")[0]
+    assert "dandelion-generate" in folder.load_metadata(root)["command"] or "generate" in folder.load_metadata(root)["command"]
+    victim = folder.list_split(root, "train")[0]
     victim.write_bytes(victim.read_bytes()[:-500])
     r = subprocess.run(_script("dandelion-verify") + [str(root)], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 1 and victim.name in r.stdout
@@ -302,7 +302,7 @@ def test_console_scripts_smoke(tmp_path):
 
 def test_verify_catches_swapped_files(tmp_path):
     root = generate(cfg(tmp_path / "d"))
-    a, b = storage.list_split(root, "train")[:2]
+    a, b = folder.list_split(root, "train")[:2]
     tmp = a.with_name("swap")
     a.rename(tmp), b.rename(a), tmp.rename(b)
     problems = verify(root, check_data=False)
@@ -320,7 +320,7 @@ def test_sharded_ranks_make_the_same_dataset(tmp_path, monkeypatch):
 
     class FakeDist:
         def __init__(self, rank):
-            self.rank, self.world, self.local_rank = rank, 3, rank
+            self.rank, self.world_size, self.local_rank = rank, 3, rank
 
         def barrier(self):
             pass
@@ -329,11 +329,11 @@ def test_sharded_ranks_make_the_same_dataset(tmp_path, monkeypatch):
             pass
 
     for rank in (2, 1, 0):  # rank 0 last: it checks every file is there before writing stats and checksums
-        monkeypatch.setattr(gen, "_Dist", lambda rank=rank: FakeDist(rank))
+        monkeypatch.setattr(gen, "ProcessGroup", lambda rank=rank, **kw: FakeDist(rank))
         generate(cfg(tmp_path / "sharded"))
         if rank:
             assert not (tmp_path / "sharded" / "stats.yaml").exists()
             assert len(traj_files(tmp_path / "sharded")) == len(range(rank, 8, 3)) + sum(len(range(r, 8, 3)) for r in range(rank + 1, 3))
     root = tmp_path / "sharded"
     assert file_hashes(root) == file_hashes(ref)
-    assert storage.load_stats(root) == storage.load_stats(ref) and verify(root) == []
+    assert folder.load_stats(root) == folder.load_stats(ref) and verify(root) == []

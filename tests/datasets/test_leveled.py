@@ -11,8 +11,10 @@ import xarray as xr
 
 import tiny_leveled as tl
 from dandelion import api
-from dandelion.datasets import storage
-from dandelion.datasets.torch_dataset import ChannelLayout, WindowDataset
+from dandelion.datasets import folder, storage
+from dandelion.runtime import write_yaml_atomic
+from dandelion.channels import ChannelLayout
+from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.datasets.verify import verify
 from dandelion.sphere import SphereGrid
 
@@ -43,7 +45,7 @@ def test_file_layout_and_read_squeezes_surface(leveled):
 
 
 def test_per_level_stats_match_hand_derived(leveled):
-    stats = storage.load_stats(leveled)
+    stats = folder.load_stats(leveled)
     exp = tl.expected_stats(6)
     for name, keys in (("T", ("mean", "std", "delta_mean", "delta_std")), ("velocity", ("rms", "delta_rms"))):
         for k in keys:
@@ -61,13 +63,13 @@ def test_verify_accepts_and_catches_level_mismatch(leveled, tmp_path):
 
     bad = tmp_path / "bad"
     shutil.copytree(leveled, bad)
-    meta = storage.load_metadata(bad)
+    meta = folder.load_metadata(bad)
     meta["levels"] = {**meta["levels"], "values": [300.0, 500.0, 850.0]}
-    storage.write_yaml(bad / "dataset.yaml", meta)
+    write_yaml_atomic(bad / "dataset.yaml", meta)
     assert any("dimensions/level" in p for p in verify(bad))
-    stats = storage.load_stats(bad)
+    stats = folder.load_stats(bad)
     stats["T"]["mean"] = stats["T"]["mean"][:2]
-    storage.write_yaml(bad / "stats.yaml", stats)
+    write_yaml_atomic(bad / "stats.yaml", stats)
     assert any("'T'" in p and "stats.yaml" in p for p in verify(bad))
 
 
@@ -166,7 +168,7 @@ def test_held_suarez_generate_smallest_passes_verify(tmp_path):
             "batch_size=2", "progress=false"])
     root = generate(cfg)
     assert verify(root) == []
-    meta, stats = storage.load_metadata(root), storage.load_stats(root)
+    meta, stats = folder.load_metadata(root), folder.load_stats(root)
     P = len(PRESSURE_LEVELS_HPA)
     assert meta["levels"]["values"] == [float(p) for p in PRESSURE_LEVELS_HPA]
     assert len(stats["T"]["mean"]) == P and len(stats["velocity"]["rms"]) == P and isinstance(stats["ps"]["mean"], float)
@@ -201,7 +203,7 @@ def test_train_checkpoint_keeps_levels(leveled, tmp_path):
     import tiny_model  # noqa: F401  (registers "_pointwise_test")
     from hydra import compose, initialize_config_module
 
-    from dandelion.benchmarks.checkpoint import layout_from_checkpoint, load_checkpoint
+    from dandelion.checkpoint import layout_from_checkpoint, load_checkpoint
     from dandelion.benchmarks.train import train
 
     with initialize_config_module(config_module="dandelion.configs", version_base="1.3"):

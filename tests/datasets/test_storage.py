@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from dandelion.datasets import storage
+from dandelion.datasets import folder, statistics, storage
+from dandelion.runtime import write_json_atomic
 from dandelion.sphere import SphereGrid
 
 FIELDS = {
@@ -67,7 +68,7 @@ def test_same_data_same_bytes(tmp_path):
     grid = SphereGrid(16, 32)
     a = write(tmp_path / "a.h5", grid, random_frames(grid, 4))
     b = write(tmp_path / "b.h5", grid, random_frames(grid, 4))
-    assert storage.sha256_file(a) == storage.sha256_file(b)
+    assert folder.sha256_file(a) == folder.sha256_file(b)
 
 
 def test_failed_write_leaves_no_file(tmp_path):
@@ -112,16 +113,16 @@ def test_missing_file_and_missing_metadata(tmp_path):
     with pytest.raises(FileNotFoundError, match="traj_000001.h5"):
         storage.open_trajectory(tmp_path / "traj_000001.h5")
     with pytest.raises(FileNotFoundError, match="dataset.yaml"):
-        storage.load_metadata(tmp_path)
+        folder.load_metadata(tmp_path)
     with pytest.raises(FileNotFoundError, match="stats.yaml"):
-        storage.load_stats(tmp_path)
+        folder.load_stats(tmp_path)
     with pytest.raises(FileNotFoundError, match="splits.json"):
-        storage.list_split(tmp_path, "train")
+        folder.list_split(tmp_path, "train")
 
 
 @pytest.mark.parametrize("n", [3, 5, 7, 8, 9, 10, 11, 960])
 def test_splits_partition(tmp_path, n):
-    s = storage.make_splits(n, seed=42)
+    s = folder.make_splits(n, seed=42)
     ids = s["train"] + s["valid"] + s["test"]
     assert sorted(ids) == list(range(n))  # a partition: no trajectory in two splits
     assert all(s["counts"][k] >= 1 for k in ("train", "valid", "test"))  # no empty split, however small
@@ -129,16 +130,16 @@ def test_splits_partition(tmp_path, n):
     if n >= 8:  # the reference rule of DATASETS.md §0.4
         assert s["counts"] == {"train": round(0.8 * n), "valid": round(0.1 * n), "test": n - round(0.8 * n) - round(0.1 * n)}
     assert set(s["train"]) == set(perm[: s["counts"]["train"]].tolist())
-    storage.write_json(tmp_path / "splits.json", s)
-    assert storage.list_split(tmp_path, "valid") == [tmp_path / "valid" / f"traj_{i:06d}.h5" for i in s["valid"]]
-    assert storage.list_split(tmp_path, "val") == storage.list_split(tmp_path, "valid")
+    write_json_atomic(tmp_path / "splits.json", s)
+    assert folder.list_split(tmp_path, "valid") == [tmp_path / "valid" / f"traj_{i:06d}.h5" for i in s["valid"]]
+    assert folder.list_split(tmp_path, "val") == folder.list_split(tmp_path, "valid")
     with pytest.raises(ValueError, match="unknown split 'training'"):
-        storage.list_split(tmp_path, "training")
+        folder.list_split(tmp_path, "training")
 
 
 @pytest.mark.parametrize("n", [1, 2])
 def test_splits_of_one_or_two_trajectories_are_train_only(n):
-    s = storage.make_splits(n)
+    s = folder.make_splits(n)
     assert s["counts"] == {"train": n, "valid": 0, "test": 0}
 
 
@@ -156,7 +157,7 @@ def test_area_weighted_stats_match_hand_computed(tmp_path, grid_name, nlat):
     for j, aj in enumerate(a):
         frames = [{"h": aj + bk * z ** 2, "velocity": np.stack([ck * coslat, 0 * z], -1)} for bk, ck in zip(b, c)]
         files.append(write(tmp_path / f"traj_{j:06d}.h5", grid, frames, tid=j))
-    st = storage.compute_stats(files, FIELDS)
+    st = statistics.compute_stats(files, FIELDS)
 
     A, Bk = np.array(a)[:, None], np.array(b)[None, :]
     mean = np.mean(A + Bk / 3)
@@ -179,19 +180,19 @@ def test_area_weighted_stats_match_hand_computed(tmp_path, grid_name, nlat):
 
 def test_stats_refuse_empty_and_mixed_grids(tmp_path):
     with pytest.raises(ValueError, match="train split is empty"):
-        storage.compute_stats([], FIELDS)
+        statistics.compute_stats([], FIELDS)
     g1, g2 = SphereGrid(16, 32), SphereGrid(8, 16)
     f1 = write(tmp_path / "a.h5", g1, random_frames(g1, 2))
     f2 = write(tmp_path / "b.h5", g2, random_frames(g2, 2))
     with pytest.raises(ValueError, match="one dataset has one grid"):
-        storage.compute_stats([f1, f2], FIELDS)
+        statistics.compute_stats([f1, f2], FIELDS)
 
 
 def test_checksums_round_trip(tmp_path):
     (tmp_path / "x").write_text("hello")
-    storage.write_checksums(tmp_path, ["x"])
+    folder.write_checksums(tmp_path, ["x"])
     import hashlib
 
-    assert storage.read_checksums(tmp_path) == {"x": hashlib.sha256(b"hello").hexdigest()}
+    assert folder.read_checksums(tmp_path) == {"x": hashlib.sha256(b"hello").hexdigest()}
     line = (tmp_path / "checksums.sha256").read_text()
     assert line == f"{hashlib.sha256(b'hello').hexdigest()}  x\n"  # sha256sum format

@@ -7,7 +7,9 @@ import pytest
 import torch
 import yaml
 
-from dandelion.datasets.torch_dataset import ChannelLayout, WindowDataset, loss_weights
+from dandelion.channels import ChannelLayout
+from dandelion.datasets.torch_dataset import WindowDataset
+from dandelion.metrics import loss_weights
 from dandelion.sphere import SphereGrid
 
 STATS = {"h": {"kind": "scalar", "mean": 3.0, "std": 2.0}, "velocity": {"kind": "vector", "rms": 5.0}}

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dandelion.datasets import storage
+from dandelion.datasets import folder, statistics, storage
+from dandelion.runtime import write_json_atomic, write_yaml_atomic
 from dandelion.sphere import SphereGrid
 
 DT = 3600.0  # seconds between frames
@@ -57,7 +58,7 @@ def _write_trajectory(file: Path, grid: SphereGrid, traj: int, n_frames: int, na
 
 def compute_stats(files, grid: SphereGrid = None) -> dict:
     """Train statistics through the storage module (``grid`` unused, kept for call compatibility)."""
-    return storage.compute_stats(files, FIELDS)
+    return statistics.compute_stats(files, FIELDS)
 
 
 def make_tiny_dataset(path, nlat: int = 9, nlon: int = 16, grid: str = "equiangular", n_frames: int = 10,
@@ -73,15 +74,15 @@ def make_tiny_dataset(path, nlat: int = 9, nlon: int = 16, grid: str = "equiangu
         (path / split).mkdir(parents=True, exist_ok=True)
         for i in ids:
             _write_trajectory(path / split / f"traj_{i:06d}.h5", g, i, n_frames, name)
-    stats = storage.compute_stats([path / "train" / storage.trajectory_filename(i) for i in splits["train"]], FIELDS)
+    stats = statistics.compute_stats([path / "train" / storage.trajectory_filename(i) for i in splits["train"]], FIELDS)
     meta = {
         "name": name, "grid": grid, "nlat": nlat, "nlon": nlon, "lmax": g.lmax, "solver_lmax": g.lmax, "reduced": True,
         "dt_frame": DT, "time_units": "s", "n_frames": n_frames, "n_trajectories": sum(len(v) for v in splits.values()),
         "fields": FIELDS, "parameters": ["u_max"], "config": {}, "command": "tests/tiny_dataset.py make_tiny_dataset",
         "versions": {},
     }
-    storage.write_yaml(path / "dataset.yaml", meta)
-    storage.write_yaml(path / "stats.yaml", stats)
-    storage.write_json(path / "splits.json", {"seed": 0, "strategy": "fixed", **{k: sorted(v) for k, v in splits.items()}})
-    storage.write_checksums(path, [f.relative_to(path).as_posix() for f in sorted(path.glob("*/*.h5"))])
+    write_yaml_atomic(path / "dataset.yaml", meta)
+    write_yaml_atomic(path / "stats.yaml", stats)
+    write_json_atomic(path / "splits.json", {"seed": 0, "strategy": "fixed", **{k: sorted(v) for k, v in splits.items()}})
+    folder.write_checksums(path, [f.relative_to(path).as_posix() for f in sorted(path.glob("*/*.h5"))])
     return path

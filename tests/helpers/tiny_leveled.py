@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dandelion.datasets import storage
+from dandelion.datasets import folder, statistics, storage
+from dandelion.runtime import write_json_atomic, write_yaml_atomic
 from dandelion.sphere import SphereGrid
 
 DT = 21600.0  # s between frames (6 h)
@@ -80,16 +81,16 @@ def make_tiny_leveled_dataset(path, nlat: int = 9, nlon: int = 16, grid: str = "
     for split, ids in splits.items():
         for i in ids:
             write_trajectory(path / split / storage.trajectory_filename(i), g, i, n_frames, name)
-    stats = storage.compute_stats([path / "train" / storage.trajectory_filename(i) for i in splits["train"]], FIELDS)
+    stats = statistics.compute_stats([path / "train" / storage.trajectory_filename(i) for i in splits["train"]], FIELDS)
     meta = {
         "name": name, "grid": grid, "nlat": nlat, "nlon": nlon, "lmax": g.lmax, "solver_lmax": g.lmax, "reduced": True,
         "dt_frame": DT, "time_units": "s", "n_frames": n_frames, "n_trajectories": sum(len(v) for v in splits.values()),
         "fields": FIELDS, "levels": LEVEL_INFO, "parameters": ["delta_T_y"], "config": {},
         "command": "tests/helpers/tiny_leveled.py make_tiny_leveled_dataset", "versions": {}, "complete": True,
     }
-    storage.write_yaml(path / "dataset.yaml", meta)
-    storage.write_yaml(path / "stats.yaml", stats)
-    storage.write_json(path / "splits.json", {"seed": 0, "strategy": "fixed", **{k: sorted(v) for k, v in splits.items()}})
+    write_yaml_atomic(path / "dataset.yaml", meta)
+    write_yaml_atomic(path / "stats.yaml", stats)
+    write_json_atomic(path / "splits.json", {"seed": 0, "strategy": "fixed", **{k: sorted(v) for k, v in splits.items()}})
     rel = [f.relative_to(path).as_posix() for f in sorted(path.glob("*/*.h5"))]
-    storage.write_checksums(path, rel + ["dataset.yaml", "splits.json", "stats.yaml"])
+    folder.write_checksums(path, rel + ["dataset.yaml", "splits.json", "stats.yaml"])
     return path

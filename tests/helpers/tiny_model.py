@@ -39,7 +39,7 @@ def _write_hash():
     import os
     from pathlib import Path
 
-    from dandelion.benchmarks.train import parameter_hash
+    from dandelion.benchmarks.trainer import parameter_hash
 
     out = os.environ.get("DANDELION_TEST_HASH_DIR")
     if out and BUILT:

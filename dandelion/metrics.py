@@ -1,4 +1,17 @@
-"""Metrics on the sphere: one definition used by training logs, rollout evaluation and reports.
+"""Metrics on the sphere and the training loss: one definition used by training, rollout evaluation and reports.
+
+A metric is written once, as a function registered with :func:`metric`; the registry
+(:data:`METRICS`) is what :func:`field_metrics` computes, what the rollout job writes
+(``metrics.json``, ``metrics.csv``), what a benchmark cell keeps, what the leaderboard tabulates and
+what its error-versus-lead plot draws. Adding one::
+
+    from dandelion.metrics import metric
+
+    @metric("max_error", mean=True, cell=True, title="Maximum absolute error")
+    def max_error(pred, true, weights, climatology):
+        return (pred - true).abs().amax((-2, -1))
+
+The training loss (:func:`area_weighted_mse` with :func:`loss_weights`) lives here too.
 
 Every function takes fields of shape ``(..., nlat, nlon)`` (row 0 northernmost, DESIGN.md §2) and
 reduces over the two spatial dimensions, returning ``(...)``. Statistics are area-weighted with the
@@ -32,9 +45,12 @@ depend on the local frame (they jump through the poles); the vector metrics do n
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Callable
 
 import torch
+from torch_harmonics import RealSHT
 
 from dandelion.sphere import SphereGrid
 
@@ -50,6 +66,13 @@ __all__ = [
     "vector_vrmse",
     "variable_names",
     "field_metrics",
+    "Metric",
+    "METRICS",
+    "metric",
+    "unregister_metric",
+    "metric_names",
+    "loss_weights",
+    "area_weighted_mse",
 ]
 
 #: The Well's epsilon added to the variance in VRMSE (``eps=1e-7`` in the_well's NMSE).
@@ -186,8 +209,6 @@ def acc(pred: torch.Tensor, true: torch.Tensor, climatology, weights) -> torch.T
 
 @lru_cache(maxsize=16)
 def _sht(nlat: int, nlon: int, grid: str, lmax: int, mmax: int, device: str):
-    from torch_harmonics import RealSHT
-
     return RealSHT(nlat, nlon, lmax=lmax, mmax=mmax, grid=grid, norm="ortho").to(torch.device(device))
 
 
@@ -276,14 +297,129 @@ def variable_names(name: str, kind: str, components=("u", "v")) -> list[str]:
     return list(components) if name == "velocity" else [f"{name}_{c}" for c in components]
 
 
+# ---------------------------------------------------------------------------------------------- training loss
+def loss_weights(grid: SphereGrid) -> torch.Tensor:
+    """Area quadrature weights of ``grid`` normalised to mean 1 over the grid points.
+
+    Returns a float64 tensor of shape ``(nlat, 1)``; ``mean((a - b)**2 * w)`` over ``(nlat, nlon)``
+    is then the area-weighted mean squared error (the integral over the sphere divided by 4*pi).
+    """
+    w = grid.weights
+    return w / w.mean()
+
+
+def area_weighted_mse(pred: torch.Tensor, true: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """The training loss: mean over everything of ``(pred - true)**2 * weights``.
+
+    ``weights`` (nlat, 1) normalised to mean 1 (:func:`loss_weights`), so the result is the
+    area-weighted mean squared error averaged over samples and channels; or (C, nlat, 1), the same
+    times a per-channel factor (the trainer's ``1 / increment_scale**2`` for ``target=increment``:
+    the error in units of the normalised increment).
+    """
+    return ((pred - true) ** 2 * weights).mean()
+
+
+# ---------------------------------------------------------------------------------------------- registry
+@dataclass(frozen=True)
+class Metric:
+    """A registered metric (see :func:`metric`).
+
+    Attributes
+    ----------
+    name : key in ``metrics.json``, cells and the leaderboard.
+    fn : ``fn(pred, true, weights, climatology) -> (...)`` on one scalar variable, fields
+        ``(..., nlat, nlon)`` in physical units, ``weights`` the grid's quadrature weights (nlat, 1),
+        ``climatology`` a float or broadcastable tensor (the ACC's reference; 0 when none).
+    vector : optional ``vector(pred, true, weights) -> (...)`` on a vector field ``(..., nlat, nlon, 2)``,
+        scored under the field's own name besides its components.
+    mean : the rollout adds variable ``mean``, the average over scalar fields and vector components.
+    cell : benchmark cells keep its next-step and rollout-mean summaries.
+    curve : benchmark cells keep its per-lead curves, and the leaderboard's error-versus-lead plot draws it.
+    title : the leaderboard's section heading of its table (a metric without one gets no table);
+        a table needs ``mean`` and ``cell``. Lower is better (the best entry is set in bold).
+    label : short name for plot legends.
+    """
+
+    name: str
+    fn: Callable
+    vector: Callable | None = None
+    mean: bool = False
+    cell: bool = False
+    curve: bool = False
+    title: str | None = None
+    label: str = ""
+
+
+#: The registered metrics, in registration order (the order of ``metrics.json``).
+METRICS: dict[str, Metric] = {}
+
+
+def metric(name: str, *, vector: Callable | None = None, mean: bool = False, cell: bool = False, curve: bool = False,
+           title: str | None = None, label: str | None = None):
+    """Decorator registering ``fn(pred, true, weights, climatology) -> (...)`` as metric ``name`` (:class:`Metric`).
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is already registered (call :func:`unregister_metric` first to replace it), or it
+        has a ``title`` without ``mean`` and ``cell`` (the leaderboard tabulates the mean over variables of cells).
+    """
+    if name in METRICS:
+        raise ValueError(f"metric {name!r} is already registered: choose another name or unregister_metric({name!r}) first")
+    if title is not None and not (mean and cell):
+        raise ValueError(f"metric {name!r} has a leaderboard title but mean={mean}, cell={cell}: a table needs mean=True and cell=True")
+
+    def register(fn: Callable) -> Callable:
+        METRICS[name] = Metric(name, fn, vector, bool(mean), bool(cell), bool(curve), title, label or name)
+        return fn
+
+    return register
+
+
+def unregister_metric(name: str) -> None:
+    """Remove metric ``name`` from the registry (no error if it is absent)."""
+    METRICS.pop(name, None)
+
+
+def metric_names(*, mean: bool | None = None, cell: bool | None = None, curve: bool | None = None, table: bool | None = None) -> list[str]:
+    """Names of the registered metrics with the given flags (None: either), in registration order;
+    ``table`` = has a leaderboard title."""
+    def keep(m: Metric) -> bool:
+        return all(want is None or have == want for want, have in
+                   ((mean, m.mean), (cell, m.cell), (curve, m.curve), (table, m.title is not None)))
+
+    return [n for n, m in METRICS.items() if keep(m)]
+
+
+@metric("rmse", vector=vector_rmse, cell=True, label="RMSE")
+def _rmse(pred, true, weights, climatology):
+    return area_weighted_rmse(pred, true, weights)
+
+
+@metric("vrmse", vector=vector_vrmse, mean=True, cell=True, curve=True, title="VRMSE, area-weighted (quadrature weights)", label="VRMSE")
+def _vrmse(pred, true, weights, climatology):
+    return vrmse(pred, true, weights)
+
+
+@metric("vrmse_well", mean=True, cell=True, curve=True, title="VRMSE, unweighted (the Well's definition)", label="VRMSE (Well)")
+def _vrmse_well(pred, true, weights, climatology):
+    return vrmse(pred, true, None)
+
+
+@metric("acc", label="ACC")
+def _acc(pred, true, weights, climatology):
+    return acc(pred, true, climatology, weights)
+
+
+# ---------------------------------------------------------------------------------------------- all of them
 def field_metrics(pred: dict, true: dict, grid: SphereGrid, climatology: dict | None = None, spectra: bool = False, lmax: int | None = None) -> dict:
-    """All rollout metrics for decoded fields.
+    """Every registered metric (:data:`METRICS`) for decoded fields.
 
     Parameters
     ----------
     pred, true : dict[str, torch.Tensor]
         Physical fields, scalars ``(..., nlat, nlon)`` and vectors ``(..., nlat, nlon, 2)``
-        (as :meth:`ChannelLayout.decode` returns them).
+        (as :meth:`dandelion.channels.ChannelLayout.decode` returns them).
     grid : SphereGrid
     climatology : dict[str, float or tensor], optional
         Reference state per field for the ACC (for a vector field: a ``(..., 2)``-broadcastable
@@ -298,13 +434,14 @@ def field_metrics(pred: dict, true: dict, grid: SphereGrid, climatology: dict | 
     -------
     dict[str, dict[str, torch.Tensor]]
         ``{"rmse": {var: (...)}, "vrmse": ..., "vrmse_well": ..., "acc": ..., ...}`` where ``var`` is a
-        scalar field, a vector component (see :func:`variable_names`) or, for ``rmse`` and ``vrmse``
-        only, a vector field's own name (the frame-independent vector error).
+        scalar field, a vector component (see :func:`variable_names`) or, for metrics with a vector
+        form (``rmse`` and ``vrmse``), a vector field's own name (the frame-independent vector error).
     """
     if set(pred) != set(true):
         raise ValueError(f"prediction fields {sorted(pred)} differ from truth fields {sorted(true)}")
     climatology = climatology or {}
-    out = {k: {} for k in ("rmse", "vrmse", "vrmse_well", "acc")}
+    metrics = list(METRICS.values())
+    out = {m.name: {} for m in metrics}
     if spectra:
         out["spectrum_pred"], out["spectrum_true"] = {}, {}
     w = grid.weights
@@ -323,15 +460,14 @@ def field_metrics(pred: dict, true: dict, grid: SphereGrid, climatology: dict | 
                 clims = (clim_t, clim_t)
             names = variable_names(name, "vector")
             parts = {names[i]: (p[..., i], t[..., i], clims[i]) for i in range(2)}
-            out["rmse"][name] = vector_rmse(p, t, w)
-            out["vrmse"][name] = vector_vrmse(p, t, w)
+            for m in metrics:
+                if m.vector is not None:
+                    out[m.name][name] = m.vector(p, t, w)
         else:
             raise ValueError(f"field {name!r} of shape {tuple(p.shape)} is neither (..., {grid.nlat}, {grid.nlon}) nor (..., {grid.nlat}, {grid.nlon}, 2)")
         for var, (pp, tt, cc) in parts.items():
-            out["rmse"][var] = area_weighted_rmse(pp, tt, w)
-            out["vrmse"][var] = vrmse(pp, tt, w)
-            out["vrmse_well"][var] = vrmse(pp, tt, None)
-            out["acc"][var] = acc(pp, tt, cc, w)
+            for m in metrics:
+                out[m.name][var] = m.fn(pp, tt, w, cc)
             if spectra:
                 out["spectrum_pred"][var] = power_spectrum(pp, grid, lmax)
                 out["spectrum_true"][var] = power_spectrum(tt, grid, lmax)

@@ -1,6 +1,6 @@
 """Checkpoints: atomic, loadable with ``torch.load(weights_only=True)``, enough to resume exactly.
 
-A checkpoint is a dict of tensors and plain Python types only (DESIGN.md §7)::
+A checkpoint is a dict of tensors and plain Python types only::
 
     format          "dandelion-checkpoint/1"
     model           state_dict of the bare model (DDP / torch.compile wrappers stripped)
@@ -11,50 +11,41 @@ A checkpoint is a dict of tensors and plain Python types only (DESIGN.md §7)::
     grid            {"nlat", "nlon", "grid"} of the data the model was trained on
     step, epoch     optimiser steps done; current epoch
     rng             RNG states as tensors (torch CPU, CUDA per device, numpy, Python), for exact resume
-    versions        package versions (dandelion, torch, torch_harmonics, numpy, h5py, python)
+    versions        package versions (:func:`dandelion.runtime.versions`)
     extra           job-specific plain data (the trainer stores "model_spec" and "layout" here)
 
 ``model_spec`` = ``{"name", "preset", "in_channels", "out_channels", "overrides"}``, the arguments
 of :func:`dandelion.build_model` apart from the grid; ``layout`` =
-:meth:`dandelion.datasets.torch_dataset.ChannelLayout.to_dict`.
+:meth:`dandelion.channels.ChannelLayout.to_dict`. :func:`load_model` turns a checkpoint into a
+:class:`dandelion.forecast.Forecaster` that forecasts as the model was trained.
 """
 
 from __future__ import annotations
 
 import os
-import platform
 import random
 from pathlib import Path
 
 import numpy as np
 import torch
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from .channels import ChannelLayout
+from .forecast import Forecaster
+from .grid_guard import allow_grid_change
+from .registry import build_model, unwrap_model
+from .runtime import device_name, temp_path, versions
 
 __all__ = ["save_checkpoint", "load_checkpoint", "model_from_checkpoint", "model_state", "layout_from_checkpoint",
-           "config_from_checkpoint", "rng_state", "set_rng_state", "package_versions", "FORMAT"]
+           "config_from_checkpoint", "rng_state", "set_rng_state", "load_model", "FORMAT"]
 
 FORMAT = "dandelion-checkpoint/1"
 
 
-def package_versions() -> dict[str, str]:
-    """Versions of the packages a checkpoint depends on, as strings."""
-    out = {"python": platform.python_version(), "torch": str(torch.__version__), "numpy": str(np.__version__)}
-    for name in ("dandelion", "torch_harmonics", "h5py"):
-        try:
-            out[name] = str(__import__(name).__version__)
-        except Exception:  # pragma: no cover - optional packages
-            out[name] = "unknown"
-    return out
-
-
 def _plain(obj):
     """Convert OmegaConf containers, numpy scalars/arrays and paths to types ``weights_only`` accepts."""
-    try:
-        from omegaconf import DictConfig, ListConfig, OmegaConf
-
-        if isinstance(obj, (DictConfig, ListConfig)):
-            obj = OmegaConf.to_container(obj, resolve=True)
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(obj, (DictConfig, ListConfig)):
+        obj = OmegaConf.to_container(obj, resolve=True)
     if isinstance(obj, dict):
         return {str(k): _plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -71,8 +62,6 @@ def _plain(obj):
 def _config_yaml(config) -> str:
     if isinstance(config, str):
         return config
-    from omegaconf import OmegaConf
-
     return OmegaConf.to_yaml(OmegaConf.create(_plain(config)), resolve=True)
 
 
@@ -116,8 +105,6 @@ def save_checkpoint(path, *, model, optimizer=None, scheduler=None, config, stat
 
     Returns the path written.
     """
-    from dandelion.registry import unwrap_model
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     ckpt = {
@@ -131,10 +118,10 @@ def save_checkpoint(path, *, model, optimizer=None, scheduler=None, config, stat
         "step": int(step),
         "epoch": int(epoch),
         "rng": rng_state(),
-        "versions": package_versions(),
+        "versions": versions(),
         "extra": _plain(extra or {}),
     }
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = temp_path(path)
     try:
         torch.save(ckpt, tmp)
         os.replace(tmp, path)
@@ -165,15 +152,11 @@ def load_checkpoint(path, map_location="cpu") -> dict:
 
 def config_from_checkpoint(ckpt: dict):
     """The stored job configuration as an OmegaConf ``DictConfig``."""
-    from omegaconf import OmegaConf
-
     return OmegaConf.create(ckpt["config_yaml"])
 
 
 def layout_from_checkpoint(ckpt: dict):
-    """The :class:`~dandelion.datasets.torch_dataset.ChannelLayout` the model was trained with."""
-    from dandelion.datasets.torch_dataset import ChannelLayout
-
+    """The :class:`~dandelion.channels.ChannelLayout` the model was trained with."""
     if "layout" not in ckpt.get("extra", {}):
         raise ValueError("checkpoint has no channel layout (extra['layout']): it was not written by dandelion-train")
     return ChannelLayout.from_dict(ckpt["extra"]["layout"])
@@ -213,8 +196,8 @@ def model_from_checkpoint(ckpt, nlat: int | None = None, nlon: int | None = None
 
     This is the bare network. A checkpoint trained with ``trainer.target=increment`` (the default;
     ``ckpt["extra"]["target"]``) outputs the normalised increment, not the next frame: forecast with
-    :func:`dandelion.api.load_model` (a ``Forecaster`` that applies it) or
-    :func:`dandelion.benchmarks.train.next_frame`.
+    :func:`load_model` (a :class:`~dandelion.forecast.Forecaster` that applies it) or
+    :func:`dandelion.forecast.next_frame`.
 
     Parameters
     ----------
@@ -229,8 +212,6 @@ def model_from_checkpoint(ckpt, nlat: int | None = None, nlon: int | None = None
         If the requested grid differs from the checkpoint's and ``allow_resolution_change`` is
         False, or the model is resolution-dependent (e.g. SFNO); the message names both grids.
     """
-    from dandelion.registry import build_model
-
     if not isinstance(ckpt, dict):
         ckpt = load_checkpoint(ckpt)
     spec = _model_spec(ckpt)
@@ -247,10 +228,62 @@ def model_from_checkpoint(ckpt, nlat: int | None = None, nlon: int | None = None
         raise ValueError(f"model {spec['name']!r} has resolution-dependent weights: it cannot run on {want} after training on "
                          f"{saved}; evaluate it on its training grid")
     if changed:
-        from dandelion.grid_guard import allow_grid_change
-
         with allow_grid_change(model):
             model.load_state_dict(model_state(ckpt, model))
     else:
         model.load_state_dict(model_state(ckpt, model))
     return model.eval()
+
+
+def load_model(checkpoint, device="cpu", dataset=None, allow_resolution_change: bool = False) -> Forecaster:
+    """Load a ``dandelion-train`` checkpoint as a :class:`~dandelion.forecast.Forecaster` on ``device``.
+
+    Parameters
+    ----------
+    checkpoint : path of ``best.pt`` / ``last.pt``.
+    device : torch device (``"cpu"``, ``"cuda"``, ...; ``"auto"`` = CUDA if available); weights are mapped there.
+    dataset : optional, the data to run on (a :class:`dandelion.datasets.torch_dataset.WindowDataset`):
+        the model is then built on that grid and checked against it.
+    allow_resolution_change : run a model whose weights do not depend on the resolution on another
+        grid than it was trained on.
+
+    Raises
+    ------
+    ValueError
+        If the data's fields differ from the checkpoint's (names the fields), or its grid or
+        resolution differs (names both) and ``allow_resolution_change`` is false or the model's
+        weights depend on the resolution.
+    """
+    device = device_name(device)
+    ckpt = load_checkpoint(checkpoint, map_location="cpu")
+    layout = layout_from_checkpoint(ckpt)
+    saved = {"nlat": int(ckpt["grid"]["nlat"]), "nlon": int(ckpt["grid"]["nlon"]), "grid": str(ckpt["grid"]["grid"])}
+    if dataset is not None:
+        data_fields = dataset.layout.fields
+        if data_fields != layout.fields:
+            raise ValueError(
+                f"checkpoint {checkpoint} was trained on fields {layout.fields} but the dataset {dataset.path} has {data_fields}: "
+                "evaluate it on a dataset with the same fields"
+            )
+        want = dataset.grid.to_dict()
+        if want != saved:
+            what = ", ".join(k for k in ("grid", "nlat", "nlon") if want[k] != saved[k])
+            if not allow_resolution_change:
+                raise ValueError(
+                    f"checkpoint {checkpoint} was trained on {saved} but the dataset {dataset.path} is on {want} ({what} differ): "
+                    "use data on the training grid, or pass allow_resolution_change=true for a model whose weights do not depend on the resolution"
+                )
+        model = model_from_checkpoint(ckpt, nlat=want["nlat"], nlon=want["nlon"], grid=want["grid"], allow_resolution_change=allow_resolution_change)
+        layout = ChannelLayout(layout.fields, layout.stats, dataset.grid, stats_source=f"checkpoint {checkpoint}", levels=layout.levels)
+    else:
+        model = model_from_checkpoint(ckpt)
+    extra = ckpt.get("extra", {})
+    spec = extra.get("model_spec", {})
+    n_in = extra.get("n_in")
+    if n_in is None:
+        cfg = config_from_checkpoint(ckpt)
+        n_in = (cfg.get("trainer") or {}).get("n_in") or int(spec["in_channels"]) // layout.n_channels
+    name = spec.get("name", "model")
+    # checkpoints from before these options predicted frames from frames
+    return Forecaster(model, layout, int(n_in), name=name, checkpoint=checkpoint, target=extra.get("target", "frame"),
+                      inputs=extra.get("inputs", "frames")).to(device).eval()

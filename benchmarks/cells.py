@@ -1,0 +1,209 @@
+"""The bookkeeping of the benchmark grid: which cells exist, where their results live, whether they are finished.
+
+A cell is ``(dataset key, model, seed)`` of one scale (``configs/scale/<scale>.yaml``). Its result JSON
+``results_dir/<dataset>/<model>/seed<k>.json`` (schema :data:`CELL_SCHEMA`) is finished when it was made
+under the current protocol (:func:`protocol_hash` of the scale's settings, and the resolved trainer
+configuration, :func:`resolved_trainer`); otherwise it is ``stale`` (to be run again) or ``todo``.
+:func:`metric_summaries` picks from a rollout's ``metrics.json`` what a cell keeps of each registered
+metric (:mod:`dandelion.metrics`). The driver that runs cells is :mod:`dandelion.benchmarks.benchmark`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from dandelion.metrics import metric_names
+
+from .compose import compose
+
+__all__ = ["CELL_SCHEMA", "cells", "cell_path", "dataset_spec", "protocol_hash", "training_hash", "resolved_trainer",
+           "stored_hash", "fmt_value", "flatten_overrides", "lr_tag", "metric_summaries", "load_cells"]
+
+#: Schema tag of a cell's result JSON.
+CELL_SCHEMA = "dandelion-benchmark-cell/1"
+
+
+def fmt_value(v) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    if v is None:
+        return "null"
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(fmt_value(x) for x in v) + "]"
+    return str(v)
+
+
+def flatten_overrides(d: dict, prefix: str) -> list[str]:
+    out = []
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out += flatten_overrides(v, f"{prefix}{k}.")
+        else:
+            out.append(f"{prefix}{k}={fmt_value(v)}")
+    return out
+
+
+def protocol_hash(cfg, key: str) -> str:
+    """Fingerprint (12 hex digits) of the scale's settings that decide a cell's numbers for dataset ``key``.
+
+    SHA-256 of the scale's ``trainer`` overrides, ``lr_sweep``, ``preset`` and ``evaluation`` settings
+    and the dataset's spec (config group and overrides). A cell result (or persistence reference) made
+    under another fingerprint is listed as ``stale`` and run again. Defaults the scale does not set
+    (``configs/trainer/default.yaml``) are compared separately through the resolved trainer
+    configuration each cell records (:func:`resolved_trainer`).
+    """
+    s = cfg.scale
+    spec = dataset_spec(cfg, key)
+    payload = {"trainer": OmegaConf.to_container(s.trainer, resolve=True), "lr_sweep": [float(x) for x in s.lr_sweep],
+               "preset": str(s.preset), "evaluation": OmegaConf.to_container(s.evaluation, resolve=True),
+               "dataset": spec["dataset"], "dataset_overrides": spec["overrides"]}
+    return _digest(payload)
+
+
+def _digest(payload) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def resolved_trainer(cfg) -> dict:
+    """The trainer configuration a sweep run of this scale trains with: ``configs/trainer/default.yaml``
+    merged with the scale's ``trainer`` overrides (without ``lr`` and ``progress``, which vary per run
+    and do not change the result)."""
+    over = flatten_overrides(OmegaConf.to_container(cfg.scale.trainer, resolve=True), "trainer.")
+    t = OmegaConf.to_container(compose("train", over).trainer, resolve=True)
+    for k in ("lr", "progress"):
+        t.pop(k, None)
+    return t
+
+
+def training_hash(cfg, key: str) -> str:
+    """Fingerprint of one sweep run's training setup (resolved trainer, preset, dataset spec; not the
+    evaluation settings or the rest of the sweep): the ``t<hash>`` folder of its run directory, so that runs
+    of different setups never mix and a change of the evaluation alone re-uses the trained runs."""
+    spec = dataset_spec(cfg, key)
+    return _digest({"trainer": resolved_trainer(cfg), "preset": str(cfg.scale.preset), "dataset": spec["dataset"],
+                    "dataset_overrides": spec["overrides"]})
+
+
+def _stored(path: Path) -> dict:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def stored_hash(path: Path) -> str | None:
+    return _stored(path).get("protocol_hash")
+
+
+def _cell_state(path: Path, h: str, trainer: dict) -> str:
+    if not path.exists():
+        return "todo"
+    rec = _stored(path)
+    if rec.get("protocol_hash") != h:
+        return "stale"
+    if "trainer_resolved" in rec and json.loads(json.dumps(rec["trainer_resolved"])) != json.loads(json.dumps(trainer)):
+        return "stale"  # a default of configs/trainer/default.yaml changed since the cell was made
+    return "finished"
+
+
+def lr_tag(lr: float) -> str:
+    return f"lr{lr:.0e}".replace("e-0", "e-").replace("+0", "")
+
+
+# ---------------------------------------------------------------------------------------------- grid
+
+
+def cells(cfg) -> list[dict]:
+    """The grid of the configured scale (restricted by ``only.*``): dicts ``dataset``, ``model``, ``seed``, ``path``,
+    ``finished`` (its result JSON exists and was made under the current protocol, :func:`protocol_hash`) and
+    ``state`` (``finished``, ``stale``: a result of another protocol, to be run again, or ``todo``).
+
+    Raises
+    ------
+    ValueError
+        If ``only`` names a dataset or model that the scale does not have.
+    """
+    s = cfg.scale
+    ds_keys = list(s.datasets)
+    models = [str(m) for m in s.models]
+    seeds = [int(k) for k in s.seeds]
+    only = cfg.get("only") or {}
+    if only.get("datasets"):
+        bad = [d for d in only.datasets if d not in ds_keys]
+        if bad:
+            raise ValueError(f"only.datasets={list(only.datasets)}: {bad} not in scale={s.name} (datasets {ds_keys}); pick from those")
+        ds_keys = [d for d in ds_keys if d in list(only.datasets)]
+    if only.get("models"):
+        bad = [m for m in only.models if m not in models]
+        if bad:
+            raise ValueError(f"only.models={list(only.models)}: {bad} not in scale={s.name} (models {models}); pick from those")
+        models = [m for m in models if m in list(only.models)]
+    if only.get("seeds") is not None:
+        seeds = [int(k) for k in only.seeds]
+    out = []
+    trainer = resolved_trainer(cfg)
+    for d in ds_keys:
+        h = protocol_hash(cfg, d)
+        for m in models:
+            for k in seeds:
+                p = cell_path(s.results_dir, d, m, k)
+                state = _cell_state(p, h, trainer)
+                out.append({"dataset": d, "model": m, "seed": k, "path": p, "finished": state == "finished", "state": state,
+                            "protocol_hash": h})
+    return out
+
+
+def cell_path(results_dir, dataset_key: str, model: str, seed: int) -> Path:
+    """Where a cell's result JSON lives: ``results_dir/<dataset_key>/<model>/seed<seed>.json``."""
+    return Path(results_dir) / dataset_key / model / f"seed{int(seed)}.json"
+
+
+def dataset_spec(cfg, key: str) -> dict:
+    spec = cfg.scale.datasets.get(key)
+    if spec is None:
+        raise ValueError(f"dataset {key!r} is not in scale={cfg.scale.name}: choose from {list(cfg.scale.datasets)}")
+    spec = OmegaConf.to_container(spec, resolve=True)
+    return {"dataset": spec["dataset"], "overrides": spec.get("overrides") or {}, "generate_batch_size": int(spec.get("generate_batch_size", 4)),
+            "path": str(spec.get("path") or Path(cfg.scale.work_dir) / key)}
+
+
+def metric_summaries(results: dict, metrics: list[str] | None = None, curves: list[str] | None = None) -> dict:
+    """What a cell (or the persistence reference) keeps of a rollout's ``metrics.json`` content ``results``.
+
+    ``next_step`` and ``rollout_mean`` (the rollout's ``mean_1_<n>`` summary) of the ``metrics``
+    (default: those registered with ``cell=True``) and the per-lead ``curves`` of the ``curves``
+    (default: ``curve=True``), each per variable; metrics the rollout lacks are left out.
+    """
+    metrics = metric_names(cell=True) if metrics is None else metrics
+    curves = metric_names(curve=True) if curves is None else curves
+    summ = results["summary"]
+    n20 = next(k for k in summ if k.startswith("mean_1_"))
+    return {"next_step": {m: summ["next_step"][m] for m in metrics if m in summ["next_step"]},
+            "rollout_mean": {m: summ[n20][m] for m in metrics if m in summ[n20]},
+            "curves": {m: results["metrics"][m] for m in curves if m in results["metrics"]}}
+
+
+def load_cells(results_dir) -> list[dict]:
+    """Every cell result JSON under ``results_dir`` (sorted by dataset, model, seed).
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``results_dir`` holds no cell result (run ``dandelion-benchmark scale=...`` first).
+    """
+    root = Path(results_dir)
+    out = []
+    for p in sorted(root.glob("*/*/seed*.json")):
+        rec = json.loads(p.read_text())
+        if rec.get("schema") != CELL_SCHEMA:
+            continue
+        rec["_path"] = str(p)
+        out.append(rec)
+    if not out:
+        raise FileNotFoundError(f"no benchmark cell results under {root}: run `dandelion-benchmark scale=...` first "
+                                "(it writes <results_dir>/<dataset>/<model>/seed<k>.json)")
+    return sorted(out, key=lambda r: (r["dataset_key"], r["model"], r["seed"]))

@@ -1,0 +1,28 @@
+"""Figure helpers shared by the rollout report and the leaderboard: a headless pyplot, atomic PNG files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import matplotlib
+import matplotlib.pyplot as plt
+
+__all__ = ["pyplot", "save_figure"]
+
+
+def pyplot():
+    """``matplotlib.pyplot`` on the non-interactive Agg backend (unless the caller chose a backend already)."""
+    matplotlib.use("Agg", force=False)
+    return plt
+
+
+def save_figure(fig, path) -> Path:
+    """Save ``fig`` as a PNG at ``path`` atomically (temporary name in the same folder, then rename) and close it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
+    fig.savefig(tmp, dpi=100)  # fixed layout (no constrained/tight layout: they cost seconds per figure)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path

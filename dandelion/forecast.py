@@ -1,0 +1,340 @@
+"""What one forecast step is, and the autoregressive loop that chains them.
+
+A model sees ``n_in`` normalised frames folded into channels (frame-major, oldest first; the channel
+layout of :class:`dandelion.channels.ChannelLayout`) and gives the next normalised frame
+(:func:`next_frame`). Two choices, fixed at training time and stored in the checkpoint:
+
+* ``target`` (:data:`TARGETS`): what the network outputs. ``frame`` = the next normalised frame itself,
+  ``x_{t+1} = model([x_{t-n_in+1} .. x_t])``; ``increment`` = the normalised one-step increment,
+  ``x_{t+1} = x_t + s * model(...)`` with ``s`` the per-channel ratio of the train split's one-step
+  difference spread to the field spread (:meth:`ChannelLayout.increment_scale`), so that the output
+  has unit spread and a zero output is persistence;
+* ``inputs`` (:data:`INPUTS`): what it sees. ``frames`` (the window of normalised frames) or
+  ``differences`` (:func:`difference_window`: the older frames as scaled differences to the newest).
+
+:func:`rollout` feeds each prediction back in place of the oldest frame, in normalised units (as in
+training). :class:`Forecaster` bundles a network with its layout and choices; :func:`iter_rollout`
+and :func:`forecast` run it over the trajectories of a dataset split and decode the forecasts to
+physical units: a forecast from initial frame ``i`` (the last input frame, ``init_time = time[i]``)
+holds the predictions of frames ``i + 1 .. i + n_steps``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .channels import ChannelLayout
+from .sphere import SphereGrid
+
+__all__ = ["TARGETS", "INPUTS", "nonzero_scale", "difference_window", "next_frame", "rollout", "Forecaster", "valid_inits",
+           "select_files", "iter_rollout", "Forecast", "collect_forecast", "forecast"]
+
+#: What the network outputs: the next normalised frame, or the scaled normalised increment.
+TARGETS = ("frame", "increment")
+#: What the network sees: the window of normalised frames, or the older frames as differences to the newest.
+INPUTS = ("frames", "differences")
+
+
+# ---------------------------------------------------------------------------------------------- one step
+def nonzero_scale(scale: torch.Tensor) -> torch.Tensor:
+    """The increment scale with zeros (fields that never change) read as 1, for dividing by it."""
+    return torch.where(scale > 0, scale, torch.ones_like(scale))
+
+
+def difference_window(x: torch.Tensor, n_channels: int, scale: torch.Tensor) -> torch.Tensor:
+    """Re-express a frame window as differences: ``[(x_{t-k} - x_t) / scale for k = n_in-1..1] + [x_t]``.
+
+    ``x`` : (B, n_in*C, nlat, nlon), frame-major, oldest first; ``scale`` : (C,) (the increment scale;
+    0 is read as 1). Same shape out, the same information (invertible), but the frame-to-frame changes,
+    a few percent of a field's spread, arrive at unit size instead of as small differences of large,
+    nearly equal inputs (``inputs=differences``).
+    """
+    n_in = x.shape[1] // n_channels
+    if n_in == 1:
+        return x
+    s = nonzero_scale(scale.to(device=x.device, dtype=x.dtype)).repeat(n_in - 1).reshape(1, -1, 1, 1)
+    last = x[:, -n_channels:]
+    return torch.cat([(x[:, :-n_channels] - last.repeat(1, n_in - 1, 1, 1)) / s, last], dim=1)
+
+
+def next_frame(model, x: torch.Tensor, n_channels: int, increment_scale: torch.Tensor | None = None,
+               input_scale: torch.Tensor | None = None) -> torch.Tensor:
+    """The next normalised frame from a window, for either target and input form.
+
+    ``x`` : (B, n_in*C, nlat, nlon) frame-major window (last C channels = newest frame ``x_t``).
+    The network sees ``x`` (``input_scale=None``, ``inputs=frames``) or :func:`difference_window` of
+    it (``inputs=differences``). Returns its output (target ``frame``, ``increment_scale=None``) or
+    ``x_t + increment_scale[c] * output`` (target ``increment``; ``increment_scale`` of shape (C,),
+    :meth:`ChannelLayout.increment_scale`), shape (B, C, nlat, nlon); the increment is added in the
+    output's dtype promoted to at least float32.
+    """
+    out = model(x if input_scale is None else difference_window(x, n_channels, input_scale))
+    if increment_scale is None:
+        return out
+    dt = torch.promote_types(out.dtype, torch.float32)  # bf16 (autocast) outputs are added in float32
+    s = increment_scale.to(device=out.device, dtype=dt).reshape(1, n_channels, 1, 1)
+    return x[:, -n_channels:].to(dt) + s * out.to(dt)
+
+
+def rollout(model, x: torch.Tensor, n_steps: int, n_channels: int, increment_scale: torch.Tensor | None = None,
+            input_scale: torch.Tensor | None = None) -> torch.Tensor:
+    """Autoregressive rollout in normalised units (training and evaluation alike).
+
+    ``x`` : (B, n_in*C, nlat, nlon) frame-major window; returns (B, n_steps, C, nlat, nlon), where
+    step k is the prediction of frame ``n_in + k`` (:func:`next_frame`) after the earlier predictions
+    were fed back (the oldest frame is dropped, the prediction appended).
+    """
+    preds = []
+    for k in range(n_steps):
+        pred = next_frame(model, x, n_channels, increment_scale, input_scale)
+        preds.append(pred)
+        if k + 1 < n_steps:
+            x = torch.cat([x[:, n_channels:], pred], dim=1)
+    return torch.stack(preds, dim=1)
+
+
+class Forecaster(torch.nn.Module):
+    """A trained model with what a rollout needs: channel layout, frames in, target and inputs, name.
+
+    Attributes
+    ----------
+    model : the network, input ``(B, n_in*C, nlat, nlon)`` -> output ``(B, C, nlat, nlon)`` (normalised).
+    layout : :class:`ChannelLayout` of the checkpoint (its normalisation statistics), on the run grid.
+    n_in : int, frames in.
+    name : model name (``dandelion``, ``sfno``, ...); checkpoint : its path or None.
+    target : one of :data:`TARGETS`; inputs : one of :data:`INPUTS` (as the model was trained).
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``target`` or ``inputs`` (the message lists the choices).
+    """
+
+    def __init__(self, model: torch.nn.Module, layout: ChannelLayout, n_in: int, name: str = "model", checkpoint=None,
+                 target: str = "frame", inputs: str = "frames"):
+        super().__init__()
+        if target not in TARGETS:
+            raise ValueError(f"target={target!r}: expected one of {TARGETS}")
+        if inputs not in INPUTS:
+            raise ValueError(f"inputs={inputs!r}: expected one of {INPUTS}")
+        self.inputs = str(inputs)
+        self.model = model
+        self.layout = layout
+        self.n_in = int(n_in)
+        self.name = str(name)
+        self.checkpoint = None if checkpoint is None else str(checkpoint)
+        self.target = str(target)
+        need = target == "increment" or inputs == "differences"
+        scale = layout.increment_scale().float() if need else torch.zeros(0)
+        self.register_buffer("increment_scale", scale, persistent=False)
+
+    @property
+    def grid(self) -> SphereGrid:
+        return self.layout.grid
+
+    @property
+    def device(self) -> torch.device:
+        p = next(self.model.parameters(), None)
+        return p.device if p is not None else torch.device("cpu")
+
+    def scales(self) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """``(increment_scale, input_scale)`` arguments of :func:`next_frame` for this model's target and inputs."""
+        return (self.increment_scale if self.target == "increment" else None,
+                self.increment_scale if self.inputs == "differences" else None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """One step: ``(B, n_in*C, nlat, nlon)`` -> next normalised frame ``(B, C, nlat, nlon)``."""
+        return next_frame(self.model, x, self.layout.n_channels, *self.scales())
+
+    def rollout(self, x: torch.Tensor, n_steps: int) -> torch.Tensor:
+        """:func:`rollout` of this model: ``(B, n_in*C, nlat, nlon)`` -> ``(B, n_steps, C, nlat, nlon)``, normalised."""
+        return rollout(self.model, x, n_steps, self.layout.n_channels, *self.scales())
+
+
+# ---------------------------------------------------------------------------------------------- over a dataset
+def valid_inits(n_frames: int, n_in: int, n_steps: int, init_stride: int = 1, max_inits: int | None = None) -> np.ndarray:
+    """Indices of the last input frame of every forecast that fits in a trajectory.
+
+    ``i`` runs over ``n_in - 1, n_in - 1 + init_stride, ...`` up to ``n_frames - 1 - n_steps``; with
+    ``max_inits`` an evenly spaced subset of that many is kept.
+
+    Raises
+    ------
+    ValueError
+        If no forecast of ``n_steps`` fits (message gives the frames needed and available).
+    """
+    if n_steps < 1 or init_stride < 1:
+        raise ValueError(f"n_steps={n_steps} and init_stride={init_stride} must be >= 1")
+    last = n_frames - 1 - n_steps
+    if last < n_in - 1:
+        raise ValueError(f"a forecast of n_steps={n_steps} from n_in={n_in} frames needs {n_in + n_steps} frames but the trajectories hold {n_frames}: use fewer steps")
+    idx = np.arange(n_in - 1, last + 1, init_stride)
+    if max_inits is not None and 0 < int(max_inits) < len(idx):
+        idx = idx[np.unique(np.round(np.linspace(0, len(idx) - 1, int(max_inits))).astype(int))]
+    return idx
+
+
+def select_files(dataset, trajectories=None, max_trajectories=None) -> list[int]:
+    """File indices of the chosen trajectory ids (None: all), the first ``max_trajectories`` of them.
+
+    Raises
+    ------
+    ValueError
+        If a trajectory id is not in the dataset's split (the message lists the ids there).
+    """
+    ids = list(dataset.trajectory_ids)
+    if trajectories is None:
+        out = list(range(len(ids)))
+    else:
+        out = []
+        for t in trajectories:
+            if int(t) not in ids:
+                raise ValueError(f"trajectory {t} is not in split {dataset.split!r} of {dataset.path}: choose from {ids}")
+            out.append(ids.index(int(t)))
+    if max_trajectories is not None and int(max_trajectories) > 0:
+        out = out[: int(max_trajectories)]
+    return out
+
+
+@torch.no_grad()
+def iter_rollout(model: Forecaster, dataset, n_steps: int, init_stride: int = 1, max_inits: int | None = None, trajectories=None,
+                 max_trajectories: int | None = None, batch_size: int = 8, progress: bool = False) -> Iterator[dict]:
+    """Autoregressive rollouts over a dataset split, yielded batch by batch (constant memory).
+
+    ``dataset`` : a :class:`dandelion.datasets.torch_dataset.WindowDataset` (or any object with
+    ``grid``, ``trajectory_ids``, ``n_frames``, ``read_frames`` and ``times``).
+
+    Yields dicts with ``traj_index`` (position in the selected trajectories), ``trajectory`` (id),
+    ``init`` (array of initial frame indices of the batch), ``init_slot`` (their positions in
+    ``inits``), ``inits`` (all initial frame indices), ``pred`` and ``true``: physical fields
+    ``(b, n_steps, nlat, nlon)`` / ``(b, n_steps, nlat, nlon, 2)`` float32 on the model's device, and
+    ``times`` (the trajectory's frame times).
+
+    Raises
+    ------
+    ValueError
+        If the model runs on another grid than the dataset's, or no forecast fits (:func:`valid_inits`).
+    """
+    files = select_files(dataset, trajectories, max_trajectories)
+    n_frames = min(dataset.n_frames[f] for f in files)
+    inits = valid_inits(n_frames, model.n_in, n_steps, init_stride, max_inits)
+    layout, dev, n_in = model.layout, model.device, model.n_in
+    C = layout.n_channels
+    nlat, nlon = layout.grid.shape
+    if model.grid.shape != dataset.grid.shape or model.grid.grid != dataset.grid.grid:
+        raise ValueError(f"model runs on {model.grid.to_dict()} but the dataset is on {dataset.grid.to_dict()}: load the model with dataset=")
+    bar = tqdm(total=len(files) * len(inits), desc=f"rollout {model.name}", unit="forecast") if progress else None
+    for k, f in enumerate(files):
+        raw = dataset.read_frames(f, 0, n_frames)
+        raw = {n: torch.as_tensor(np.asarray(v, dtype=np.float32)) for n, v in raw.items()}
+        frames = layout.encode(raw).to(device=dev, dtype=torch.float32)  # (T, C, nlat, nlon)
+        times = dataset.times(f)
+        for s in range(0, len(inits), batch_size):
+            idx = inits[s : s + batch_size]
+            x = torch.stack([frames[i - n_in + 1 : i + 1].reshape(n_in * C, nlat, nlon) for i in idx])
+            pred = layout.decode(rollout(model, x, n_steps, C).float())
+            tgt = torch.as_tensor(np.stack([np.arange(i + 1, i + 1 + n_steps) for i in idx]))
+            true = {n: v[tgt].to(dev) for n, v in raw.items()}
+            yield {"traj_index": k, "trajectory": dataset.trajectory_ids[f], "init": idx, "init_slot": np.arange(s, s + len(idx)),
+                   "inits": inits, "pred": pred, "true": true, "times": times}
+            if bar is not None:
+                bar.update(len(idx))
+    if bar is not None:
+        bar.close()
+
+
+@dataclass
+class Forecast:
+    """Rollout forecasts of several trajectories from the same initial frames.
+
+    Attributes
+    ----------
+    fields : dict name -> array ``(n_traj, n_init, n_steps, nlat, nlon[, 2])`` float32, physical units.
+    truth : same layout, the true frames (or None).
+    trajectory : (n_traj,) trajectory ids. init_index : (n_init,) last input frame of each forecast.
+    init_time : (n_init,) its time; lead_time : (n_steps,) ``k * dt_frame``; both in ``time_units``
+        (``"s"`` or ``"nondimensional"``).
+    grid : SphereGrid; fields_meta : ``dataset.yaml`` ``fields``; model : name; attrs : provenance.
+    levels : (n_level,) level values (hPa) of a leveled dataset, or None; its level fields are then
+        ``(n_traj, n_init, n_steps, n_level, nlat, nlon[, 2])`` and its surface fields have no level axis.
+    """
+
+    fields: dict
+    truth: dict | None
+    trajectory: np.ndarray
+    init_index: np.ndarray
+    init_time: np.ndarray
+    lead_time: np.ndarray
+    time_units: str
+    grid: SphereGrid
+    fields_meta: dict
+    model: str = "model"
+    attrs: dict = field(default_factory=dict)
+    levels: np.ndarray | None = None
+
+
+def collect_forecast(batches, model, dataset, n_steps: int, keep_truth: bool = True) -> Forecast:
+    """Gather the batches of :func:`iter_rollout` into one :class:`Forecast` (numpy, CPU).
+
+    Raises
+    ------
+    ValueError
+        If ``batches`` is empty (no forecast was made).
+    """
+    fields, truth, trajs, inits, times = {}, {}, [], None, None
+    for b in batches:
+        if inits is None:
+            inits, times = b["inits"], b["times"]
+        if b["traj_index"] == len(trajs):
+            trajs.append(b["trajectory"])
+            for n in b["pred"]:
+                fields.setdefault(n, []).append([])
+                truth.setdefault(n, []).append([])
+        for n in b["pred"]:
+            fields[n][-1].append(b["pred"][n].cpu().numpy())
+            if keep_truth:
+                truth[n][-1].append(b["true"][n].cpu().numpy())
+    if inits is None:
+        raise ValueError("the rollout produced no forecast: check the trajectories and initial frames chosen")
+
+    def stack(d):
+        return {n: np.stack([np.concatenate(per_traj) for per_traj in v]) for n, v in d.items()}
+
+    meta = dataset.metadata
+    time_units = str(meta.get("time_units", "s"))
+    dt = float(meta.get("dt_frame", times[1] - times[0] if len(times) > 1 else 1.0))
+    return Forecast(
+        fields=stack(fields), truth=stack(truth) if keep_truth else None, trajectory=np.asarray(trajs, dtype=np.int64),
+        init_index=np.asarray(inits), init_time=np.asarray(times)[inits], lead_time=dt * np.arange(1, n_steps + 1),
+        time_units=time_units, grid=dataset.grid, fields_meta=dict(meta["fields"]), model=getattr(model, "name", "model"),
+        attrs={"dataset": str(meta.get("name", "")), "dataset_path": str(dataset.path), "split": dataset.split,
+               "model": getattr(model, "name", "model"), "checkpoint": str(getattr(model, "checkpoint", "") or "")},
+        levels=None if not meta.get("levels") else np.asarray(meta["levels"]["values"], dtype=np.float64),
+    )
+
+
+def forecast(model: Forecaster, dataset, n_steps: int, init_stride: int = 1, max_inits: int | None = None, trajectories=None,
+             max_trajectories: int | None = None, batch_size: int = 8, keep_truth: bool = True, progress: bool = False) -> Forecast:
+    """Roll ``model`` out for ``n_steps`` from every valid initial frame (or a subset) of ``dataset``.
+
+    Parameters
+    ----------
+    model : :class:`Forecaster` (e.g. from :func:`dandelion.checkpoint.load_model`).
+    dataset : a split of a dataset folder (:class:`dandelion.datasets.torch_dataset.WindowDataset`).
+    n_steps : autoregressive steps.
+    init_stride, max_inits : subset of initial frames (:func:`valid_inits`).
+    trajectories : None (all) or a list of trajectory ids; max_trajectories : keep the first n of them.
+    batch_size : forecasts advanced together.
+    keep_truth : also return the true frames.
+
+    Returns
+    -------
+    :class:`Forecast` (arrays on the CPU as numpy).
+    """
+    batches = iter_rollout(model, dataset, n_steps, init_stride, max_inits, trajectories, max_trajectories, batch_size, progress)
+    return collect_forecast(batches, model, dataset, n_steps, keep_truth)
