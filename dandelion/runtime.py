@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import datetime
+import importlib
 import importlib.metadata as md
 import json
 import os
@@ -176,10 +177,13 @@ def versions() -> dict:
     and the CUDA version torch was built with (None for a CPU build)."""
     out = {"python": platform.python_version(), "dandelion": str(__version__)}
     for key, dist_name in _PACKAGES:
-        try:
-            out[key] = md.version(dist_name)
-        except md.PackageNotFoundError:
-            out[key] = None
+        try:  # the module's own version string keeps local build tags (e.g. "+cu130") that the metadata drops
+            out[key] = str(importlib.import_module(key).__version__)
+        except (ImportError, AttributeError):
+            try:
+                out[key] = md.version(dist_name)
+            except md.PackageNotFoundError:
+                out[key] = None
     out["cuda"] = torch.version.cuda
     return out
 
