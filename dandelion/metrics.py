@@ -13,7 +13,7 @@ what its error-versus-lead plot draws. Adding one::
 
 The training loss (:func:`area_weighted_mse` with :func:`loss_weights`) lives here too.
 
-Every function takes fields of shape ``(..., nlat, nlon)`` (row 0 northernmost, DESIGN.md §2) and
+Every function takes fields of shape ``(..., nlat, nlon)`` (row 0 northernmost, as :class:`dandelion.sphere.SphereGrid`) and
 reduces over the two spatial dimensions, returning ``(...)``. Statistics are area-weighted with the
 grid's quadrature weights (:attr:`dandelion.sphere.SphereGrid.weights`), except the Well's
 unweighted VRMSE, kept so that our numbers compare with published tables.

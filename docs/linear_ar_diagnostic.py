@@ -10,7 +10,8 @@ Usage::
     python docs/linear_ar_diagnostic.py data/benchmark/cpu/galewsky_32x64
 """
 import sys, torch
-from dandelion.datasets.torch_dataset import WindowDataset, loss_weights
+from dandelion.datasets.torch_dataset import WindowDataset
+from dandelion.metrics import loss_weights
 path = sys.argv[1]
 def load(split):
     ds = WindowDataset(path, split, n_in=4, n_out=1)
