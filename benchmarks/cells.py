@@ -28,6 +28,7 @@ CELL_SCHEMA = "dandelion-benchmark-cell/1"
 
 
 def fmt_value(v) -> str:
+    """``v`` as a hydra override value: booleans lower case, None as ``null``, lists as ``[a,b]``."""
     if isinstance(v, bool):
         return str(v).lower()
     if v is None:
@@ -38,6 +39,7 @@ def fmt_value(v) -> str:
 
 
 def flatten_overrides(d: dict, prefix: str) -> list[str]:
+    """A nested mapping as hydra overrides ``<prefix><key.path>=<value>`` (:func:`fmt_value`)."""
     out = []
     for k, v in d.items():
         if isinstance(v, dict):
@@ -96,6 +98,7 @@ def _stored(path: Path) -> dict:
 
 
 def stored_hash(path: Path) -> str | None:
+    """The ``protocol_hash`` of the result JSON at ``path`` (None if it is missing or torn)."""
     return _stored(path).get("protocol_hash")
 
 
@@ -111,6 +114,7 @@ def _cell_state(path: Path, h: str, trainer: dict) -> str:
 
 
 def lr_tag(lr: float) -> str:
+    """The run-folder tag of a learning rate, e.g. ``lr1e-3``."""
     return f"lr{lr:.0e}".replace("e-0", "e-").replace("+0", "")
 
 
@@ -163,6 +167,13 @@ def cell_path(results_dir, dataset_key: str, model: str, seed: int) -> Path:
 
 
 def dataset_spec(cfg, key: str) -> dict:
+    """Grid key ``key`` of the scale: its dataset config group, overrides, generation batch size and folder.
+
+    Raises
+    ------
+    ValueError
+        If the scale has no dataset ``key`` (the message lists those it has).
+    """
     spec = cfg.scale.datasets.get(key)
     if spec is None:
         raise ValueError(f"dataset {key!r} is not in scale={cfg.scale.name}: choose from {list(cfg.scale.datasets)}")
