@@ -29,7 +29,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from dandelion.datasets.generate import generate
-from dandelion.runtime import device_name
+from dandelion.runtime import device_name, write_json_atomic, write_text_atomic
 
 from .compose import compose as _compose
 from .report import plot_error_vs_lead
@@ -124,11 +124,12 @@ def quickstart(cfg) -> dict:
     plots["vrmse_vs_lead"] = str(plot_error_vs_lead(rollout_dirs, out / "vrmse_vs_lead.png", metric="vrmse"))
     n20 = min(20, int(q.n_steps))
     table = _fmt_table(rows, n20)
-    (out / "results.md").write_text(
+    write_text_atomic(
+        out / "results.md",
         f"# Quickstart ({'fast' if q.get('fast') else 'full'} form)\n\nReduced Galewsky dataset {cfg.dataset.nlat}x{cfg.dataset.nlon}, "
         f"test split, {int(q.n_steps)} steps. VRMSE averaged over h, u, v (area-weighted; 'Well' = the Well's unweighted definition).\n\n{table}\n")
     summary = {"table": table, "rows": rows, "netcdf": netcdf, "plots": plots, "dataset": str(data_path), "minutes": times, "cpu_minutes": cpu}
-    (out / "quickstart.json").write_text(json.dumps(summary, indent=1))
+    write_json_atomic(out / "quickstart.json", summary)
     print("\n" + table + "\n")
     print("VRMSE averaged over the fields h, u, v; 'next' = lead 1 (4 h), 1:%d = mean over leads 1..%d." % (n20, n20))
     print("netCDF forecasts:")

@@ -26,7 +26,7 @@ from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.forecast import INPUTS, TARGETS, next_frame, nonzero_scale, rollout
 from dandelion.metrics import area_weighted_mse, loss_weights, vrmse
 from dandelion.registry import build_model, count_parameters, import_plugins, unwrap_model
-from dandelion.runtime import ProcessGroup
+from dandelion.runtime import ProcessGroup, write_json_atomic, write_text_atomic
 
 from .schedule import EpochSampler, WarmupCosine, phases
 
@@ -144,7 +144,7 @@ class Trainer:
         self.writer = None
         if self.dist.main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+            write_text_atomic(self.run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
             tb = t.get("tensorboard", False)
             if tb:
                 try:  # deferred: tensorboard is an optional dependency, needed only with trainer.tensorboard=true
@@ -362,7 +362,7 @@ class Trainer:
                   "best_val_loss": self.best_val, "n_parameters": self.n_parameters,
                   "minutes": (time.perf_counter() - t_start) / 60.0}
         if self.dist.main:
-            (self.run_dir / "result.json").write_text(json.dumps(result, indent=1) + "\n")
+            write_json_atomic(self.run_dir / "result.json", result)  # atomic: the benchmark reuses a run with a result.json
         return result
 
     def close(self):
