@@ -35,7 +35,7 @@ from ..registry import register_model
 from ..sphere import analysis_lmax
 from .common import PositionChannels, check_grid_args, resolve_preset
 
-__all__ = ["SFNO", "SFNO_PRESETS", "sfno_band_limit"]
+__all__ = ["SFNO", "SFNO_PRESETS", "sfno_band_limit", "Float32Transform"]
 
 #: Presets. SFNO's parameter count depends on the resolution through L; each preset was matched to
 #: Dandelion's preset of the same name at the resolution in ``matched_at`` (16 in, 4 out channels,
@@ -54,6 +54,51 @@ def sfno_band_limit(nlat: int, nlon: int, grid: str, scale_factor: int) -> int:
     h = (nlat - 1) // scale_factor + 1
     w = nlon // scale_factor
     return int(min(analysis_lmax(nlat, grid), h, w // 2))
+
+
+class Float32Transform(nn.Module):
+    """Run a spherical harmonic transform in single precision with autocast off, on any device.
+
+    torch-harmonics' SHTs contract real and complex float32 tables with the input; under
+    ``torch.autocast(dtype=torch.bfloat16)`` the contraction would run in bfloat16, which the complex
+    kernels refuse (``Expected both inputs to be Half, Float or Double tensors``), and torch-harmonics'
+    SFNO only switches autocast off on CUDA. This wrapper switches it off on the input's device and
+    casts the input to float32 (complex64 for coefficients), so the transform's numbers are those of a
+    float32 run. Outside autocast with float32 input it is the identity around the transform.
+
+    Parameters
+    ----------
+    transform : torch_harmonics.RealSHT or torch_harmonics.InverseRealSHT
+        Kept as ``self.transform``; its ``nlat``, ``nlon``, ``lmax``, ``mmax`` are exposed unchanged.
+        The transform has no persistent buffers, so state_dicts are unchanged by the wrapping.
+    """
+
+    def __init__(self, transform: nn.Module):
+        super().__init__()
+        self.transform = transform
+        for key in ("nlat", "nlon", "lmax", "mmax", "grid"):
+            if hasattr(transform, key):
+                setattr(self, key, getattr(transform, key))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` : real ``(..., nlat, nlon)`` (forward SHT) or complex ``(..., lmax, mmax)`` (inverse SHT)."""
+        x = x.to(torch.complex64) if x.is_complex() else x.to(torch.float32)
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            return self.transform(x)
+
+
+def _keep_transforms_in_float32(sfno: nn.Module) -> None:
+    """Wrap every SHT of a torch-harmonics SFNO in :class:`Float32Transform` (the model's own attributes and
+    the references its spectral convolutions hold)."""
+    wrapped = {}
+    for name in ("trans_down", "itrans_up", "trans", "itrans"):
+        t = getattr(sfno, name)
+        wrapped[id(t)] = Float32Transform(t)
+        setattr(sfno, name, wrapped[id(t)])
+    for block in sfno.blocks:
+        conv = block.global_conv
+        conv.forward_transform = wrapped[id(conv.forward_transform)]
+        conv.inverse_transform = wrapped[id(conv.inverse_transform)]
 
 
 class SFNO(GridGuard, nn.Module):
@@ -124,6 +169,7 @@ class SFNO(GridGuard, nn.Module):
         for t in (self.sfno.trans_down, self.sfno.itrans_up, self.sfno.trans, self.sfno.itrans):
             if (t.lmax, t.mmax) != (self.lmax, self.mmax):  # pragma: no cover - guards a torch-harmonics change
                 raise RuntimeError(f"sfno: torch-harmonics built an SHT with (lmax, mmax) = {(t.lmax, t.mmax)}, expected {(self.lmax, self.mmax)}")
+        _keep_transforms_in_float32(self.sfno)  # bf16 autocast on CPU and CUDA: the SHTs stay float32
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` : ``(B, in_channels, nlat, nlon)`` -> ``(B, out_channels, nlat, nlon)``."""
