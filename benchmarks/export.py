@@ -23,11 +23,23 @@ Layout of an exported file (CF-1.8 conventions):
   (forecasts hold no missing data);
 * the file is written to a temporary name in the same folder and renamed, and an existing file is
   never replaced unless ``overwrite=True`` (:class:`FileExistsError` otherwise).
+
+Zarr and WeatherBench-style names (``dandelion-export format=zarr convention=wb2``):
+
+* ``format=zarr`` writes the same Dataset as a Zarr store (through :meth:`xarray.Dataset.to_zarr`, Zarr
+  format 2 with consolidated metadata, readable by ``xr.open_zarr``), chunked one map per chunk by
+  default (``chunks`` overrides per dimension), written to a temporary folder and renamed;
+* ``convention=wb2`` renames to the names of WeatherBench 2 forecast stores (Rasp et al. 2024,
+  "WeatherBench 2", Sec. 3): ``init_time`` -> ``time`` (the initialisation time),
+  ``lead_time`` -> ``prediction_timedelta``, ``lat``/``lon`` -> ``latitude``/``longitude`` (latitude
+  ascending, longitude in [0, 360)); ``level`` keeps its name; ``valid_time`` and ``trajectory`` stay.
+  ``convention=cf`` (default) keeps the names above. Both conventions can be written in both formats.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import hydra
@@ -43,7 +55,14 @@ from dandelion.registry import import_plugins
 from dandelion.runtime import temp_path
 from dandelion.sphere import SphereGrid
 
-__all__ = ["EPOCH", "forecasts_to_xarray", "to_xarray", "write_netcdf", "export_forecasts", "write_forecast", "export", "main"]
+__all__ = ["EPOCH", "FORMATS", "CONVENTIONS", "WB2_NAMES", "forecasts_to_xarray", "to_xarray", "to_convention", "write_netcdf",
+           "write_zarr", "write_forecasts", "export_forecasts", "write_forecast", "export", "main"]
+
+#: Output formats of ``dandelion-export`` and naming conventions of the written variables.
+FORMATS = ("netcdf", "zarr")
+CONVENTIONS = ("cf", "wb2")
+#: Renames of ``convention=wb2`` (WeatherBench 2 forecast stores).
+WB2_NAMES = {"init_time": "time", "lead_time": "prediction_timedelta", "lat": "latitude", "lon": "longitude"}
 
 #: Calendar epoch standing for time 0 of every simulated trajectory.
 EPOCH = np.datetime64("2000-01-01T00:00:00", "ns")
@@ -177,10 +196,39 @@ def forecasts_to_xarray(
     return xr.Dataset(data_vars=data_vars, coords=coords, attrs=global_attrs)
 
 
+def to_convention(ds: xr.Dataset, convention: str = "cf") -> xr.Dataset:
+    """Rename a Dataset of :func:`forecasts_to_xarray` to ``convention`` (``"cf"``: unchanged; ``"wb2"``:
+    :data:`WB2_NAMES`). Raises ``ValueError`` for an unknown convention."""
+    if convention not in CONVENTIONS:
+        raise ValueError(f"convention={convention!r}: expected one of {CONVENTIONS} (cf: our CF names; wb2: WeatherBench 2 names)")
+    if convention == "cf":
+        return ds
+    out = ds.rename({k: v for k, v in WB2_NAMES.items() if k in ds.variables or k in ds.dims})
+    out.attrs["convention"] = "WeatherBench 2 forecast names: time = initialisation time, prediction_timedelta = lead time"
+    return out
+
+
+_SPATIAL = ("lat", "lon", "latitude", "longitude")
+
+
+def _map_chunks(ds: xr.Dataset, var, chunks: dict | None) -> tuple:
+    """One full map per chunk (1 along every other dimension), unless ``chunks`` names a dimension."""
+    chunks = dict(chunks or {})
+    return tuple(min(int(chunks[d]), ds.sizes[d]) if d in chunks else (ds.sizes[d] if d in _SPATIAL else 1) for d in var.dims)
+
+
+def _time_encoding(var) -> dict:
+    if np.issubdtype(var.dtype, np.datetime64):
+        return dict(units=EPOCH_UNITS, calendar="proleptic_gregorian", dtype="float64")
+    if np.issubdtype(var.dtype, np.timedelta64):
+        return dict(units="hours", dtype="float64")
+    return {}
+
+
 def _encoding(ds: xr.Dataset) -> dict:
     enc = {}
     for name, var in ds.data_vars.items():
-        chunks = tuple(1 if d not in ("lat", "lon") else ds.sizes[d] for d in var.dims)
+        chunks = _map_chunks(ds, var, None)
         enc[name] = {"zlib": True, "complevel": 4, "shuffle": True, "dtype": "float32", "_FillValue": None, "chunksizes": chunks}
     for name, var in ds.coords.items():
         e = {"_FillValue": None}
@@ -212,6 +260,70 @@ def write_netcdf(ds: xr.Dataset, path, overwrite: bool = False) -> Path:
         if tmp.exists():
             tmp.unlink()
     return path
+
+
+def write_zarr(ds: xr.Dataset, path, overwrite: bool = False, chunks: dict | None = None) -> Path:
+    """Write ``ds`` to a Zarr store at ``path`` (a folder), atomically.
+
+    Zarr format 2 with consolidated metadata (opens with ``xr.open_zarr`` and older Zarr readers), float32
+    data, no fill value, time coordinates encoded as in the netCDF export. Chunks: one full map per chunk
+    (size 1 along every non-spatial dimension) unless ``chunks`` (``{dimension: size}``) says otherwise.
+    The store is written under a temporary name in the same folder and renamed; an existing store is
+    replaced only with ``overwrite=True``.
+
+    Raises
+    ------
+    FileExistsError
+        If ``path`` exists and ``overwrite`` is false.
+    ValueError
+        If ``chunks`` names a dimension the Dataset does not have.
+    """
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} exists: choose another path or pass overwrite=true to replace it")
+    unknown = sorted(set(chunks or {}) - set(ds.dims))
+    if unknown:
+        raise ValueError(f"chunks names dimensions {unknown} the forecasts do not have: use some of {list(ds.dims)}")
+    enc = {}
+    for name, var in ds.data_vars.items():
+        enc[name] = {"dtype": "float32", "_FillValue": None, "chunks": _map_chunks(ds, var, chunks)}
+    for name, var in ds.coords.items():
+        enc[name] = {"_FillValue": None, **_time_encoding(var)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    old = path.with_name(f".{path.name}.{os.getpid()}.old")
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        ds.to_zarr(tmp, mode="w", encoding=enc, zarr_format=2, consolidated=True)
+        if path.exists():  # overwrite: move the old store aside first, so a failure never leaves no store
+            os.replace(path, old)
+        os.replace(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+    return path
+
+
+def write_forecasts(ds: xr.Dataset, path, *, format: str = "netcdf", convention: str = "cf", overwrite: bool = False,
+                    chunks: dict | None = None) -> Path:
+    """Write a Dataset of :func:`forecasts_to_xarray` as ``format`` (``"netcdf"`` or ``"zarr"``) with the names of
+    ``convention`` (``"cf"`` or ``"wb2"``, :func:`to_convention`). ``chunks`` applies to Zarr only.
+
+    Raises
+    ------
+    ValueError
+        For an unknown format or convention, or ``chunks`` with ``format="netcdf"``.
+    FileExistsError
+        If ``path`` exists and ``overwrite`` is false.
+    """
+    if format not in FORMATS:
+        raise ValueError(f"format={format!r}: expected one of {FORMATS}")
+    ds = to_convention(ds, convention)
+    if format == "zarr":
+        return write_zarr(ds, path, overwrite=overwrite, chunks=chunks)
+    if chunks:
+        raise ValueError("chunks applies to format=zarr only (the netCDF export always stores one map per chunk)")
+    return write_netcdf(ds, path, overwrite=overwrite)
 
 
 def export_forecasts(forecast: dict, path, *, overwrite: bool = False, **kwargs) -> Path:
@@ -247,17 +359,24 @@ def to_xarray(fc: Forecast, include_truth: bool = False) -> xr.Dataset:
     )
 
 
-def write_forecast(fc: Forecast, path, overwrite: bool = False, include_truth: bool = False) -> Path:
-    """Write a :class:`dandelion.forecast.Forecast` to a netCDF4 file (atomic).
+def write_forecast(fc: Forecast, path, overwrite: bool = False, include_truth: bool = False, format: str = "netcdf",
+                   convention: str = "cf", chunks: dict | None = None) -> Path:
+    """Write a :class:`dandelion.forecast.Forecast` to a netCDF4 file or a Zarr store (atomic).
+
+    ``format`` is ``"netcdf"`` (default) or ``"zarr"``; ``convention`` ``"cf"`` (default names) or ``"wb2"``
+    (WeatherBench 2 names); ``chunks`` sets Zarr chunk sizes per dimension (default one map per chunk).
+    See :func:`write_forecasts`.
 
     Raises
     ------
     FileExistsError
         If ``path`` exists and ``overwrite`` is false.
+    ValueError
+        For an unknown format or convention.
     """
     if Path(path).exists() and not overwrite:
         raise FileExistsError(f"{path} exists: choose another path or pass overwrite=true to replace it")
-    return write_netcdf(to_xarray(fc, include_truth), path, overwrite=overwrite)
+    return write_forecasts(to_xarray(fc, include_truth), path, format=format, convention=convention, overwrite=overwrite, chunks=chunks)
 
 
 def export(cfg) -> dict:
@@ -265,11 +384,12 @@ def export(cfg) -> dict:
 
     Config keys (configs/export.yaml): ``checkpoint``, ``dataset.path``, ``split``, ``n_steps``,
     ``init_stride``, ``max_inits``, ``trajectories``, ``output``, ``overwrite``, ``include_truth``,
-    ``device``, ``allow_resolution_change``, ``batch_size``.
+    ``device``, ``allow_resolution_change``, ``batch_size``, ``format`` (netcdf | zarr),
+    ``convention`` (cf | wb2), ``chunks`` (Zarr chunk sizes per dimension; null = one map per chunk).
 
     Returns
     -------
-    dict with ``path`` (the netCDF file) and ``n_forecasts``.
+    dict with ``path`` (the netCDF file or Zarr store) and ``n_forecasts``.
     """
     import_plugins(cfg.get("plugins"))
 
@@ -279,7 +399,10 @@ def export(cfg) -> dict:
         model, ds, n_steps=int(cfg.n_steps), init_stride=int(cfg.get("init_stride", 1)), max_inits=cfg.get("max_inits"),
         trajectories=cfg.get("trajectories"), batch_size=int(cfg.get("batch_size", 8)),
     )
-    out = write_forecast(fc, cfg.output, overwrite=bool(cfg.get("overwrite", False)), include_truth=bool(cfg.get("include_truth", False)))
+    chunks = cfg.get("chunks")
+    chunks = {str(k): int(v) for k, v in chunks.items()} if chunks else None
+    out = write_forecast(fc, cfg.output, overwrite=bool(cfg.get("overwrite", False)), include_truth=bool(cfg.get("include_truth", False)),
+                         format=str(cfg.get("format", "netcdf")), convention=str(cfg.get("convention", "cf")), chunks=chunks)
     n = int(np.prod([len(fc.trajectory), len(fc.init_time)]))
     print(f"wrote {n} forecasts of {len(fc.lead_time)} steps to {out}")
     return {"path": str(out), "n_forecasts": n}
