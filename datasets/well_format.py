@@ -1,0 +1,192 @@
+"""What the Well's format asks of a file and of its statistics, for the files we write and the folders we read.
+
+The Well's data format (Ohana et al. 2024, "The Well", App. B; the ``Data format`` page of its
+documentation) wants, besides the groups our files already have:
+
+* a ``boundary_conditions`` group with one subgroup per boundary, each with ``bc_type``
+  (``PERIODIC``, ``OPEN`` or ``WALL``), ``associated_dims``, ``associated_fields``, ``sample_varying``,
+  ``time_varying`` and a boolean ``mask`` over its dimension (True at the boundary points). A sphere is
+  periodic in longitude and has no boundary in latitude, which the Well marks ``OPEN`` (as its spherical
+  PlanetSWE set does); a vertical level axis has the ground and the model top, marked ``WALL``;
+* every name of the root attribute ``simulation_parameters`` also as a root attribute holding its value;
+* ``stats.yaml`` with the top-level keys ``mean``, ``std``, ``mean_delta``, ``std_delta``, ``rms`` and
+  ``rms_delta``, each mapping a field name to a number (scalars) or a list with one number per vector
+  component (in the file's component order). The Well's loader normalises with
+  ``(x - mean) / std`` (``ZScoreNormalization``) or ``x / rms`` (``RMSNormalization``).
+
+:func:`well_stats` computes these keys from a folder of ours (area-weighted with the grid's quadrature
+weights, like all our statistics; level fields pooled over their levels, since the Well's normaliser has
+one value per field or component) and :func:`write_well_stats` adds them to ``stats.yaml`` next to our
+own per-field entries, which stay as they are. :func:`area_weighted_stats` computes OUR statistics
+(``stats.yaml`` per-field entries) for a folder in the Well's layout.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import h5py
+import numpy as np
+
+from dandelion.sphere import SphereGrid
+
+from .storage import _Moments, list_split, load_metadata, load_stats, open_trajectory, read_field, write_yaml
+
+__all__ = ["WELL_STATS_KEYS", "write_boundary_conditions", "write_parameter_attributes", "well_stats", "write_well_stats",
+           "area_weighted_stats"]
+
+#: Top-level keys of the Well's ``stats.yaml``.
+WELL_STATS_KEYS = ("mean", "std", "mean_delta", "std_delta", "rms", "rms_delta")
+_BLOCK = 32  # frames read at once when streaming statistics
+
+
+def write_boundary_conditions(f: h5py.File, spatial_dims: Iterable[str], sizes: Mapping[str, int]) -> None:
+    """Add the ``boundary_conditions`` group the Well's format asks for to an open, writable file.
+
+    ``lon``: PERIODIC; ``lat``: OPEN (no boundary on the sphere); ``level``: WALL (ground and model top).
+    ``sizes`` gives each dimension's length (the mask is True at its first and last point).
+
+    Raises ValueError for a spatial dimension without a known boundary type.
+    """
+    kinds = {"lon": ("lon_periodic", "PERIODIC"), "lat": ("lat_open", "OPEN"), "level": ("level_wall", "WALL")}
+    bcs = f.create_group("boundary_conditions")
+    for dim in spatial_dims:
+        if dim not in kinds:
+            raise ValueError(f"no boundary condition known for spatial dimension {dim!r}: expected some of {sorted(kinds)}")
+        name, bc_type = kinds[dim]
+        g = bcs.create_group(name)
+        g.attrs["bc_type"] = bc_type
+        g.attrs["associated_dims"] = [dim]
+        g.attrs["associated_fields"] = []
+        g.attrs["sample_varying"] = False
+        g.attrs["time_varying"] = False
+        mask = np.zeros(int(sizes[dim]), dtype=bool)
+        mask[[0, -1]] = True
+        g.create_dataset("mask", data=mask, track_times=False)
+
+
+def write_parameter_attributes(f: h5py.File, scalars: Mapping[str, tuple[float, str]]) -> None:
+    """Store every simulation parameter's value as a root attribute too (the Well's format asks for both)."""
+    for name, (value, _units) in scalars.items():
+        f.attrs[str(name)] = float(value)
+
+
+class _FieldAccumulator:
+    """Weighted moments of each component of a field and of its one-step differences (float64, streaming)."""
+
+    def __init__(self, n_components: int):
+        self.x = [_Moments() for _ in range(n_components)]
+        self.dx = [_Moments() for _ in range(n_components)]
+
+    def add(self, frames: np.ndarray, prev: np.ndarray | None, w: np.ndarray, vector: bool) -> None:
+        """``frames``: ``(T, ..., nlat, nlon[, 2])`` consecutive frames; ``prev``: the frame before them or None."""
+        a = np.asarray(frames, dtype=np.float64)
+        both = a if prev is None else np.concatenate([np.asarray(prev, dtype=np.float64)[None], a])
+        d = np.diff(both, axis=0)
+        for c in range(len(self.x)):
+            pick = (lambda z: z[..., c]) if vector else (lambda z: z)
+            self.x[c].add(pick(a), w)
+            if d.shape[0]:
+                self.dx[c].add(pick(d), w)
+
+
+def _mean_sq(m: _Moments) -> float:
+    return m.mean ** 2 + (m.std ** 2 if m.w else float("nan"))
+
+
+def _stream(read, w: np.ndarray, fields: Mapping[str, Mapping], n_frames: int, acc: dict) -> None:
+    prev = {}
+    for start in range(0, n_frames, _BLOCK):
+        block = read(start, min(n_frames, start + _BLOCK))
+        for name, spec in fields.items():
+            acc[name].add(block[name], prev.get(name), w, spec["kind"] == "vector")
+            prev[name] = block[name][-1]
+
+
+def area_weighted_stats(reader, items: Iterable[tuple[Path, int]]) -> dict:
+    """Our statistics (``stats.yaml`` per-field entries) of trajectories read through ``reader``.
+
+    Parameters
+    ----------
+    reader : a :class:`dandelion.datasets.well.WellFolder` (``grid``, ``fields`` and
+        ``read(file, sample, start, stop)`` giving our convention: rows north first, vectors (u, v)).
+    items : ``(file, sample)`` pairs, the train split.
+
+    Returns
+    -------
+    ``{field: {kind: "scalar", mean, std, delta_mean, delta_std}}`` for scalars and
+    ``{field: {kind: "vector", rms, delta_rms}}`` for vectors, weighted with the grid's quadrature weights
+    (the same definitions as :func:`dandelion.datasets.storage.compute_stats`).
+
+    Raises ValueError if ``items`` is empty.
+    """
+    items = list(items)
+    if not items:
+        raise ValueError("no train trajectory to compute statistics from: the folder's data/train is empty")
+    w = reader.grid.weights.numpy()
+    acc = {n: _FieldAccumulator(2 if s["kind"] == "vector" else 1) for n, s in reader.fields.items()}
+    for path, sample in items:
+        with h5py.File(path, "r") as f:
+            reader.check_file(f, path)
+            T = int(f["dimensions"]["time"].shape[-1])
+            _stream(lambda a, b: reader.read(f, sample, a, b), w, reader.fields, T, acc)
+    out = {}
+    for name, spec in reader.fields.items():
+        a = acc[name]
+        if spec["kind"] == "scalar":
+            out[name] = {"kind": "scalar", "mean": float(a.x[0].mean), "std": float(a.x[0].std),
+                         "delta_mean": float(a.dx[0].mean) if a.dx[0].w else float("nan"), "delta_std": float(a.dx[0].std)}
+        else:
+            out[name] = {"kind": "vector", "rms": math.sqrt(sum(_mean_sq(m) for m in a.x)),
+                         "delta_rms": math.sqrt(sum(_mean_sq(m) for m in a.dx))}
+    return out
+
+
+def well_stats(root) -> dict:
+    """The Well's statistics (:data:`WELL_STATS_KEYS`) of the train split of one of our dataset folders.
+
+    Computed over the raw stored arrays, in the files' component order (``u``, ``v``) and row order, with
+    the grid's quadrature weights; a level field's levels are pooled. ``*_delta`` are over one-step
+    differences within a trajectory. Returns ``{key: {field: value or [value per component]}}``.
+
+    Raises FileNotFoundError / ValueError as :func:`dandelion.datasets.storage.list_split` and
+    :func:`dandelion.datasets.storage.open_trajectory` do.
+    """
+    root = Path(root)
+    meta = load_metadata(root)
+    fields = meta["fields"]
+    w = SphereGrid(int(meta["nlat"]), int(meta["nlon"]), str(meta["grid"])).weights.numpy()
+    acc = {n: _FieldAccumulator(2 if s["kind"] == "vector" else 1) for n, s in fields.items()}
+    for path in list_split(root, "train"):
+        with open_trajectory(path) as f:
+            ds = {n: f["t1_fields" if s["kind"] == "vector" else "t0_fields"][n] for n, s in fields.items()}
+            T = int(f["dimensions"]["time"].shape[0])
+            _stream(lambda a, b: {n: read_field(d, a, b) for n, d in ds.items()}, w, fields, T, acc)
+    out = {k: {} for k in WELL_STATS_KEYS}
+    for name, spec in fields.items():
+        a = acc[name]
+        vals = {"mean": [m.mean for m in a.x], "std": [m.std for m in a.x], "mean_delta": [m.mean for m in a.dx],
+                "std_delta": [m.std for m in a.dx], "rms": [math.sqrt(_mean_sq(m)) for m in a.x],
+                "rms_delta": [math.sqrt(_mean_sq(m)) for m in a.dx]}
+        for key, v in vals.items():
+            out[key][name] = [float(x) for x in v] if spec["kind"] == "vector" else float(v[0])
+    return out
+
+
+def write_well_stats(root) -> dict:
+    """Add the Well's statistics keys (:func:`well_stats`) to ``root/stats.yaml`` (atomically); our per-field
+    entries stay unchanged. Returns the merged mapping.
+
+    Raises ValueError if a field is named like one of the Well's keys (the two would collide).
+    """
+    root = Path(root)
+    ours = load_stats(root)
+    clash = sorted(set(load_metadata(root)["fields"]) & set(WELL_STATS_KEYS))
+    if clash:
+        raise ValueError(f"fields {clash} are named like the Well's statistics keys {WELL_STATS_KEYS}: rename the fields")
+    merged = {k: v for k, v in ours.items() if k not in WELL_STATS_KEYS}
+    merged.update(well_stats(root))
+    write_yaml(root / "stats.yaml", merged)
+    return merged
