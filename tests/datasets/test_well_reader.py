@@ -9,7 +9,7 @@ import torch
 import yaml
 
 import tiny_well
-from dandelion.datasets import well
+from dandelion.datasets import well as well_module
 from dandelion.datasets.well import STATS_CACHE, UnsupportedGridError, WellFolder, is_well_folder
 from dandelion.datasets.well_resample import resample_well_folder
 from dandelion.sphere import SphereGrid
@@ -71,7 +71,7 @@ def test_area_weighted_statistics_are_computed_and_cached(tmp_path, monkeypatch)
     def recompute(*args):
         raise AssertionError("statistics recomputed although cached")
 
-    monkeypatch.setattr(well, "area_weighted_stats", recompute)
+    monkeypatch.setattr(well_module, "area_weighted_stats", recompute)
     assert WellFolder(root).stats == st
 
 
