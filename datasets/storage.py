@@ -4,7 +4,11 @@
 Trajectory file (the Well's layout, DATASETS.md §0.2, with our deviations)::
 
     /                    attrs dataset_name, grid_type="spherical", grid, nlat, nlon, lmax, n_spatial_dims=2,
-                         n_trajectories=1, trajectory_id, simulation_parameters, time_units, dandelion_version
+                         n_trajectories=1, trajectory_id, simulation_parameters, time_units, dandelion_version,
+                         and one attribute per simulation parameter holding its value (as the Well asks)
+    boundary_conditions/ lon_periodic (bc_type PERIODIC), lat_open (OPEN; level_wall WALL in leveled files), each
+                         with associated_dims, associated_fields=[], sample_varying, time_varying and a bool mask
+                         (True at the first and last point of its dimension): the Well's loader needs this group
     dimensions/time      (T,) float64, in ``time_units`` (rebased: the first stored frame is 0)
     dimensions/lat       (nlat,) float64 degrees_north in the grid's row order (row 0 northernmost: descending)
     dimensions/lon       (nlon,) float64 degrees_east in [0, 360)
@@ -195,10 +199,14 @@ class TrajectoryWriter:
         sc = f.create_group("scalars")
         sc.attrs["field_names"] = [str(k) for k in scalars]
         for name, (value, units) in scalars.items():
+            f.attrs[str(name)] = float(value)  # the Well's format: each simulation parameter also as a root attribute
             d = sc.create_dataset(name, data=np.float64(value), track_times=False)
             d.attrs["units"] = str(units)
             d.attrs["time_varying"] = False
             d.attrs["sample_varying"] = False
+
+        sizes = {"lat": nlat, "lon": nlon, **({"level": len(self.levels)} if leveled else {})}
+        _write_boundary_conditions(f, list(dims.attrs["spatial_dims"]), sizes)
 
         g0, g1 = f.create_group("t0_fields"), f.create_group("t1_fields")
         f.create_group("t2_fields").attrs["field_names"] = []
@@ -268,6 +276,27 @@ class TrajectoryWriter:
         else:
             self.abort()
         return False
+
+
+#: Boundary of each spatial dimension in the Well's terms: periodic in longitude, none in latitude (OPEN, as the
+#: Well's spherical PlanetSWE set marks it), ground and model top on a vertical level axis (WALL).
+_BOUNDARIES = {"lon": ("lon_periodic", "PERIODIC"), "lat": ("lat_open", "OPEN"), "level": ("level_wall", "WALL")}
+
+
+def _write_boundary_conditions(f: h5py.File, spatial_dims, sizes) -> None:
+    """The ``boundary_conditions`` group of the Well's format (module docstring)."""
+    bcs = f.create_group("boundary_conditions")
+    for dim in spatial_dims:
+        name, bc_type = _BOUNDARIES[dim]
+        g = bcs.create_group(name)
+        g.attrs["bc_type"] = bc_type
+        g.attrs["associated_dims"] = [dim]
+        g.attrs["associated_fields"] = []
+        g.attrs["sample_varying"] = False
+        g.attrs["time_varying"] = False
+        mask = np.zeros(int(sizes[dim]), dtype=bool)
+        mask[[0, -1]] = True
+        g.create_dataset("mask", data=mask, track_times=False)
 
 
 # ---------------------------------------------------------------------------------------------- reading

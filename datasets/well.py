@@ -52,7 +52,8 @@ import yaml
 
 from dandelion.sphere import GRIDS, SphereGrid, analysis_lmax
 
-from .storage import write_yaml
+from dandelion.runtime import write_yaml_atomic
+
 from .well_format import area_weighted_stats
 
 __all__ = ["UnsupportedGridError", "WellFolder", "is_well_folder", "well_split_files", "latitude_grid", "STATS_CACHE"]
@@ -324,7 +325,7 @@ class WellFolder:
         log.info("computing area-weighted statistics of %s (train split; cached in %s)", self.path, STATS_CACHE)
         stats = area_weighted_stats(self, self.trajectories("train"))
         if os.access(self.path, os.W_OK):
-            write_yaml(self.path / STATS_CACHE, {"grid": self.grid.to_dict(), "fields": stats,
+            write_yaml_atomic(self.path / STATS_CACHE, {"grid": self.grid.to_dict(), "fields": stats,
                                                  "note": "area-weighted train-split statistics computed by Dandelion"})
         else:
             log.warning("%s is read-only: the statistics are not cached and will be recomputed next time", self.path)

@@ -14,7 +14,8 @@ documentation) wants, besides the groups our files already have:
   component (in the file's component order). The Well's loader normalises with
   ``(x - mean) / std`` (``ZScoreNormalization``) or ``x / rms`` (``RMSNormalization``).
 
-:func:`well_stats` computes these keys from a folder of ours (area-weighted with the grid's quadrature
+Our trajectory files get the first two from :class:`dandelion.datasets.storage.TrajectoryWriter`.
+:func:`well_stats` computes the statistics keys from files of ours (area-weighted with the grid's quadrature
 weights, like all our statistics; level fields pooled over their levels, since the Well's normaliser has
 one value per field or component) and :func:`write_well_stats` adds them to ``stats.yaml`` next to our
 own per-field entries, which stay as they are. :func:`area_weighted_stats` computes OUR statistics
@@ -32,45 +33,17 @@ import numpy as np
 
 from dandelion.sphere import SphereGrid
 
-from .storage import _Moments, list_split, load_metadata, load_stats, open_trajectory, read_field, write_yaml
+from dandelion.runtime import write_yaml_atomic
 
-__all__ = ["WELL_STATS_KEYS", "write_boundary_conditions", "write_parameter_attributes", "well_stats", "write_well_stats",
-           "area_weighted_stats"]
+from .folder import list_split, load_metadata, load_stats
+from .statistics import _Moments
+from .storage import open_trajectory, read_field
+
+__all__ = ["WELL_STATS_KEYS", "well_stats", "folder_well_stats", "write_well_stats", "area_weighted_stats"]
 
 #: Top-level keys of the Well's ``stats.yaml``.
 WELL_STATS_KEYS = ("mean", "std", "mean_delta", "std_delta", "rms", "rms_delta")
 _BLOCK = 32  # frames read at once when streaming statistics
-
-
-def write_boundary_conditions(f: h5py.File, spatial_dims: Iterable[str], sizes: Mapping[str, int]) -> None:
-    """Add the ``boundary_conditions`` group the Well's format asks for to an open, writable file.
-
-    ``lon``: PERIODIC; ``lat``: OPEN (no boundary on the sphere); ``level``: WALL (ground and model top).
-    ``sizes`` gives each dimension's length (the mask is True at its first and last point).
-
-    Raises ValueError for a spatial dimension without a known boundary type.
-    """
-    kinds = {"lon": ("lon_periodic", "PERIODIC"), "lat": ("lat_open", "OPEN"), "level": ("level_wall", "WALL")}
-    bcs = f.create_group("boundary_conditions")
-    for dim in spatial_dims:
-        if dim not in kinds:
-            raise ValueError(f"no boundary condition known for spatial dimension {dim!r}: expected some of {sorted(kinds)}")
-        name, bc_type = kinds[dim]
-        g = bcs.create_group(name)
-        g.attrs["bc_type"] = bc_type
-        g.attrs["associated_dims"] = [dim]
-        g.attrs["associated_fields"] = []
-        g.attrs["sample_varying"] = False
-        g.attrs["time_varying"] = False
-        mask = np.zeros(int(sizes[dim]), dtype=bool)
-        mask[[0, -1]] = True
-        g.create_dataset("mask", data=mask, track_times=False)
-
-
-def write_parameter_attributes(f: h5py.File, scalars: Mapping[str, tuple[float, str]]) -> None:
-    """Store every simulation parameter's value as a root attribute too (the Well's format asks for both)."""
-    for name, (value, _units) in scalars.items():
-        f.attrs[str(name)] = float(value)
 
 
 class _FieldAccumulator:
@@ -144,22 +117,18 @@ def area_weighted_stats(reader, items: Iterable[tuple[Path, int]]) -> dict:
     return out
 
 
-def well_stats(root) -> dict:
-    """The Well's statistics (:data:`WELL_STATS_KEYS`) of the train split of one of our dataset folders.
+def well_stats(files: Iterable, fields: Mapping[str, Mapping], grid: SphereGrid) -> dict:
+    """The Well's statistics (:data:`WELL_STATS_KEYS`) of trajectory files of ours (the train split).
 
     Computed over the raw stored arrays, in the files' component order (``u``, ``v``) and row order, with
     the grid's quadrature weights; a level field's levels are pooled. ``*_delta`` are over one-step
     differences within a trajectory. Returns ``{key: {field: value or [value per component]}}``.
 
-    Raises FileNotFoundError / ValueError as :func:`dandelion.datasets.storage.list_split` and
-    :func:`dandelion.datasets.storage.open_trajectory` do.
+    Raises FileNotFoundError / CorruptFileError as :func:`dandelion.datasets.storage.open_trajectory` does.
     """
-    root = Path(root)
-    meta = load_metadata(root)
-    fields = meta["fields"]
-    w = SphereGrid(int(meta["nlat"]), int(meta["nlon"]), str(meta["grid"])).weights.numpy()
+    w = grid.weights.numpy()
     acc = {n: _FieldAccumulator(2 if s["kind"] == "vector" else 1) for n, s in fields.items()}
-    for path in list_split(root, "train"):
+    for path in files:
         with open_trajectory(path) as f:
             ds = {n: f["t1_fields" if s["kind"] == "vector" else "t0_fields"][n] for n, s in fields.items()}
             T = int(f["dimensions"]["time"].shape[0])
@@ -175,8 +144,15 @@ def well_stats(root) -> dict:
     return out
 
 
+def folder_well_stats(root) -> dict:
+    """:func:`well_stats` of the train split of one of our dataset folders (``dataset.yaml`` gives fields and grid)."""
+    meta = load_metadata(root)
+    grid = SphereGrid(int(meta["nlat"]), int(meta["nlon"]), str(meta["grid"]))
+    return well_stats(list_split(root, "train"), meta["fields"], grid)
+
+
 def write_well_stats(root) -> dict:
-    """Add the Well's statistics keys (:func:`well_stats`) to ``root/stats.yaml`` (atomically); our per-field
+    """Add the Well's statistics keys (:func:`folder_well_stats`) to ``root/stats.yaml`` (atomically); our per-field
     entries stay unchanged. Returns the merged mapping.
 
     Raises ValueError if a field is named like one of the Well's keys (the two would collide).
@@ -187,6 +163,6 @@ def write_well_stats(root) -> dict:
     if clash:
         raise ValueError(f"fields {clash} are named like the Well's statistics keys {WELL_STATS_KEYS}: rename the fields")
     merged = {k: v for k, v in ours.items() if k not in WELL_STATS_KEYS}
-    merged.update(well_stats(root))
-    write_yaml(root / "stats.yaml", merged)
+    merged.update(folder_well_stats(root))
+    write_yaml_atomic(root / "stats.yaml", merged)
     return merged
