@@ -50,9 +50,8 @@ import h5py
 import numpy as np
 import yaml
 
-from dandelion.sphere import GRIDS, SphereGrid, analysis_lmax
-
 from dandelion.runtime import write_yaml_atomic
+from dandelion.sphere import GRIDS, SphereGrid, analysis_lmax
 
 from .well_format import area_weighted_stats
 

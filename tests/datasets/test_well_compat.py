@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from dandelion.datasets import storage
+from dandelion.datasets import folder, storage
 from dandelion.datasets.generate import generate
 from dandelion.sphere import SphereGrid
 
@@ -64,10 +64,10 @@ def test_files_carry_what_the_wells_format_asks_for(generated):
 
 
 def test_wells_loader_sample_equals_our_arrays(generated):
-    train = storage.list_split(generated, "train")
+    train = folder.list_split(generated, "train")
     ds = the_well.WellDataset(path=str(generated / "train"), n_steps_input=2, n_steps_output=1)
     assert len(ds.files_paths) == len(train)
-    meta = storage.load_metadata(generated)
+    meta = folder.load_metadata(generated)
     scalar = [n for n, s in meta["fields"].items() if s["kind"] == "scalar"]
     vector = [n for n, s in meta["fields"].items() if s["kind"] == "vector"]
     # the Well flattens t0 fields, then each t1 field's components in the file's order (ours: u east, v north; the
@@ -96,12 +96,12 @@ def test_wells_loader_sample_equals_our_arrays(generated):
 
 def test_wells_normalisation_uses_the_well_keys_we_write(generated):
     stats = yaml.safe_load((generated / "stats.yaml").read_text())
-    meta = storage.load_metadata(generated)
+    meta = folder.load_metadata(generated)
     for name in meta["fields"]:
         assert stats[name]["kind"] == meta["fields"][name]["kind"]  # our entries stay
     for key in ("mean", "std", "mean_delta", "std_delta", "rms", "rms_delta"):
         assert set(stats[key]) == set(meta["fields"])
-    train = storage.list_split(generated, "train")
+    train = folder.list_split(generated, "train")
     grid = SphereGrid(meta["nlat"], meta["nlon"], meta["grid"])
     w = grid.weights.numpy() / (4 * math.pi)
     name = next(n for n, s in meta["fields"].items() if s["kind"] == "scalar")
