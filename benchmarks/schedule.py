@@ -10,29 +10,81 @@ import math
 
 import torch
 
-__all__ = ["WarmupCosine", "EpochSampler", "phases"]
+__all__ = ["WarmupCosine", "RESUME_SCHEDULES", "replan", "EpochSampler", "phases"]
 
 
 class WarmupCosine:
     """Learning-rate factor: linear warm-up over ``warmup_steps``, then cosine decay to ``min_ratio``.
 
-    ``factor(step) = (step + 1) / warmup_steps`` for ``step < warmup_steps``, then
-    ``min_ratio + (1 - min_ratio) * (1 + cos(pi * p)) / 2`` with ``p = (step - warmup) / (total - warmup)``
-    clipped to [0, 1] (SGDR, Loshchilov & Hutter 2017, eq. 5, one cycle). A callable object (not a
-    lambda) so that ``LambdaLR.state_dict()`` stores it as plain numbers.
+    ``factor(step) = (s + 1) / warmup_steps`` for ``s < warmup_steps``, then
+    ``min_ratio + (1 - min_ratio) * (1 + cos(pi * p)) / 2`` with ``p = (s - warmup) / (total - start - warmup)``
+    clipped to [0, 1], where ``s = step - start`` (SGDR, Loshchilov & Hutter 2017, eq. 5, one cycle). ``start``
+    (default 0) begins the cycle at a later step: a warm restart over the steps ``start .. total_steps``.
+
+    With ``start_factor`` given, there is no warm-up: the factor decays by the same cosine from
+    ``start_factor`` at ``start`` to ``min_ratio`` at ``total_steps`` (a schedule re-planned at a resume,
+    continuous with the factor the checkpoint had reached).
+
+    A callable object (not a lambda) so that ``LambdaLR.state_dict()`` stores it as plain numbers; every
+    variant is this one class, so a checkpoint's schedule loads back whatever it was.
     """
 
-    def __init__(self, warmup_steps: int, total_steps: int, min_ratio: float = 0.0):
+    def __init__(self, warmup_steps: int, total_steps: int, min_ratio: float = 0.0, start: int = 0,
+                 start_factor: float | None = None):
         self.warmup_steps = int(max(0, warmup_steps))
         self.total_steps = int(max(1, total_steps))
         self.min_ratio = float(min_ratio)
+        self.start = int(start)
+        self.start_factor = None if start_factor is None else float(start_factor)
 
     def __call__(self, step: int) -> float:
-        if step < self.warmup_steps:
-            return (step + 1) / self.warmup_steps
-        span = max(1, self.total_steps - self.warmup_steps)
-        p = min(1.0, max(0.0, (step - self.warmup_steps) / span))
-        return self.min_ratio + (1.0 - self.min_ratio) * 0.5 * (1.0 + math.cos(math.pi * p))
+        s = step - self.start
+        cosine = lambda p: 0.5 * (1.0 + math.cos(math.pi * min(1.0, max(0.0, p))))  # noqa: E731
+        if self.start_factor is not None:
+            span = max(1, self.total_steps - self.start)
+            return self.min_ratio + (self.start_factor - self.min_ratio) * cosine(s / span)
+        if s < self.warmup_steps:
+            return (s + 1) / self.warmup_steps
+        span = max(1, self.total_steps - self.start - self.warmup_steps)
+        return self.min_ratio + (1.0 - self.min_ratio) * cosine((s - self.warmup_steps) / span)
+
+
+#: What a resume does when the configuration plans another number of steps than the checkpoint
+#: (``trainer.resume_schedule``): see :func:`replan`.
+RESUME_SCHEDULES = ("replan", "restart", "checkpoint")
+
+
+def replan(schedule: WarmupCosine, mode: str, step: int, total_steps: int, warmup_steps: int, min_ratio: float) -> WarmupCosine | None:
+    """The learning-rate factor for the rest of a resumed run whose plan changed to ``total_steps``.
+
+    Parameters
+    ----------
+    schedule : the checkpoint's factor (as loaded); step : steps done (the next step's index).
+    mode : ``"replan"``: continue from the factor the checkpoint reached, ``schedule(step)``, with a cosine
+        decay to ``min_ratio`` at the new ``total_steps`` (no new warm-up, the learning rate is continuous);
+        ``"restart"``: a warm restart, ``warmup_steps`` of linear warm-up to the peak learning rate, then a cosine
+        decay to ``min_ratio`` over the remaining steps; ``"checkpoint"``: keep the checkpoint's schedule
+        (returns None; the run then stops where that schedule ends).
+
+    Raises
+    ------
+    ValueError
+        For an unknown mode, or with ``"replan"`` when the checkpoint's schedule had ended (factor at its floor
+        ``min_ratio``, the learning rate the remaining steps would keep): the message names
+        ``trainer.resume_schedule=restart``.
+    """
+    if mode not in RESUME_SCHEDULES:
+        raise ValueError(f"trainer.resume_schedule={mode!r}: expected one of {RESUME_SCHEDULES}")
+    if mode == "checkpoint":
+        return None
+    if mode == "restart":
+        return WarmupCosine(warmup_steps, total_steps, min_ratio, start=step)
+    f0 = float(schedule(step))
+    if f0 <= schedule.min_ratio + 1e-12:
+        raise ValueError(f"the checkpoint's learning-rate schedule has ended (factor {f0:g} at step {step}, its floor): continuing it "
+                         f"would train the {total_steps - step} new steps at that rate. Pass trainer.resume_schedule=restart "
+                         "for a warm restart (warm-up to trainer.lr, cosine decay over the new steps), or start a new run")
+    return WarmupCosine(warmup_steps, total_steps, min_ratio, start=step, start_factor=f0)
 
 
 class EpochSampler(torch.utils.data.Sampler):

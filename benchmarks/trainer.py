@@ -28,7 +28,7 @@ from dandelion.metrics import area_weighted_mse, loss_weights, vrmse
 from dandelion.registry import build_model, count_parameters, import_plugins, unwrap_model
 from dandelion.runtime import ProcessGroup, write_json_atomic, write_text_atomic
 
-from .schedule import EpochSampler, WarmupCosine, phases
+from .schedule import RESUME_SCHEDULES, EpochSampler, WarmupCosine, phases, replan
 
 __all__ = ["Trainer", "parameter_hash"]
 
@@ -133,6 +133,11 @@ class Trainer:
             inv2 = nonzero_scale(self.increment_scale.to(torch.float32)) ** -2
             self.weights = self.weights * inv2.reshape(-1, 1, 1)  # (C, nlat, 1)
 
+        self.resume_schedule = str(t.get("resume_schedule", "replan"))
+        if self.resume_schedule not in RESUME_SCHEDULES:
+            raise ValueError(f"trainer.resume_schedule={self.resume_schedule!r}: expected one of {RESUME_SCHEDULES} (what a resume with "
+                             "another number of planned steps does with the learning-rate schedule)")
+        self.schedule_end = None  # step at which the checkpoint's schedule ends (resume_schedule=checkpoint)
         self.step, self.epoch, self.batch_in_epoch = 0, 0, 0
         self.best_val = math.inf
         self.history: list[dict] = []
@@ -174,10 +179,10 @@ class Trainer:
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.scheduler.load_state_dict(ckpt["scheduler"])
         extra = ckpt.get("extra", {})
-        if int(extra.get("total_steps", self.total_steps)) != self.total_steps:
-            log.warning("resume: the checkpoint planned %s steps, this configuration %s; the schedule follows the checkpoint",
-                        extra.get("total_steps"), self.total_steps)
         self.step, self.epoch = int(ckpt["step"]), int(ckpt["epoch"])
+        planned = int(extra.get("total_steps", self.total_steps))
+        if planned != self.total_steps and self.total_steps > self.step:
+            self._replan_schedule(path, planned)
         self.batch_in_epoch = int(extra.get("batch_in_epoch", 0))
         self.best_val = float(extra.get("best_val", math.inf))
         self.history = list(extra.get("history", []))
@@ -187,6 +192,28 @@ class Trainer:
         elif ckpt.get("rng") is not None:  # another world size: rank 0's states
             set_rng_state(ckpt["rng"])
         log.info("resumed from %s at step %d (epoch %d, batch %d)", path, self.step, self.epoch, self.batch_in_epoch)
+
+    def _replan_schedule(self, path: Path, planned: int) -> None:
+        """The checkpoint planned ``planned`` steps, this configuration ``self.total_steps``: re-plan the learning rate
+        of the remaining steps as ``trainer.resume_schedule`` says (:func:`dandelion.benchmarks.schedule.replan`)."""
+        t = self.t
+        try:
+            new = replan(self.scheduler.lr_lambdas[0], self.resume_schedule, self.step, self.total_steps, int(t.warmup_steps),
+                         float(t.get("min_lr_ratio", 0.0)))
+        except ValueError as err:
+            raise ValueError(f"resume={path}: the checkpoint planned {planned} steps, this configuration {self.total_steps}; {err}") from err
+        if new is None:  # the checkpoint's schedule: the run ends where it ends
+            self.schedule_end = planned
+            log.warning("resume: the checkpoint planned %d steps, this configuration %d; trainer.resume_schedule=checkpoint keeps "
+                        "the checkpoint's schedule, so training stops at step %d", planned, self.total_steps, min(planned, self.total_steps))
+            return
+        self.scheduler.lr_lambdas = [new for _ in self.scheduler.lr_lambdas]
+        for group, base in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
+            group["lr"] = base * new(self.step)
+        self.scheduler._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+        log.warning("resume: the checkpoint planned %d steps, this configuration %d; learning rate re-planned (%s) for steps %d..%d, "
+                    "from %.3g", planned, self.total_steps, self.resume_schedule, self.step, self.total_steps - 1,
+                    self.optimizer.param_groups[0]["lr"])
 
     def save(self, name: str) -> Path:
         """Write ``run_dir/name`` (rank 0 only; other ranks return the path)."""
@@ -212,8 +239,10 @@ class Trainer:
                                            persistent_workers=False)
 
     def _autocast(self):
-        if self.device.type == "cuda" and bool(self.t.get("amp", False)):
-            return torch.autocast("cuda", dtype=torch.bfloat16)
+        """bf16 autocast on the run's device (CUDA or CPU) with ``trainer.amp=true``; the models keep their spectral
+        transforms in float32 (e.g. :class:`dandelion.baselines.sfno.Float32Transform`) and the loss is taken in float32."""
+        if bool(self.t.get("amp", False)) and self.device.type in ("cuda", "cpu"):
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
     def train_step(self, batch) -> float:
@@ -274,6 +303,8 @@ class Trainer:
         reason = None
         if self.step >= self.total_steps:
             reason = "max_steps" if t.get("max_steps") and self.total_steps == int(t.max_steps) else "done"
+        elif self.schedule_end is not None and self.step >= self.schedule_end:
+            reason = "schedule_end"
         elif t.get("stop_at_step") and self.step >= int(t.stop_at_step):
             reason = "stop_at_step"
         if check_time and t.get("max_minutes"):

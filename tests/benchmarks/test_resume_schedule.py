@@ -6,8 +6,9 @@ import torch
 
 import tiny_model  # noqa: F401  (registers "_pointwise_test")
 from train_config import train_cfg
-from dandelion.benchmarks.checkpoint import load_checkpoint
-from dandelion.benchmarks.train import Trainer, train
+from dandelion.checkpoint import load_checkpoint
+from dandelion.benchmarks.train import train
+from dandelion.benchmarks.trainer import Trainer
 
 # 3 train trajectories x 5 windows (9 frames, 4 in 1 out) = 15 windows: 4 batches of 4 per epoch, no fine-tune
 COMMON = ["trainer.finetune.epochs=0", "trainer.max_batches_per_epoch=null", "trainer.warmup_steps=2", "trainer.lr=1e-2"]
