@@ -397,7 +397,7 @@ def export(cfg) -> dict:
     model = load_model(cfg.checkpoint, device=cfg.get("device", "cpu"), dataset=ds, allow_resolution_change=bool(cfg.get("allow_resolution_change", False)))
     fc = forecast(
         model, ds, n_steps=int(cfg.n_steps), init_stride=int(cfg.get("init_stride", 1)), max_inits=cfg.get("max_inits"),
-        trajectories=cfg.get("trajectories"), batch_size=int(cfg.get("batch_size", 8)),
+        trajectories=cfg.get("trajectories"), batch_size=int(cfg.get("batch_size", 8)), amp=bool(cfg.get("amp", False)),
     )
     chunks = cfg.get("chunks")
     chunks = {str(k): int(v) for k, v in chunks.items()} if chunks else None

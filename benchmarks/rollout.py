@@ -77,7 +77,8 @@ def _split_levels(d: dict, tags: list[str], level_dim: int, ndim_2d: int) -> dic
 
 
 def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=None, trajectories=None, max_trajectories=None,
-             batch_size: int = 8, spectra_leads=(1, 5, 20), keep_forecasts: bool = False, sample: bool = True, progress: bool = False) -> dict:
+             batch_size: int = 8, spectra_leads=(1, 5, 20), keep_forecasts: bool = False, sample: bool = True, progress: bool = False,
+             amp: bool = False) -> dict:
     """Roll out and score; the in-memory core of :func:`rollout`.
 
     Parameters
@@ -89,6 +90,7 @@ def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=
     spectra_leads : lead steps at which mean power spectra are computed (those > n_steps are dropped).
     keep_forecasts : also return every forecast as a :class:`dandelion.forecast.Forecast` (``"forecast"``).
     sample : return the first forecast with its truth (``"sample"``, a Forecast of one).
+    amp : run the network under bf16 autocast (:func:`dandelion.forecast.iter_rollout`).
 
     Returns
     -------
@@ -103,7 +105,7 @@ def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=
     spec_sums: dict = {"pred": {}, "true": {}}
     count = 0
     kept, first = [], None
-    for b in iter_rollout(model, dataset, n_steps, init_stride, max_inits, trajectories, max_trajectories, batch_size, progress):
+    for b in iter_rollout(model, dataset, n_steps, init_stride, max_inits, trajectories, max_trajectories, batch_size, progress, amp):
         dev = next(iter(b["pred"].values())).device
         clim_b = {k: torch.tensor(v, dtype=torch.float64, device=dev)[:, None, None] if isinstance(v, list) else v for k, v in clim.items()}
         out = M.field_metrics(b["pred"], b["true"], grid, climatology=clim_b)
@@ -234,7 +236,7 @@ def rollout(cfg) -> dict:
         model, data, n_steps=int(cfg.get("n_steps", 20)), init_stride=int(cfg.get("init_stride", 1)), max_inits=cfg.get("max_inits"),
         trajectories=cfg.get("trajectories"), max_trajectories=cfg.get("max_trajectories"), batch_size=int(cfg.get("batch_size", 8)),
         spectra_leads=list(cfg.get("spectra_leads", [1, 5, 20]) or []), keep_forecasts=save_fc, sample=bool(cfg.get("sample", True)),
-        progress=bool(cfg.get("progress", False)),
+        progress=bool(cfg.get("progress", False)), amp=bool(cfg.get("amp", False)),
     )
     results = ev["results"]
     paths = write_results(results, out_dir)

@@ -203,8 +203,11 @@ def select_files(dataset, trajectories=None, max_trajectories=None) -> list[int]
 
 @torch.no_grad()
 def iter_rollout(model: Forecaster, dataset, n_steps: int, init_stride: int = 1, max_inits: int | None = None, trajectories=None,
-                 max_trajectories: int | None = None, batch_size: int = 8, progress: bool = False) -> Iterator[dict]:
+                 max_trajectories: int | None = None, batch_size: int = 8, progress: bool = False, amp: bool = False) -> Iterator[dict]:
     """Autoregressive rollouts over a dataset split, yielded batch by batch (constant memory).
+
+    ``amp=True`` runs the network under bf16 autocast on the model's device (CUDA or CPU); increments are
+    added and the forecasts decoded in float32.
 
     ``dataset`` : a :class:`dandelion.datasets.torch_dataset.WindowDataset` (or any object with
     ``grid``, ``trajectory_ids``, ``n_frames``, ``read_frames`` and ``times``).
@@ -237,7 +240,9 @@ def iter_rollout(model: Forecaster, dataset, n_steps: int, init_stride: int = 1,
         for s in range(0, len(inits), batch_size):
             idx = inits[s : s + batch_size]
             x = torch.stack([frames[i - n_in + 1 : i + 1].reshape(n_in * C, nlat, nlon) for i in idx])
-            pred = layout.decode(rollout(model, x, n_steps, C).float())
+            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bool(amp)):
+                out = rollout(model, x, n_steps, C)
+            pred = layout.decode(out.float())
             tgt = torch.as_tensor(np.stack([np.arange(i + 1, i + 1 + n_steps) for i in idx]))
             true = {n: v[tgt].to(dev) for n, v in raw.items()}
             yield {"traj_index": k, "trajectory": dataset.trajectory_ids[f], "init": idx, "init_slot": np.arange(s, s + len(idx)),
@@ -319,7 +324,8 @@ def collect_forecast(batches, model, dataset, n_steps: int, keep_truth: bool = T
 
 
 def forecast(model: Forecaster, dataset, n_steps: int, init_stride: int = 1, max_inits: int | None = None, trajectories=None,
-             max_trajectories: int | None = None, batch_size: int = 8, keep_truth: bool = True, progress: bool = False) -> Forecast:
+             max_trajectories: int | None = None, batch_size: int = 8, keep_truth: bool = True, progress: bool = False,
+             amp: bool = False) -> Forecast:
     """Roll ``model`` out for ``n_steps`` from every valid initial frame (or a subset) of ``dataset``.
 
     Parameters
@@ -331,10 +337,11 @@ def forecast(model: Forecaster, dataset, n_steps: int, init_stride: int = 1, max
     trajectories : None (all) or a list of trajectory ids; max_trajectories : keep the first n of them.
     batch_size : forecasts advanced together.
     keep_truth : also return the true frames.
+    amp : bf16 autocast for the network (:func:`iter_rollout`).
 
     Returns
     -------
     :class:`Forecast` (arrays on the CPU as numpy).
     """
-    batches = iter_rollout(model, dataset, n_steps, init_stride, max_inits, trajectories, max_trajectories, batch_size, progress)
+    batches = iter_rollout(model, dataset, n_steps, init_stride, max_inits, trajectories, max_trajectories, batch_size, progress, amp)
     return collect_forecast(batches, model, dataset, n_steps, keep_truth)

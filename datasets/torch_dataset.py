@@ -1,4 +1,8 @@
-"""Torch dataset over a generated dataset folder: windows of frames, Cartesian vectors, normalised.
+"""Torch dataset over a dataset folder: windows of frames, Cartesian vectors, normalised.
+
+The folder is one made by ``dandelion-generate`` or one in the Well's layout (``DIR/data/{train,valid,test}``),
+which :class:`dandelion.datasets.well.WellFolder` maps onto our conventions (grid, row order, (u, v)
+components, time step, area-weighted statistics).
 
 :class:`WindowDataset` reads windows of ``n_in`` input and ``n_out`` target frames and encodes them with
 the folder's :class:`dandelion.channels.ChannelLayout` (channel order, vector lift and normalisation
@@ -21,6 +25,7 @@ from dandelion.sphere import SphereGrid
 
 from . import folder
 from .storage import open_trajectory, read_field
+from .well import WellFolder, is_well_folder
 
 __all__ = ["WindowDataset"]
 
@@ -29,7 +34,8 @@ class WindowDataset(torch.utils.data.Dataset):
 
     Parameters
     ----------
-    path : dataset folder (``train/ valid/ test/``, ``dataset.yaml``, ``stats.yaml``, ``splits.json``).
+    path : dataset folder (``train/ valid/ test/``, ``dataset.yaml``, ``stats.yaml``, ``splits.json``), or a folder in
+        the Well's layout (``data/train`` etc., :mod:`dandelion.datasets.well`).
     split : ``"train"``, ``"valid"`` or ``"test"``.
     n_in, n_out : frames in and out (>= 1).
     stride : spacing, in frames, between the first frames of consecutive windows of one
@@ -44,8 +50,9 @@ class WindowDataset(torch.utils.data.Dataset):
     Attributes
     ----------
     layout : :class:`ChannelLayout`; grid : :class:`SphereGrid`; metadata, stats : the folder's
-    ``dataset.yaml`` and ``stats.yaml``; files : list of trajectory files; trajectory_ids,
-    n_frames : per file.
+    ``dataset.yaml`` and ``stats.yaml`` (for a Well-layout folder, their equivalents from
+    :class:`dandelion.datasets.well.WellFolder`); files : list of trajectory files (one entry per
+    trajectory: a Well file holding several appears once per trajectory); trajectory_ids, n_frames : per entry.
 
     Raises
     ------
@@ -64,18 +71,33 @@ class WindowDataset(torch.utils.data.Dataset):
         self.split = str(split)
         self.n_in, self.n_out, self.stride = int(n_in), int(n_out), int(stride)
         self.max_open_files = int(max_open_files)
-        self.metadata = folder.load_metadata(self.path)
-        self.stats = folder.load_stats(self.path)
+        self.well = WellFolder(self.path) if is_well_folder(self.path) else None
+        if self.well is not None:
+            self.metadata, self.stats = self.well.metadata, self.well.stats
+        else:
+            self.metadata = folder.load_metadata(self.path)
+            self.stats = folder.load_stats(self.path)
         self.grid = SphereGrid(int(self.metadata["nlat"]), int(self.metadata["nlon"]), str(self.metadata["grid"]))
         self.levels = self.metadata.get("levels")  # None for 2-D datasets
         self.layout = ChannelLayout(self.metadata["fields"], self.stats, self.grid, stats_source=str(self.path / "stats.yaml"),
                                     levels=self.levels)
         self._lat_deg = np.degrees(self.grid.lat.numpy())
-        self.files = [Path(f) for f in folder.list_split(self.path, self.split)]
+        if self.well is not None:
+            items = self.well.trajectories(self.split)
+            self.files, self.samples = [Path(p) for p, _ in items], [k for _, k in items]
+        else:
+            self.files = [Path(f) for f in folder.list_split(self.path, self.split)]
+            self.samples = [0] * len(self.files)
         if not self.files:
             raise ValueError(f"split {self.split!r} of {self.path} holds no trajectory: check splits.json or regenerate the dataset")
         self.trajectory_ids, self.n_frames = [], []
-        for f in self.files:
+        if self.well is not None:
+            self.trajectory_ids = self.well.trajectory_ids(self.split)
+            for f in self.files:
+                with h5py.File(f, "r") as h:
+                    self.well.check_file(h, f)
+                    self.n_frames.append(int(h["dimensions/time"].shape[-1]))
+        for f in self.files if self.well is None else []:
             with open_trajectory(f) as h:
                 self._check_file(h, f)
                 self.trajectory_ids.append(int(h.attrs["trajectory_id"]))
@@ -150,12 +172,16 @@ class WindowDataset(torch.utils.data.Dataset):
         """Raw fields of frames ``start:stop`` of one file: scalars (T, nlat, nlon), vectors (T, nlat, nlon, 2);
         level fields (T, L, nlat, nlon[, 2]); surface fields of a leveled file squeezed (T, nlat, nlon[, 2])."""
         h = self._handle(file_index)
+        if self.well is not None:
+            return self.well.read(h, self.samples[file_index], start, stop)
         out = {n: read_field(h["t0_fields"][n], start, stop) for n in self.layout.scalars}
         out.update({n: read_field(h["t1_fields"][n], start, stop) for n in self.layout.vectors})
         return out
 
     def times(self, file_index: int) -> np.ndarray:
         """Frame times of one file (``dimensions/time``, units in ``metadata['time_units']``)."""
+        if self.well is not None:
+            return self.well.times(self._handle(file_index), self.samples[file_index])
         return np.asarray(self._handle(file_index)["dimensions/time"][:], dtype=np.float64)
 
     def __getitem__(self, index: int) -> dict:
