@@ -1,4 +1,4 @@
-"""``dandelion-train``: train a model on a generated dataset folder.
+"""``dandelion-train``: train a model on a generated dataset folder (or one in the Well's layout).
 
 Protocol: ``n_in`` = 4 normalised frames in, the next frame out, trained with
 AdamW, a linear warm-up then a cosine decay of the learning rate (Loshchilov & Hutter 2017), and an
@@ -23,6 +23,13 @@ batch reached in the epoch, so ``resume=PATH`` continues bit-identically on CPU 
 non-determinism of its kernels). The pieces: :class:`dandelion.benchmarks.trainer.Trainer`, the schedule and
 sampler of :mod:`dandelion.benchmarks.schedule`, the process group of :class:`dandelion.runtime.ProcessGroup`. ``trainer.max_steps`` bounds the run and the schedule;
 ``trainer.max_minutes`` and ``trainer.stop_at_step`` stop it early without changing the schedule.
+A resume whose configuration plans another number of steps than the checkpoint (other epochs or
+``max_steps``) follows ``trainer.resume_schedule`` (:func:`dandelion.benchmarks.schedule.replan`): ``replan``
+(default) continues the learning rate the checkpoint reached with a cosine decay to the new last step, and
+refuses when the checkpoint's schedule had ended (its rate at the floor), naming ``restart``: a new
+warm-up and cosine over the remaining steps; ``checkpoint`` keeps the checkpoint's schedule and stops
+where it ends. No step is ever taken past the end of a schedule. ``trainer.amp=true``: bf16 autocast
+on CUDA or CPU.
 
 Distributed: under ``torchrun --nproc_per_node=N`` the model is wrapped in DDP (gloo on CPU, nccl
 on CUDA); every rank trains on its shard of the same per-epoch permutation; rank 0 writes the run
