@@ -55,14 +55,16 @@ from dandelion.sphere import GRIDS, SphereGrid, analysis_lmax
 
 from .well_format import area_weighted_stats
 
-__all__ = ["UnsupportedGridError", "WellFolder", "is_well_folder", "well_split_files", "latitude_grid", "STATS_CACHE"]
+__all__ = ["UnsupportedGridError", "WellFolder", "is_well_folder", "well_split_files", "latitude_grid", "to_radians", "STATS_CACHE",
+           "LATITUDE_NAMES"]
 
 log = logging.getLogger(__name__)
 
 #: Where the area-weighted statistics of a Well folder are cached (inside the folder).
 STATS_CACHE = "dandelion_stats.yaml"
 _SPLITS = ("train", "valid", "test")
-_LAT_NAMES = {"lat": "lat", "latitude": "lat", "theta": "colat", "colatitude": "colat"}
+#: Latitude-like spatial dimension names of Well files and whether they hold latitude or colatitude.
+LATITUDE_NAMES = {"lat": "lat", "latitude": "lat", "theta": "colat", "colatitude": "colat"}
 _LON_NAMES = ("lon", "longitude", "phi")
 _GRID_ATOL = 1e-5  # radians (float32 coordinates hold about 1e-7 relative)
 
@@ -85,7 +87,9 @@ def is_well_folder(path) -> bool:
     return not (path / "dataset.yaml").is_file() and bool(well_split_files(path, "train"))
 
 
-def _to_radians(values: np.ndarray, units: str, limit: float) -> np.ndarray:
+def to_radians(values: np.ndarray, units: str, limit: float) -> np.ndarray:
+    """Angles in radians: ``units`` naming degrees or radians decide; without units, values within ``limit``
+    (radians: pi for colatitude, pi/2 for latitude, 2 pi for longitude) are taken as radians, others as degrees."""
     units = units.lower()
     if "deg" in units:
         return np.deg2rad(values)
@@ -160,22 +164,22 @@ class WellFolder:
             if group not in f:
                 raise ValueError(f"{src} has no {group!r} group: not a file in the Well's layout")
         spatial = [str(d) for d in f["dimensions"].attrs.get("spatial_dims", [])]
-        lat_dims = [d for d in spatial if d.lower() in _LAT_NAMES]
+        lat_dims = [d for d in spatial if d.lower() in LATITUDE_NAMES]
         lon_dims = [d for d in spatial if d.lower() in _LON_NAMES]
         if len(spatial) != 2 or len(lat_dims) != 1 or len(lon_dims) != 1:
             raise ValueError(f"{src}: spatial_dims={spatial}; Dandelion reads 2-D sphere data with one latitude dimension "
-                             f"(one of {sorted(_LAT_NAMES)}) and one longitude dimension (one of {list(_LON_NAMES)})")
+                             f"(one of {sorted(LATITUDE_NAMES)}) and one longitude dimension (one of {list(_LON_NAMES)})")
         self.spatial_dims = spatial
         self.lat_dim, self.lon_dim = lat_dims[0], lon_dims[0]
         self.lat_axis = spatial.index(self.lat_dim)  # 0: arrays are (..., lat, lon); 1: (..., lon, lat)
         d_lat, d_lon = f["dimensions"][self.lat_dim], f["dimensions"][self.lon_dim]
         raw = np.asarray(d_lat[()], dtype=np.float64).reshape(-1)
         units = str(d_lat.attrs.get("units", ""))
-        if _LAT_NAMES[self.lat_dim.lower()] == "colat":
-            colat = _to_radians(raw, units, math.pi)
+        if LATITUDE_NAMES[self.lat_dim.lower()] == "colat":
+            colat = to_radians(raw, units, math.pi)
         else:
-            colat = 0.5 * math.pi - _to_radians(raw, units, 0.5 * math.pi)
-        lon = np.mod(_to_radians(np.asarray(d_lon[()], dtype=np.float64).reshape(-1), str(d_lon.attrs.get("units", "")), 2 * math.pi),
+            colat = 0.5 * math.pi - to_radians(raw, units, 0.5 * math.pi)
+        lon = np.mod(to_radians(np.asarray(d_lon[()], dtype=np.float64).reshape(-1), str(d_lon.attrs.get("units", "")), 2 * math.pi),
                      2 * math.pi)
         self.source_colat = colat  # in the file's row order, radians
         self.flip = bool(colat[0] > colat[-1])
@@ -238,7 +242,7 @@ class WellFolder:
                              "add a component_names attribute ['u', 'v'] to say which is which")
         east = self.spatial_dims.index(self.lon_dim)
         north = self.spatial_dims.index(self.lat_dim)
-        sign = -1.0 if _LAT_NAMES[self.lat_dim.lower()] == "colat" else 1.0  # theta points south
+        sign = -1.0 if LATITUDE_NAMES[self.lat_dim.lower()] == "colat" else 1.0  # theta points south
         return (east, 1.0), (north, sign)
 
     def _metadata(self) -> dict:

@@ -33,7 +33,7 @@ from scipy.interpolate import CubicSpline
 
 from dandelion.sphere import SphereGrid
 
-from .well import _LAT_NAMES, _to_radians, well_split_files
+from .well import LATITUDE_NAMES, to_radians, well_split_files
 
 __all__ = ["resample_well_folder", "resample_well_file", "main"]
 
@@ -42,17 +42,17 @@ _BLOCK = 16  # frames interpolated at once
 
 def _coords(f: h5py.File):
     spatial = [str(d) for d in f["dimensions"].attrs["spatial_dims"]]
-    lat_dim = next(d for d in spatial if d.lower() in _LAT_NAMES)
+    lat_dim = next(d for d in spatial if d.lower() in LATITUDE_NAMES)
     lon_dim = next(d for d in spatial if d != lat_dim)
     d_lat, d_lon = f["dimensions"][lat_dim], f["dimensions"][lon_dim]
     raw = np.asarray(d_lat[()], dtype=np.float64)
-    colat_kind = _LAT_NAMES[lat_dim.lower()] == "colat"
+    colat_kind = LATITUDE_NAMES[lat_dim.lower()] == "colat"
     units = str(d_lat.attrs.get("units", ""))
-    colat = _to_radians(raw, units, math.pi) if colat_kind else 0.5 * math.pi - _to_radians(raw, units, 0.5 * math.pi)
+    colat = to_radians(raw, units, math.pi) if colat_kind else 0.5 * math.pi - to_radians(raw, units, 0.5 * math.pi)
     in_degrees = "deg" in units.lower() or np.abs(raw).max() > (math.pi if colat_kind else 0.5 * math.pi) + 1e-6
     lon_units = str(d_lon.attrs.get("units", ""))
     lon_raw = np.asarray(d_lon[()], dtype=np.float64)
-    lon = np.mod(_to_radians(lon_raw, lon_units, 2 * math.pi), 2 * math.pi)
+    lon = np.mod(to_radians(lon_raw, lon_units, 2 * math.pi), 2 * math.pi)
     lon_degrees = "deg" in lon_units.lower() or np.abs(lon_raw).max() > 2 * math.pi + 1e-6
     return spatial, lat_dim, lon_dim, colat, colat_kind, in_degrees, lon, lon_degrees
 
