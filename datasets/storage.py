@@ -53,6 +53,7 @@ from dandelion.sphere import SphereGrid
 __all__ = [
     "CorruptFileError",
     "TrajectoryWriter",
+    "write_boundary_conditions",
     "trajectory_filename",
     "temp_path",
     "open_trajectory",
@@ -206,7 +207,7 @@ class TrajectoryWriter:
             d.attrs["sample_varying"] = False
 
         sizes = {"lat": nlat, "lon": nlon, **({"level": len(self.levels)} if leveled else {})}
-        _write_boundary_conditions(f, list(dims.attrs["spatial_dims"]), sizes)
+        write_boundary_conditions(f, list(dims.attrs["spatial_dims"]), sizes)
 
         g0, g1 = f.create_group("t0_fields"), f.create_group("t1_fields")
         f.create_group("t2_fields").attrs["field_names"] = []
@@ -283,8 +284,9 @@ class TrajectoryWriter:
 _BOUNDARIES = {"lon": ("lon_periodic", "PERIODIC"), "lat": ("lat_open", "OPEN"), "level": ("level_wall", "WALL")}
 
 
-def _write_boundary_conditions(f: h5py.File, spatial_dims, sizes) -> None:
-    """The ``boundary_conditions`` group of the Well's format (module docstring)."""
+def write_boundary_conditions(f: h5py.File, spatial_dims, sizes) -> None:
+    """Add the ``boundary_conditions`` group of the Well's format (module docstring) to a writable file;
+    ``sizes`` maps each spatial dimension to its length."""
     bcs = f.create_group("boundary_conditions")
     for dim in spatial_dims:
         name, bc_type = _BOUNDARIES[dim]

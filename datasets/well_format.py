@@ -25,6 +25,8 @@ own per-field entries, which stay as they are. :func:`area_weighted_stats` compu
 from __future__ import annotations
 
 import math
+import os
+import shutil
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -33,13 +35,13 @@ import numpy as np
 
 from dandelion.sphere import SphereGrid
 
-from dandelion.runtime import write_yaml_atomic
+from dandelion.runtime import write_text_atomic, write_yaml_atomic
 
-from .folder import list_split, load_metadata, load_stats
+from .folder import SPLITS, list_split, load_metadata, load_stats, read_checksums, sha256_file
 from .statistics import _Moments
-from .storage import open_trajectory, read_field
+from .storage import CorruptFileError, open_trajectory, read_field, temp_path, write_boundary_conditions
 
-__all__ = ["WELL_STATS_KEYS", "well_stats", "folder_well_stats", "write_well_stats", "area_weighted_stats"]
+__all__ = ["WELL_STATS_KEYS", "well_stats", "folder_well_stats", "write_well_stats", "area_weighted_stats", "add_well_metadata"]
 
 #: Top-level keys of the Well's ``stats.yaml``.
 WELL_STATS_KEYS = ("mean", "std", "mean_delta", "std_delta", "rms", "rms_delta")
@@ -166,3 +168,48 @@ def write_well_stats(root) -> dict:
     merged.update(folder_well_stats(root))
     write_yaml_atomic(root / "stats.yaml", merged)
     return merged
+
+
+def add_well_metadata(root) -> list[Path]:
+    """Bring a folder made by an earlier ``dandelion-generate`` (files without the Well's ``boundary_conditions``)
+    up to the Well's format, in place and file by file atomically.
+
+    Each trajectory file lacking the group is copied under a temporary name, given the group and the
+    simulation parameters as root attributes (:class:`dandelion.datasets.storage.TrajectoryWriter` writes both
+    today) and renamed over the original; ``stats.yaml`` gets the Well's keys (:func:`write_well_stats`);
+    ``checksums.sha256`` is rewritten for the files it lists. The data themselves are not touched.
+
+    Returns the trajectory files that were changed. Raises as :func:`dandelion.datasets.storage.open_trajectory`
+    for a damaged file (run ``dandelion-verify`` first).
+    """
+    root = Path(root)
+    digests = read_checksums(root)
+    changed = []
+    for split in SPLITS:
+        for path in list_split(root, split):
+            with open_trajectory(path) as f:
+                if "boundary_conditions" in f:
+                    continue
+            rel = path.relative_to(root).as_posix()
+            if rel in digests and sha256_file(path) != digests[rel]:
+                raise CorruptFileError(f"{path} does not match checksums.sha256: run dandelion-verify {root} and regenerate it first")
+            tmp = temp_path(path)
+            shutil.copyfile(path, tmp)
+            try:
+                with h5py.File(tmp, "r+") as f:
+                    dims = f["dimensions"]
+                    spatial = [str(d) for d in dims.attrs["spatial_dims"]]
+                    write_boundary_conditions(f, spatial, {d: dims[d].shape[0] for d in spatial})
+                    for name in f.attrs.get("simulation_parameters", []):
+                        f.attrs[str(name)] = float(f["scalars"][str(name)][()])
+                os.replace(tmp, path)
+            finally:
+                tmp.unlink(missing_ok=True)
+            changed.append(path)
+            if rel in digests:
+                digests[rel] = sha256_file(path)
+    write_well_stats(root)
+    if "stats.yaml" in digests:
+        digests["stats.yaml"] = sha256_file(root / "stats.yaml")
+    write_text_atomic(root / "checksums.sha256", "".join(f"{d}  {r}\n" for r, d in digests.items()))
+    return changed

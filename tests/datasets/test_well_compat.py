@@ -12,6 +12,9 @@ import yaml
 
 from dandelion.datasets import folder, storage
 from dandelion.datasets.generate import generate
+from dandelion.datasets.verify import verify
+from dandelion.datasets.well_format import WELL_STATS_KEYS, add_well_metadata
+from dandelion.runtime import write_yaml_atomic
 from dandelion.sphere import SphereGrid
 
 the_well = pytest.importorskip("the_well.data")
@@ -122,3 +125,36 @@ def test_wells_normalisation_uses_the_well_keys_we_write(generated):
             std += list(stats["std"][n])
     expected = (raw.double() - torch.tensor(mean, dtype=torch.float64)) / torch.tensor(std, dtype=torch.float64).clamp(min=1e-4)
     torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_folders_made_before_get_the_wells_metadata(tmp_path):
+    """A folder whose files predate the boundary_conditions group is brought up to the Well's format in place:
+    data and our statistics unchanged, checksums still verify, the Well's loader then reads it."""
+    root = generate({"dataset": {"name": "solid_body", "path": str(tmp_path / "old"), **SETS["solid_body"]}, "batch_size": 4,
+                     "progress": False})
+    files = sorted(root.glob("*/traj_*.h5"))
+    for path in files:  # as an earlier dandelion-generate wrote them
+        with h5py.File(path, "r+") as f:
+            del f["boundary_conditions"]
+            for p in f.attrs["simulation_parameters"]:
+                del f.attrs[p]
+    old_stats = folder.load_stats(root)
+    write_yaml_atomic(root / "stats.yaml", {k: v for k, v in old_stats.items() if k not in WELL_STATS_KEYS})
+    folder.write_checksums(root, [p.relative_to(root).as_posix() for p in files] + ["dataset.yaml", "splits.json", "stats.yaml"])
+    assert verify(root) == []
+    with pytest.raises(KeyError):
+        the_well.WellDataset(path=str(root / "train"), n_steps_input=2, n_steps_output=1)
+    before = {p: storage.read_fields(p) for p in files}
+    ours = folder.load_stats(root)
+    assert not set(WELL_STATS_KEYS) & set(ours)
+
+    changed = add_well_metadata(root)
+    assert sorted(changed) == files
+    assert verify(root) == []
+    for p in files:
+        after = storage.read_fields(p)
+        assert all(np.array_equal(after[k], before[p][k]) for k in after)
+    assert folder.load_stats(root) == old_stats  # ours unchanged, the Well's keys as dandelion-generate writes them today
+    ds = the_well.WellDataset(path=str(root / "train"), n_steps_input=2, n_steps_output=1)
+    assert ds[0]["boundary_conditions"].tolist() == [[1, 1], [2, 2]]
+    assert add_well_metadata(root) == []  # nothing left to do

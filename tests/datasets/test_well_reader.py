@@ -90,10 +90,10 @@ def test_planetswe_rows_are_refused_with_the_remedy_which_works(tmp_path):
     path, sample = wf.trajectories("train")[0]
     with h5py.File(path, "r") as f:
         got = wf.read(f, sample)
-    # cubic splines over 15-degree rows: smooth fields come back to a small fraction of their range
-    assert np.abs(got["height"] - h).max() < 1e-2 * np.ptp(h)
-    assert np.abs(got["velocity"][..., 0] - u).max() < 1e-2 * np.abs(u).max()
-    assert np.abs(got["velocity"][..., 1] - v).max() < 1e-2 * np.abs(v).max()
+    # cubic splines over 15-degree rows: smooth fields come back to 1e-3 of their range (measured 2e-4)
+    assert np.abs(got["height"] - h).max() < 1e-3 * np.ptp(h)
+    assert np.abs(got["velocity"][..., 0] - u).max() < 1e-3 * np.abs(u).max()
+    assert np.abs(got["velocity"][..., 1] - v).max() < 1e-3 * np.abs(v).max()
     assert (dst / "stats.yaml").is_file()
 
 
