@@ -316,3 +316,32 @@ def test_fused_warp_sample_matches_autograd_graph(scale, grid):
     assert torch.equal(out, ref)
     for got, want in zip(torch.autograd.grad(out, (v, a, b), w), torch.autograd.grad(ref, (v, a, b), w)):
         torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_unread_part_of_padded_image_has_no_influence(monkeypatch):
+    """Filling the uninitialised part of the padded image with NaN changes no output or gradient."""
+    from dandelion import kernels
+
+    torch.manual_seed(0)
+    layer = TangentWarpS2(SphereGrid(9, 16, "equiangular"), 8, 2, 4, init_radius=0.3)
+    x = torch.randn(2, 8, 9, 16)
+
+    def run():
+        layer.zero_grad()
+        y = layer(x)
+        y.square().sum().backward()
+        return [y.detach()] + [p.grad.clone() for p in layer.parameters()]
+
+    ref = run()
+    plain = kernels._GhostPad.pad
+
+    def nan_pad(field, gn, gs, hp, wp):
+        out = plain(field, gn, gs, hp, wp)
+        nlat, nlon = field.shape[-2:]
+        out[..., nlat + 3 :, :] = float("nan")
+        out[..., :, nlon + 2 :] = float("nan")
+        return out
+
+    monkeypatch.setattr(kernels._GhostPad, "pad", staticmethod(nan_pad))
+    for a, b in zip(run(), ref):
+        assert torch.equal(a, b)
