@@ -32,6 +32,7 @@ import torch
 import torch.nn as nn
 
 from .grid_guard import GridGuard
+from .kernels import Pointwise
 from .norm import AreaNormS2
 from .pooling import SpectralDownsample, SpectralUpsample, coarse_grid
 from .registry import register_model
@@ -53,8 +54,8 @@ PRESETS: dict[str, dict] = {
 }
 
 
-def _pointwise(cin: int, cout: int) -> nn.Conv2d:
-    return nn.Conv2d(cin, cout, kernel_size=1)
+def _pointwise(cin: int, cout: int) -> Pointwise:
+    return Pointwise(cin, cout)
 
 
 class WarpBlockS2(nn.Module):

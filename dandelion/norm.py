@@ -61,11 +61,52 @@ class AreaNormS2(nn.Module):
             return self._forward(x.to(torch.promote_types(x.dtype, torch.float32)))
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _AreaNormFunction.apply(x, self.weight.to(x.dtype), self.bias.to(x.dtype), self.row_weights.to(x.dtype), self.groups, self.eps)
+
+
+class _AreaNormFunction(torch.autograd.Function):
+    """Area-weighted group normalisation with an analytic backward (one autograd node).
+
+    Forward (the operations of the plain graph, in the same order): ``m = sum_i w_i x_i``,
+    ``d = x - m``, ``v = sum_i w_i d_i^2``, ``s = (v + eps)^(-1/2)``, ``y = beta + gamma s d``, the
+    sums running over a group's channels and the sphere with ``w_i = row_weight / |G|``
+    (``sum_i w_i = 1``). Saves only ``d`` and ``s``. Backward, with ``q = gamma * dy``
+    (Ioffe & Szegedy 2015, eq. after Alg. 1, for weighted statistics; ``sum_i w_i d_i = 0``):
+    ``dx_j = s q_j - w_j s sum_i q_i - w_j s^3 d_j sum_i q_i d_i``,
+    ``dgamma_c = sum s dy d``, ``dbeta_c = sum dy``.
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, row_weights, groups: int, eps: float):
         b, c = x.shape[:2]
-        g = self.groups
-        mean = self._integral(x).reshape(b, g, -1).mean(-1, keepdim=True)  # (B, G, 1)
+        g = groups
+        mean = torch.matmul(x.sum(-1), row_weights).reshape(b, g, -1).mean(-1, keepdim=True)  # (B, G, 1)
         mean = mean.expand(b, g, c // g).reshape(b, c, 1, 1)
         d = x - mean
-        var = self._integral(d * d).reshape(b, g, -1).mean(-1, keepdim=True)
-        scale = torch.rsqrt(var + self.eps).expand(b, g, c // g).reshape(b, c) * self.weight
-        return torch.addcmul(self.bias[:, None, None], d, scale[:, :, None, None])
+        var = torch.matmul((d * d).sum(-1), row_weights).reshape(b, g, -1).mean(-1, keepdim=True)
+        s = torch.rsqrt(var + eps)  # (B, G, 1)
+        scale = s.expand(b, g, c // g).reshape(b, c) * weight
+        ctx.save_for_backward(d, s, weight, row_weights)
+        ctx.groups = g
+        return torch.addcmul(bias[:, None, None], d, scale[:, :, None, None])
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dy):
+        d, s, weight, row_weights = ctx.saved_tensors
+        b, c = d.shape[:2]
+        g = ctx.groups
+        cg = c // g
+        r = dy.sum((-2, -1))  # (B, C)
+        qd = (dy * d).sum((-2, -1))  # (B, C)
+        s_c = s.expand(b, g, cg).reshape(b, c)
+        g_weight = (qd * s_c).sum(0)
+        g_bias = r.sum(0)
+        a = (r * weight).reshape(b, g, cg).sum(-1, keepdim=True)  # sum_i q_i
+        bq = (qd * weight).reshape(b, g, cg).sum(-1, keepdim=True)  # sum_i q_i d_i
+        alpha = (s_c * weight)[:, :, None, None]
+        beta = (-s * a / cg).expand(b, g, cg).reshape(b, c, 1, 1)
+        gamma = (-s * s * s * bq / cg).expand(b, g, cg).reshape(b, c, 1, 1)
+        t = torch.addcmul(beta, d, gamma)
+        t.mul_(row_weights[:, None])
+        return torch.addcmul(t, dy, alpha), g_weight, g_bias, None, None, None

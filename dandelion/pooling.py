@@ -22,6 +22,7 @@ import math
 import torch
 import torch.nn as nn
 from torch_harmonics import InverseRealSHT, RealSHT
+from torch_harmonics.fft import irfft, rfft
 
 from .sphere import SphereGrid
 
@@ -65,8 +66,11 @@ class _SpectralResample(nn.Module):
         if (self.sht.lmax, self.sht.mmax, self.isht.lmax, self.isht.mmax) != (band,) * 4:
             raise RuntimeError(f"torch-harmonics changed the truncation to {(self.sht.lmax, self.sht.mmax)}, expected ({band}, {band})")
         # cast the float64 tables once (non-persistent buffers stay non-persistent)
+        resample = torch.matmul(self.isht.pct.to(torch.float64), self.sht.weights.to(torch.float64))
         self.sht.weights = self.sht.weights.to(torch.float32)
         self.isht.pct = self.isht.pct.to(torch.float32)
+        # the two Legendre stages composed, one (nlat_out, nlat_in) matrix per order m
+        self.register_buffer("resample", resample.to(torch.float32), persistent=False)
 
     def extra_repr(self) -> str:
         gi, go = self.grid_in, self.grid_out
@@ -77,7 +81,12 @@ class _SpectralResample(nn.Module):
         if x.dtype in (torch.float16, torch.bfloat16):
             x = x.float()
         with torch.autocast(device_type=x.device.type, enabled=False):
-            return self.isht(self.sht(x))
+            # isht(sht(x)) with the Legendre stages fused: per order m, the analysis (quadrature
+            # weights times Legendre functions, (lmax, nlat_in)) and the synthesis (Legendre
+            # functions, (nlat_out, lmax)) are one matrix product computed once in float64
+            coeffs = torch.view_as_real(rfft(x, nmodes=self.mmax, dim=-1, norm="forward"))  # (..., nlat_in, mmax, 2)
+            out = torch.einsum("...kmc,mok->...omc", coeffs, self.resample.to(x.dtype))
+            return irfft(torch.view_as_complex(out.contiguous()), n=self.grid_out.nlon, dim=-1, norm="forward")
 
 
 class SpectralDownsample(_SpectralResample):

@@ -38,6 +38,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .kernels import Pointwise, WarpSample, _GhostPad
 from .sphere import SphereGrid
 
 __all__ = ["exp_map", "sample_sphere", "SphereSampler", "TangentWarpS2"]
@@ -155,60 +156,6 @@ def _next_pow2_plus1(n: int) -> int:
     return 2**k + 1
 
 
-class _GhostPad(torch.autograd.Function):
-    """Pad ``(..., nlat, nlon)`` to the sampler's ``(..., Hp, Wp)`` image in ONE copy.
-
-    Padded row ``p = i + 1`` holds data row ``i``; row 0 is the north ghost (row ``gn`` at
-    longitude + pi), row ``nlat + 1`` the south ghost (row ``gs`` at longitude + pi); column
-    ``nlon`` repeats column 0 (periodic longitude); the remaining rows and columns are zero (never
-    weighted, present only so that the normalisation is exact). For odd ``nlon`` the ghost rows are
-    linearly interpolated half-way between the two columns around longitude + pi.
-    """
-
-    @staticmethod
-    def _ghost(row: torch.Tensor, nlon: int) -> torch.Tensor:
-        h = nlon // 2
-        if nlon % 2 == 0:
-            return torch.cat([row[..., h:], row[..., :h]], dim=-1)
-        # column j sits at lon_j + pi = lon_{j + h + 1/2}
-        r0 = torch.cat([row[..., h:], row[..., :h]], dim=-1)
-        r1 = torch.cat([row[..., h + 1 :], row[..., : h + 1]], dim=-1)
-        return 0.5 * (r0 + r1)
-
-    @staticmethod
-    def _ghost_t(g: torch.Tensor, nlon: int) -> torch.Tensor:
-        """Adjoint of :meth:`_ghost`."""
-        h = nlon // 2
-        if nlon % 2 == 0:
-            return torch.cat([g[..., nlon - h :], g[..., : nlon - h]], dim=-1)
-        g0 = torch.cat([g[..., nlon - h :], g[..., : nlon - h]], dim=-1)
-        g1 = torch.cat([g[..., nlon - h - 1 :], g[..., : nlon - h - 1]], dim=-1)
-        return 0.5 * (g0 + g1)
-
-    @staticmethod
-    def forward(ctx, field, gn: int, gs: int, hp: int, wp: int):
-        nlat, nlon = field.shape[-2:]
-        ctx.meta = (nlat, nlon, gn, gs)
-        out = field.new_empty(*field.shape[:-2], hp, wp)
-        out[..., 1 : nlat + 1, :nlon] = field
-        out[..., 0, :nlon] = _GhostPad._ghost(field[..., gn, :], nlon)
-        out[..., nlat + 1, :nlon] = _GhostPad._ghost(field[..., gs, :], nlon)
-        out[..., : nlat + 2, nlon] = out[..., : nlat + 2, 0]
-        out[..., : nlat + 2, nlon + 1 :] = 0
-        out[..., nlat + 2 :, :] = 0
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        nlat, nlon, gn, gs = ctx.meta
-        core = grad[..., : nlat + 2, :nlon].clone()
-        core[..., :, 0] += grad[..., : nlat + 2, nlon]
-        g = core[..., 1 : nlat + 1, :]
-        g[..., gn, :] += _GhostPad._ghost_t(core[..., 0, :], nlon)
-        g[..., gs, :] += _GhostPad._ghost_t(core[..., nlat + 1, :], nlon)
-        return g, None, None, None, None
-
-
 class SphereSampler(nn.Module):
     """Bilinear sampler of fields on a :class:`~dandelion.sphere.SphereGrid`, pole-aware.
 
@@ -300,6 +247,10 @@ class SphereSampler(nn.Module):
         Colatitudes outside the table are clamped to its ends (bring them back with
         :meth:`canonical` first).
         """
+        return self._row_index(colat)[0]
+
+    def _row_index(self, colat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`row_index` and its derivative (0 where the clamp is active)."""
         table = self.row_table
         t = colat.clamp(table[0], table[-1])
 
@@ -310,7 +261,9 @@ class SphereSampler(nn.Module):
         k = lookup(self.bin_row, kb)
         k = k - (t < lookup(table, k)).to(torch.int32) + (t >= lookup(table, k + 1)).to(torch.int32)
         k = k.clamp_(0, self.nlat)
-        return k.to(t.dtype) + (t - lookup(table, k)) * lookup(self.row_inv_step, k)
+        inv_step = lookup(self.row_inv_step, k)
+        slope = ((colat >= table[0]) & (colat <= table[-1])).to(t.dtype) * inv_step
+        return k.to(t.dtype) + (t - lookup(table, k)) * inv_step, slope
 
     def sample_index(self, field: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
         """Sample ``field (N, C, nlat, nlon)`` at padded indices ``rows, cols (N, H_out, W_out)``.
@@ -318,10 +271,21 @@ class SphereSampler(nn.Module):
         ``rows`` must lie in ``[0, nlat + 1]``; ``cols`` may be any real number (reduced modulo
         ``nlon``). One ``grid_sample`` call; returns ``(N, C, H_out, W_out)``.
         """
-        cols = torch.remainder(cols, self.nlon)
         image = _GhostPad.apply(field, self.gn, self.gs, self.hp, self.wp)
-        grid = torch.stack((cols * (2.0 / (self.wp - 1)) - 1.0, rows * (2.0 / (self.hp - 1)) - 1.0), dim=-1)
-        return F.grid_sample(image, grid, mode="bilinear", padding_mode="border", align_corners=True)
+        return F.grid_sample(image, self.sample_grid(rows, cols), mode="bilinear", padding_mode="border", align_corners=True)
+
+    def sample_grid(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """grid_sample's normalised ``(N, H_out, W_out, 2)`` grid of padded indices (columns reduced modulo ``nlon``)."""
+        cols = torch.remainder(cols, self.nlon)
+        return torch.stack((cols * (2.0 / (self.wp - 1)) - 1.0, rows * (2.0 / (self.hp - 1)) - 1.0), dim=-1)
+
+    def pad(self, field: torch.Tensor) -> torch.Tensor:
+        """The padded ``(..., hp, wp)`` image of ``field (..., nlat, nlon)`` (ghost rows, periodic column; no autograd)."""
+        return _GhostPad.pad(field, self.gn, self.gs, self.hp, self.wp)
+
+    def pad_adjoint(self, grad: torch.Tensor) -> torch.Tensor:
+        """Adjoint of :meth:`pad`: ``(..., hp, wp) -> (..., nlat, nlon)``."""
+        return _GhostPad.pad_adjoint(grad, self.nlat, self.nlon, self.gn, self.gs)
 
     def forward(self, field: torch.Tensor, colat: torch.Tensor, lon: torch.Tensor) -> torch.Tensor:
         """Sample ``field (B, C, nlat, nlon)`` at points ``colat, lon (B, H_out, W_out)`` (radians).
@@ -343,7 +307,7 @@ class SphereSampler(nn.Module):
         return self.sample_index(field, self.row_index(colat), cols)
 
     # ------------------------------------------------------------------ warps of the grid's own nodes
-    def displaced_index(self, d_east: torch.Tensor, d_north: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def displaced_index(self, d_east: torch.Tensor, d_north: torch.Tensor, jacobian: bool = False):
         """Padded indices of the exponential-map images of every grid node.
 
         Parameters
@@ -351,11 +315,18 @@ class SphereSampler(nn.Module):
         d_east, d_north : torch.Tensor of shape (N, nlat, nlon)
             Displacements in radians along each node's east and north unit vectors
             (``SphereGrid.east/north``; on pole rows, the limits along each column's meridian).
+        jacobian : bool
+            Also return the derivatives of the indices (for :class:`~dandelion.kernels.WarpSample`;
+            evaluate without autograd).
 
         Returns
         -------
         rows, cols : torch.Tensor of shape (N, nlat, nlon)
             For ``d = 0`` exactly the node's own ``(i + 1, j)``.
+        jac : tuple of 4 tensors (N, nlat, nlon), only with ``jacobian=True``
+            ``(d rows/d d_east, d rows/d d_north, d cols/d d_east, d cols/d d_north)``, the
+            derivatives autograd would give through this function (same masks at the clamps and
+            the poles).
 
         Notes
         -----
@@ -364,7 +335,10 @@ class SphereSampler(nn.Module):
         outward vector h of the node's meridian, with ``t`` the node colatitude, ``s = |d|`` and
         ``S = sin s / s``. With ``rho = |(y.e, y.h)|`` (= sin of y's colatitude),
         ``delta_theta = atan2(rho cos t - z sin t, z cos t + rho sin t)`` and
-        ``delta_lon = atan2(y.e, y.h)`` (spherical trigonometry of the triangle pole-x-y).
+        ``delta_lon = atan2(y.e, y.h)`` (spherical trigonometry of the triangle pole-x-y). The
+        derivatives use ``d cos s = -S d.dd``, ``d S = K d.dd`` with ``K = (cos s - S)/s^2`` (its
+        Taylor series ``-1/3 + s^2/30 - s^4/840 + ...`` below ``s = 1/2``, where the difference
+        cancels), ``d delta_theta = (z d rho - rho d z) / (rho^2 + z^2)`` and the polar-angle derivatives.
         """
         cos_s, sinc_s = _cos_sinc(d_east, d_north)
         st, ct = self.sin_colat, self.cos_colat
@@ -380,11 +354,46 @@ class SphereSampler(nn.Module):
         if self.uniform_rows:
             # a walk of exactly pi from the south pole to the north pole gives delta_theta = +pi
             # (atan2's branch) and lands on the south ghost row; no other point leaves the table
-            rows = (self.node_rows + dtheta * self.inv_step).clamp(0, self.nlat + 1)
+            pre = self.node_rows + dtheta * self.inv_step
+            rows = pre.clamp(0, self.nlat + 1)
         else:
-            rows = self.row_index(self.colat + dtheta)
-        return rows, cols
+            rows, slope = self._row_index(self.colat + dtheta)
+        if not jacobian:
+            return rows, cols
+        if self.uniform_rows:
+            slope = ((pre >= 0) & (pre <= self.nlat + 1)).to(pre.dtype) * self.inv_step
+        return rows, cols, self._index_jacobian(d_east, d_north, cos_s, sinc_s, ye, yh, z, rho, slope)
 
+    def _index_jacobian(self, a, b, cos_s, sinc_s, ye, yh, z, rho, slope):
+        """Derivatives of (rows, cols) in (d_east, d_north); see :meth:`displaced_index`."""
+        st, ct = self.sin_colat, self.cos_colat
+        s2 = a * a + b * b
+        eps = torch.finfo(s2.dtype).eps
+        moving = (s2 >= eps * eps).to(s2.dtype)  # the clamp of |d| passes no gradient below eps
+        # K = sum_n (-1)^n 2n s^(2n-2) / (2n+1)!, n >= 1; truncation below 3e-15 for s < 1/2
+        series = -1.0 / 3.0 + s2 * (1.0 / 30.0 + s2 * (-1.0 / 840.0 + s2 * (1.0 / 45360.0 + s2 * (-1.0 / 3991680.0 + s2 * (1.0 / 518918400.0)))))
+        k = torch.where(s2 < 0.25, series, (cos_s - sinc_s) / s2.clamp_min(0.25)) * moving
+        ka, kb = k * a, k * b
+        sm = sinc_s * moving
+        dc_a, dc_b = -sm * a, -sm * b  # d cos s
+        dye_a, dye_b = torch.addcmul(sinc_s, ka, a), ka * b  # d (S a); d (S b) / d a is dye_b too
+        dsn_b = torch.addcmul(sinc_s, kb, b)
+        dyh_a, dyh_b = dc_a * st - dye_b * ct, dc_b * st - dsn_b * ct
+        dz_a, dz_b = dc_a * ct + dye_b * st, dc_b * ct + dsn_b * st
+        r2 = ye * ye + yh * yh
+        tol2 = _pole_tol2(r2.dtype)
+        keep = (r2 > tol2).to(r2.dtype)
+        r2c = r2.clamp_min(tol2)
+        inv_r = torch.rsqrt(r2c) * keep
+        inv_r2 = keep / r2c
+        col_scale = inv_r2 * (self.nlon / (2 * math.pi))
+        row_scale = slope / torch.addcmul(z * z, rho, rho)  # d atan2(P, Q) = (Q dP - P dQ) / (P^2 + Q^2)
+        out = []
+        for dye, dyh, dz in ((dye_a, dyh_a, dz_a), (dye_b, dyh_b, dz_b)):
+            drho = (ye * dye + yh * dyh) * inv_r
+            out.append((z * drho - rho * dz) * row_scale)
+            out.append((yh * dye - ye * dyh) * col_scale)
+        return out[0], out[2], out[1], out[3]
 
 _SAMPLERS: dict = {}
 
@@ -456,8 +465,8 @@ class TangentWarpS2(nn.Module):
             raise ValueError(f"channels={channels} must divide by heads={heads}")
         self.channels, self.heads = channels, heads
         self.sampler = SphereSampler(grid)
-        self.value = nn.Conv2d(channels, channels, 1)
-        self.offset = nn.Sequential(nn.Conv2d(channels, hidden, 1), nn.GELU(), nn.Conv2d(hidden, 2 * heads, 1))
+        self.value = Pointwise(channels, channels)
+        self.offset = nn.Sequential(Pointwise(channels, hidden), nn.GELU(), Pointwise(hidden, 2 * heads))
         with torch.no_grad():
             last = self.offset[-1]
             last.weight.mul_(0.1)
@@ -482,6 +491,5 @@ class TangentWarpS2(nn.Module):
         b, c, nlat, nlon = values.shape
         work = torch.promote_types(values.dtype, torch.float32)
         with torch.autocast(device_type=values.device.type, enabled=False):
-            rows, cols = self.sampler.displaced_index(d_east.to(work), d_north.to(work))
             v = values.to(work).reshape(b * self.heads, c // self.heads, nlat, nlon)
-            return self.sampler.sample_index(v, rows, cols).reshape(b, c, nlat, nlon)
+            return WarpSample.apply(v, d_east.to(work), d_north.to(work), self.sampler).reshape(b, c, nlat, nlon)

@@ -169,3 +169,37 @@ def test_area_norm_resolution_independent():
         # recover the scale: y = (x - m)/s  ->  s = (x - m)/y at a node; compare via the pole value
         outs.append((y[..., 0, 0] - y[..., -1, 0]) / (x[..., 0, 0] - x[..., -1, 0]))
     torch.testing.assert_close(outs[0], outs[1], atol=1e-6, rtol=1e-6)
+
+
+def test_pointwise_is_a_1x1_convolution():
+    """Pointwise keeps Conv2d's parameters and state_dict and computes the same map."""
+    from dandelion.kernels import Pointwise
+
+    torch.manual_seed(0)
+    p = Pointwise(5, 7).double()
+    conv = torch.nn.Conv2d(5, 7, 1).double()
+    conv.load_state_dict(p.state_dict())
+    x = torch.randn(2, 5, 4, 6, dtype=torch.float64)
+    torch.testing.assert_close(p(x), conv(x), rtol=1e-13, atol=1e-13)
+    assert {k: v.shape for k, v in p.state_dict().items()} == {k: v.shape for k, v in conv.state_dict().items()}
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_area_norm_gradcheck(groups):
+    """The area norm's analytic backward passes float64 gradcheck (input, weight, bias)."""
+    grid = SphereGrid(6, 8, "legendre-gauss")
+    norm = AreaNormS2(grid, 4, groups=groups).double()
+    with torch.no_grad():
+        norm.weight.add_(0.1 * torch.randn(4, dtype=torch.float64))
+        norm.bias.add_(0.1 * torch.randn(4, dtype=torch.float64))
+    x = torch.randn(2, 4, 6, 8, dtype=torch.float64, requires_grad=True)
+    w = norm.weight.detach().clone().requires_grad_()
+    b = norm.bias.detach().clone().requires_grad_()
+    assert torch.autograd.gradcheck(lambda x, w, b: _norm_with(norm, x, w, b), (x, w, b))
+    torch.testing.assert_close(_norm_with(norm, x, w, b), norm(x))
+
+
+def _norm_with(norm, x, w, b):
+    from dandelion.norm import _AreaNormFunction
+
+    return _AreaNormFunction.apply(x, w, b, norm.row_weights.to(x.dtype), norm.groups, norm.eps)
