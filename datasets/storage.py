@@ -86,7 +86,11 @@ def trajectory_filename(trajectory_id: int) -> str:
 
 
 def temp_path(path: str | os.PathLike) -> Path:
-    """The temporary name a file is written under before ``os.replace`` (same folder, hidden)."""
+    """The temporary name a trajectory file is written under before ``os.replace`` (same folder, hidden).
+
+    Unlike :func:`dandelion.runtime.temp_path` the name carries no process id: a rerun finds (and
+    removes) the leftovers of an interrupted run, and ``dandelion-verify`` reports them.
+    """
     path = Path(path)
     return path.with_name(f".{path.name}.tmp")
 
