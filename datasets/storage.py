@@ -3,7 +3,7 @@
 
 Trajectory file (the Well's layout, DATASETS.md §0.2, with our deviations)::
 
-    /                    attrs dataset_name, grid_type="spherical", grid, nlat, nlon, lmax, n_spatial_dims=2,
+    /                    attrs dataset_name, grid_type="spherical", grid, nlat, nlon, lmax (absent when band_limited=False), band_limited, n_spatial_dims=2,
                          n_trajectories=1, trajectory_id, simulation_parameters, time_units, dandelion_version
     dimensions/time      (T,) float64, in ``time_units`` (rebased: the first stored frame is 0)
     dimensions/lat       (nlat,) float64 degrees_north in the grid's row order (row 0 northernmost: descending)
@@ -65,7 +65,6 @@ _REQUIRED_ROOT_ATTRS = (
     "grid",
     "nlat",
     "nlon",
-    "lmax",
     "n_spatial_dims",
     "n_trajectories",
     "trajectory_id",
@@ -110,8 +109,9 @@ class TrajectoryWriter:
     dataset_name : str
     grid : SphereGrid
         Output grid; fields are ``(nlat, nlon)`` in its row order.
-    lmax : int
-        Band limit of the stored fields (degrees ``< lmax``).
+    lmax : int or None
+        Band limit of the stored fields (degrees ``< lmax``); None for data that is not band-limited
+        (no ``lmax`` attribute, ``band_limited = False``).
     trajectory_id : int
     times : array (T,)
         Stored frame times in ``time_units`` (float64).
@@ -172,7 +172,9 @@ class TrajectoryWriter:
         f.attrs["grid"] = str(grid.grid)
         f.attrs["nlat"] = int(nlat)
         f.attrs["nlon"] = int(nlon)
-        f.attrs["lmax"] = int(lmax)
+        if lmax is not None:  # None: data that is not band-limited (finite volume) has no lmax attribute
+            f.attrs["lmax"] = int(lmax)
+        f.attrs["band_limited"] = lmax is not None
         f.attrs["n_spatial_dims"] = 3 if leveled else 2
         f.attrs["n_trajectories"] = 1
         f.attrs["trajectory_id"] = int(trajectory_id)
@@ -322,6 +324,8 @@ def open_trajectory(path: str | os.PathLike, *, check_data: bool = False) -> h5p
 
 def _layout_problems(f: h5py.File, *, check_data: bool) -> list[str]:
     problems = [f"missing root attribute {a!r}" for a in _REQUIRED_ROOT_ATTRS if a not in f.attrs]
+    if "lmax" not in f.attrs and bool(f.attrs.get("band_limited", True)):
+        problems.append("missing root attribute 'lmax' (and band_limited is not False)")
     problems += [f"missing group {g!r}" for g in _REQUIRED_GROUPS if g not in f]
     if problems:
         return problems

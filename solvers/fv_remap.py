@@ -77,9 +77,11 @@ class ConservativeRemap:
         self.device = grid_in.area.device
         self.bounds = target_colat_bounds(grid_out)
         nlat, nlon = grid_out.nlat, grid_out.nlon
-        rows, cols, w0, wx, wy = self._pieces(float(pieces_per_width), int(max_split))
         S, T = grid_in.ny * grid_in.nx, nlat * nlon
-        mats = [sp.coo_matrix((v, (rows, cols)), shape=(T, S)).tocsr() for v in (w0, wx, wy)]
+        mats = [sp.csr_matrix((T, S)) for _ in range(3)]
+        for rows, cols, *vals in self._pieces(float(pieces_per_width), int(max_split)):
+            for k, v in enumerate(vals):  # sum each chunk at once: memory stays at the final non-zeros
+                mats[k] = mats[k] + sp.coo_matrix((v, (rows, cols)), shape=(T, S)).tocsr()
         area_t = np.asarray(mats[0].sum(axis=1)).ravel()
         used = area_t > 0
         pole_rows = [0, nlat - 1] if grid_out.has_poles else []
@@ -95,10 +97,10 @@ class ConservativeRemap:
         self.east, self.north = grid_out.east.to(self.device), grid_out.north.to(self.device)
 
     def _to_torch(self, m: sp.spmatrix) -> torch.Tensor:
-        m = m.tocsr()
-        m.sort_indices()
-        return torch.sparse_csr_tensor(torch.from_numpy(m.indptr).long(), torch.from_numpy(m.indices).long(),
-                                       torch.from_numpy(m.data), size=m.shape, dtype=torch.float64).to(self.device)
+        m = m.tocoo()
+        idx = torch.from_numpy(np.stack([m.row, m.col]).astype(np.int64))
+        return torch.sparse_coo_tensor(idx, torch.from_numpy(m.data), size=m.shape, dtype=torch.float64,
+                                       check_invariants=False).coalesce().to(self.device)
 
     def _split_per_cell(self, ppw: float, max_split: int) -> np.ndarray:
         g, go = self.grid_in, self.grid_out
@@ -112,11 +114,12 @@ class ConservativeRemap:
         dtheta = np.diff(self.bounds)
         first = min(self.bounds[1], math.pi - self.bounds[-2])
         dlon = 2.0 * math.pi / go.nlon
-        width = np.minimum(dtheta.min(), dlon * np.sin(np.maximum(polar, 0.5 * first)))
+        width = np.minimum(dtheta.min(), dlon * np.sin(np.maximum(polar, first)))
         m = np.ceil(ppw * side / width)
-        return np.clip(2 ** np.ceil(np.log2(np.maximum(m, 2))), 2, max_split).astype(np.int64)
+        return np.clip(m, 2, max_split).astype(np.int64)
 
     def _pieces(self, ppw: float, max_split: int):
+        """Chunks of pieces: (target index, source index, area, area * xi, area * eta), flat arrays."""
         g, go = self.grid_in, self.grid_out
         ny, nx = g.ny, g.nx
         m_cell = self._split_per_cell(ppw, max_split)
@@ -124,7 +127,6 @@ class ConservativeRemap:
         quad = torch.stack([torch.stack([c[:-1, :-1], c[:-1, 1:]], 2), torch.stack([c[1:, :-1], c[1:, 1:]], 2)], 2)
         quad = quad.reshape(ny * nx, 2, 2, 3)  # per cell a 2 x 2 corner array
         dlon = 2.0 * math.pi / go.nlon
-        out = [[], [], [], [], []]
         for m in np.unique(m_cell):
             cells = np.nonzero(m_cell.ravel() == m)[0]
             t = (torch.arange(int(m), dtype=torch.float64) + 0.5) / int(m) - 0.5
@@ -144,12 +146,8 @@ class ConservativeRemap:
                 col = np.mod(np.floor(lon / dlon + 0.5).astype(np.int64), go.nlon)
                 if go.has_poles:
                     col = np.where((row == 0) | (row == go.nlat - 1), 0, col)
-                out[0].append((row * go.nlon + col).ravel())
-                out[1].append(np.broadcast_to(idx[:, None, None], a.shape).ravel())
-                out[2].append(a.ravel())
-                out[3].append((a * (xi.numpy() - xb)).ravel())
-                out[4].append((a * (eta.numpy() - yb)).ravel())
-        return tuple(np.concatenate(v) for v in out)
+                yield ((row * go.nlon + col).ravel(), np.broadcast_to(idx[:, None, None], a.shape).ravel(), a.ravel(),
+                       (a * (xi.numpy() - xb)).ravel(), (a * (eta.numpy() - yb)).ravel())
 
     def slopes(self, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Limited slopes per index ``(B, 4, ny, nx)`` in x and y (depth slopes scaled so that the

@@ -73,6 +73,8 @@ class FVShallowWaterSimulation:
         Largest Courant number a taken step may turn out to have before the run is declared unstable.
     gravity : float
     params : dict of (B,) tensors, quoted in error messages.
+    remap_cache : dict, optional
+        Shared store of the remaps built by :meth:`remap` (a dataset reuses them across batches).
 
     Raises
     ------
@@ -81,7 +83,7 @@ class FVShallowWaterSimulation:
     """
 
     def __init__(self, grid: CalhounHelzelGrid, q0: torch.Tensor, *, cfl: float = 0.45, cfl_limit: float = 1.0,
-                 gravity: float = GRAVITY_ND, params: dict | None = None):
+                 gravity: float = GRAVITY_ND, params: dict | None = None, remap_cache: dict | None = None):
         if q0.dim() != 4 or q0.shape[1:] != (4, grid.ny, grid.nx):
             raise ValueError(f"initial state has shape {tuple(q0.shape)}, expected (B, 4, {grid.ny}, {grid.nx})")
         if not 0 < cfl <= 1.0 or cfl_limit < cfl:
@@ -95,7 +97,7 @@ class FVShallowWaterSimulation:
         self.q = self.op.project(q)
         self.time = 0.0
         self.n_steps = 0
-        self._remaps: dict = {}
+        self._remaps = {} if remap_cache is None else remap_cache
 
     @property
     def batch_size(self) -> int:
@@ -154,7 +156,7 @@ class FVShallowWaterSimulation:
     def remap(self, grid: SphereGrid):
         """The conservative remap onto ``grid`` (built once per grid,
         :class:`dandelion.solvers.fv_remap.ConservativeRemap`)."""
-        key = (grid.nlat, grid.nlon, grid.grid)
+        key = (self.grid.ny, str(self.grid.area.device), grid.nlat, grid.nlon, grid.grid)
         if key not in self._remaps:
             self._remaps[key] = ConservativeRemap(self.grid, grid)
         return self._remaps[key]
