@@ -173,3 +173,23 @@ def test_single_cap_dam_break_symmetric_and_matches_planar_fronts(ny):
     prof, r = _profiles(g, sim.q[0, 0], centre, 2.5)
     shock = [_crossing(p, r, 0.5 * (float(p.max()) + hr)) for p in prof]
     assert max(shock) - min(shock) <= 2 * cell, shock
+
+
+def test_bad_steps_raise_naming_the_trajectory():
+    g = CalhounHelzelGrid(8)
+    q = torch.cat([_caps_state(g, [(0, 0, 1)], [0.7], [2.0], 0.6) for _ in range(2)])
+    params = {"seed": torch.tensor([3.0, 4.0], dtype=torch.float64)}
+    sim = FVShallowWaterSimulation(g, q, params=params)
+    sim.q[1, 0, 2, 2] = float("nan")
+    with pytest.raises(FloatingPointError, match=r"trajectory 1 of the batch \(seed=4\).*non-finite"):
+        sim.advance_to(0.01)
+    # a Courant number at the limit: the dam break accelerates the flow within the first step
+    sim = FVShallowWaterSimulation(g, q, cfl=1.0, cfl_limit=1.0, params=params)
+    with pytest.raises(FloatingPointError, match=r"trajectory 0 of the batch \(seed=3\) had Courant number"):
+        sim.advance_to(0.2)
+    bad = q.clone()
+    bad[0, 0, 0, 0] = -0.1
+    with pytest.raises(FloatingPointError, match="trajectory 0.*h <= 0"):
+        FVShallowWaterSimulation(g, bad)
+    with pytest.raises(ValueError, match="cfl"):
+        FVShallowWaterSimulation(g, q, cfl=1.5)
