@@ -37,7 +37,7 @@ from .fv_geometry import CalhounHelzelGrid, pad_x, pad_y
 
 __all__ = ["GRAVITY_ND", "FVOperator", "mc_slope", "hll_flux"]
 
-#: Gravity of the non-dimensional shock-caps problem (DATASETS card: g = 9.80616 on the unit sphere).
+#: Gravity of the non-dimensional shock-caps problem (g = 9.80616 on the unit sphere, docs/datasets/shock_caps.md).
 GRAVITY_ND = 9.80616
 
 
