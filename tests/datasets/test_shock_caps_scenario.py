@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from dandelion.datasets import storage
+from dandelion.datasets import folder, storage
 from dandelion.datasets.chained_turbulence import ic_generator
 from dandelion.datasets.generate import build_scenario, generate
 from dandelion.datasets.shock_caps import cap_draws, initial_state
@@ -94,14 +94,14 @@ def test_generated_dataset_is_sound_and_not_band_limited(tmp_path):
     cfg = {"dataset": {**SMALL, "seeds": [0, 1, 2], "path": str(tmp_path / "d"), "n_frames": 3}, "progress": False, "batch_size": 4}
     root = generate(cfg)
     assert verify(root) == []
-    meta = storage.load_metadata(root)
+    meta = folder.load_metadata(root)
     assert meta["lmax"] is None and meta["band_limited"] is False and meta["reduced"] is True
     assert "solver_lmax" not in meta and meta["solver"]["ny"] == 8
     splits = json.loads((root / "splits.json").read_text())
     assert splits["group_by"] == "seed"
     owner = {}
-    for split in storage.SPLITS:
-        for path in storage.list_split(root, split):
+    for split in folder.SPLITS:
+        for path in folder.list_split(root, split):
             with storage.open_trajectory(path) as f:
                 assert "lmax" not in f.attrs and not bool(f.attrs["band_limited"])
                 seed = float(f["scalars/seed"][()])
@@ -113,5 +113,5 @@ def test_generated_dataset_is_sound_and_not_band_limited(tmp_path):
                 mass = (h.astype(np.float64) * w).sum((-2, -1))
                 assert np.abs(mass / mass[0] - 1).max() < 2e-3
                 assert f["t1_fields/momentum"].shape[-1] == 2
-    stats = storage.load_stats(root)
+    stats = folder.load_stats(root)
     assert np.isfinite(stats["h"]["mean"]) and np.isfinite(stats["momentum"]["rms"])
