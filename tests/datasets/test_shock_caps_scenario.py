@@ -115,3 +115,20 @@ def test_generated_dataset_is_sound_and_not_band_limited(tmp_path):
                 assert f["t1_fields/momentum"].shape[-1] == 2
     stats = folder.load_stats(root)
     assert np.isfinite(stats["h"]["mean"]) and np.isfinite(stats["momentum"]["rms"])
+
+
+def test_non_finite_run_names_the_trajectory_and_writes_no_file(tmp_path, monkeypatch):
+    from dandelion.solvers.fv_shallow_water import FVShallowWaterSimulation
+
+    original = FVShallowWaterSimulation.advance_to
+
+    def poisoned(self, t):
+        if t > 0:
+            self.q[1, 0, 3, 3] = float("nan")
+        original(self, t)
+
+    monkeypatch.setattr(FVShallowWaterSimulation, "advance_to", poisoned)
+    cfg = {"dataset": {**SMALL, "seeds": [0, 1], "path": str(tmp_path / "d"), "n_frames": 2}, "progress": False, "batch_size": 4}
+    with pytest.raises(FloatingPointError, match=r"trajectory 1 of the batch \(K=1; delta=0; seed=1\)"):
+        generate(cfg)
+    assert not list((tmp_path / "d").glob("*/traj_*.h5*"))
