@@ -1,8 +1,8 @@
 """Fluxes of rotation-free shallow water on the Calhoun-Helzel grid: MUSCL-MC reconstruction and HLL.
 
 The equations (conservation form on the unit sphere, momentum as a 3-D Cartesian vector ``m = h u``
-tangent to the sphere; LeVeque 2002, "Finite Volume Methods for Hyperbolic Problems", §21.8;
-Rossmanith 2006, J. Comput. Phys. 213, 629-658, eqs. (2.1)-(2.4))::
+tangent to the sphere; Rossmanith 2006, "A wave propagation method for hyperbolic systems on the
+sphere", J. Comput. Phys. 213, 629-658)::
 
     d_t h + div(h u) = 0
     d_t m + div(h u (x) u + g h^2 / 2 I) = (normal force)   -> removed by projecting m onto the tangent plane
@@ -16,8 +16,8 @@ unit normal ``n_e`` (great-circle edges, :mod:`dandelion.solvers.fv_geometry`)::
   u_z)`` with the monotonised-central (MC) limiter of van Leer (1977), J. Comput. Phys. 23, 276-299
   (``sigma = minmod((d- + d+) / 2, 2 d-, 2 d+)``); every reconstructed face depth lies between the
   two neighbouring cell depths, so it is positive when they are;
-* Riemann solver: HLL (Harten, Lax & van Leer 1983, SIAM Rev. 25, 35-61, eq. (3.7)) with the wave
-  speeds of Einfeldt (1988), SIAM J. Numer. Anal. 25, 294-318, eq. (2.11) (Roe averages): positively
+* Riemann solver: HLL (Harten, Lax & van Leer 1983, SIAM Rev. 25, 35-61) with the wave
+  speeds of Einfeldt (1988), SIAM J. Numer. Anal. 25, 294-318 (Roe averages): positively
   conservative (Einfeldt, Munz, Roe & Sjogreen 1991, J. Comput. Phys. 92, 273-295). At an edge the
   face velocities are first projected onto the tangent plane at the edge midpoint; the flux of a
   state ``(h, u)`` through normal ``n`` is ``(h u.n, h u (u.n) + g h^2 / 2 n)``;

@@ -2,7 +2,7 @@
 
 Why this grid (and not a gnomonic cubed sphere). Calhoun, Helzel & LeVeque (2008), "Logically
 rectangular grids and finite volume methods for PDEs in circular and spherical domains", SIAM
-Review 50(4), 723-752, Section 5 (the map of Figure 5.1) give a map of ONE logically rectangular
+Review 50(4), 723-752, give a map of ONE logically rectangular
 computational domain ``[-3, 1] x [-1, 1]`` onto the whole sphere: each half ``[-3, -1] x [-1, 1]``
 and ``[-1, 1] x [-1, 1]`` is mapped onto one hemisphere (square -> disk -> lift), the square's
 boundary onto the equator. The state is then a single dense tensor ``(B, 4, ny, nx)`` with
@@ -46,7 +46,7 @@ __all__ = ["CalhounHelzelGrid", "mapc2p_upper", "spherical_triangle_area", "pad_
 def mapc2p_upper(xc: torch.Tensor, yc: torch.Tensor) -> torch.Tensor:
     """Calhoun-Helzel map of the square ``[-1, 1]^2`` onto the upper hemisphere of the unit sphere.
 
-    Calhoun, Helzel & LeVeque (2008), SIAM Review 50(4), Section 5.1 (the disk map, radius 1, then
+    Calhoun, Helzel & LeVeque (2008), SIAM Review 50(4) (the disk map, radius 1, then
     ``z = sqrt(1 - x^2 - y^2)``). Points on the square's boundary land on the equator (``z = 0``
     exactly here).
 
@@ -77,7 +77,7 @@ def mapc2p_upper(xc: torch.Tensor, yc: torch.Tensor) -> torch.Tensor:
 
 def spherical_triangle_area(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     """Signed spherical excess of the triangle ``(a, b, c)`` of unit vectors ``(..., 3)``
-    (positive when counter-clockwise seen from outside); Van Oosterom & Strackee (1983), eq. (8)."""
+    (positive when counter-clockwise seen from outside); Van Oosterom & Strackee (1983)."""
     num = (a * torch.linalg.cross(b, c, dim=-1)).sum(-1)
     den = 1.0 + (a * b).sum(-1) + (b * c).sum(-1) + (c * a).sum(-1)
     return 2.0 * torch.atan2(num, den)
