@@ -12,6 +12,7 @@ from dandelion.datasets import folder, storage
 from dandelion.datasets.chained_turbulence import ic_generator
 from dandelion.datasets.generate import build_scenario, generate
 from dandelion.datasets.shock_caps import cap_draws, initial_state
+from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.datasets.verify import verify
 from dandelion.solvers.fv_geometry import CalhounHelzelGrid
 from dandelion.sphere import SphereGrid
@@ -115,6 +116,8 @@ def test_generated_dataset_is_sound_and_not_band_limited(tmp_path):
                 assert f["t1_fields/momentum"].shape[-1] == 2
     stats = folder.load_stats(root)
     assert np.isfinite(stats["h"]["mean"]) and np.isfinite(stats["momentum"]["rms"])
+    item = WindowDataset(root, "train", n_in=1, n_out=1)[0]  # the models' loader reads it (h and Cartesian momentum)
+    assert item["x"].shape == (4, 16, 32) and bool(torch.isfinite(item["x"]).all())
 
 
 def test_non_finite_run_names_the_trajectory_and_writes_no_file(tmp_path, monkeypatch):
