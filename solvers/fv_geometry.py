@@ -40,7 +40,8 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["CalhounHelzelGrid", "mapc2p_upper", "spherical_triangle_area", "pad_x", "pad_y"]
+__all__ = ["CalhounHelzelGrid", "mapc2p_upper", "spherical_triangle_area", "pad_x", "pad_y", "subdivide",
+           "subdivision_corners"]
 
 
 def mapc2p_upper(xc: torch.Tensor, yc: torch.Tensor) -> torch.Tensor:
@@ -200,14 +201,10 @@ def _unit(v: torch.Tensor) -> torch.Tensor:
     return v / v.norm(dim=-1, keepdim=True)
 
 
-def subdivide(corners: torch.Tensor, m: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Split every cell of a corner array ``(..., R + 1, C + 1, 3)`` into ``m x m`` spherical
-    quadrilaterals with great-circle edges (corners: normalised bilinear interpolation, so sub-corners
-    on a cell edge lie ON that edge's great circle and the pieces tile the cell exactly).
-
-    Returns the pieces' centres (normalised mean of their corners, ``(..., R, C, m, m, 3)``) and
-    exact areas ``(..., R, C, m, m)``.
-    """
+def subdivision_corners(corners: torch.Tensor, m: int) -> tuple[torch.Tensor, ...]:
+    """Corners ``(a, b, c, d)``, each ``(..., R, C, m, m, 3)``, of the ``m x m`` pieces of every cell of
+    a corner array ``(..., R + 1, C + 1, 3)`` (see :func:`subdivide`); ``a -> b`` runs along x,
+    ``a -> d`` along y."""
     t = torch.linspace(0.0, 1.0, m + 1, dtype=corners.dtype, device=corners.device)
     a, b = corners[..., :-1, :-1, :], corners[..., :-1, 1:, :]
     c, d = corners[..., 1:, 1:, :], corners[..., 1:, :-1, :]
@@ -216,6 +213,17 @@ def subdivide(corners: torch.Tensor, m: int) -> tuple[torch.Tensor, torch.Tensor
     A, B, C, D = (x.unsqueeze(-2).unsqueeze(-2) for x in (a, b, c, d))
     p = (1 - r) * ((1 - s) * A + s * B) + r * ((1 - s) * D + s * C)  # (..., m+1 (x), m+1 (y), 3)
     p = _unit(p).transpose(-3, -2)  # (..., y, x, 3)
-    pa, pb, pc, pd = p[..., :-1, :-1, :], p[..., :-1, 1:, :], p[..., 1:, 1:, :], p[..., 1:, :-1, :]
+    return p[..., :-1, :-1, :], p[..., :-1, 1:, :], p[..., 1:, 1:, :], p[..., 1:, :-1, :]
+
+
+def subdivide(corners: torch.Tensor, m: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Split every cell of a corner array ``(..., R + 1, C + 1, 3)`` into ``m x m`` spherical
+    quadrilaterals with great-circle edges (corners: normalised bilinear interpolation, so sub-corners
+    on a cell edge lie ON that edge's great circle and the pieces tile the cell exactly).
+
+    Returns the pieces' centres (normalised mean of their corners, ``(..., R, C, m, m, 3)``) and
+    exact areas ``(..., R, C, m, m)``.
+    """
+    pa, pb, pc, pd = subdivision_corners(corners, m)
     area = spherical_triangle_area(pa, pb, pc) + spherical_triangle_area(pa, pc, pd)
     return _unit(pa + pb + pc + pd), area
