@@ -217,7 +217,8 @@ def measure_solver(spec: dict) -> dict:
     _sync(device)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {"scenario": spec["scenario"], "nlat": int(spec["nlat"]), "nlon": int(spec["nlon"]), "grid": spec.get("grid", "equiangular"),
-            "solver_lmax": int(scenario.solver_lmax), "reduced": bool(scenario.reduced), "batch": b, "device": str(device),
+            "solver_lmax": None if scenario.solver_lmax is None else int(scenario.solver_lmax),  # None: finite volume
+            "reduced": bool(scenario.reduced), "batch": b, "device": str(device),
             "time_units": str(getattr(scenario, "time_units", "")), "dt_frame": float(scenario.dt_frame()), "simulated": span,
             "setup_s": setup, "wall_s": wall, "seconds_per_time_unit": wall / span, "seconds_per_frame": wall / float(spec.get("frames", 1)),
             "seconds_per_frame_per_trajectory": wall / float(spec.get("frames", 1)) / b,

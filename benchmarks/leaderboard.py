@@ -330,7 +330,9 @@ def leaderboard(cfg) -> dict:
     cmd = cfg.get("_command") or f"dandelion-report target=leaderboard scale={scale}"
     md = render_markdown(cells, scale, plots=plots, report_command=cmd, references=references)
     if (results_dir / "NOTES.md").exists():  # a hand-written discussion of the numbers, kept beside the table
-        md = md.replace("\n## VRMSE, area-weighted", "\nDiscussion of these numbers: [NOTES.md](NOTES.md).\n\n## VRMSE, area-weighted", 1)
+        first = next((f"\n## {METRICS[m].title}\n" for m in metric_names(table=True) if f"\n## {METRICS[m].title}\n" in md), None)
+        if first is not None:  # before the first metric table
+            md = md.replace(first, "\nDiscussion of these numbers: [NOTES.md](NOTES.md).\n" + first, 1)
     out = results_dir / "leaderboard.md"
     write_text_atomic(out, md)
     print(f"leaderboard: {out} ({len(cells)} cells)")

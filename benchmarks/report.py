@@ -126,8 +126,13 @@ def plot_error_vs_lead(results: dict, path, metric: str = "vrmse", variables=Non
     ----------
     results : dict model label -> metrics dict (``metrics.json`` content) or its path/folder.
     path : output PNG path.
-    metric : ``rmse``, ``vrmse``, ``vrmse_well`` or ``acc``.
+    metric : a metric of the rollout's ``metrics.json`` (a name registered in :data:`dandelion.metrics.METRICS`).
     variables : variables to show (default: those of the first model).
+
+    Raises
+    ------
+    ValueError
+        If the first model's metrics hold no ``metric`` (the message lists those they hold).
     """
     plt = pyplot()
     results = {k: _load_metrics(v) for k, v in results.items()}

@@ -46,7 +46,7 @@ from tqdm.auto import tqdm
 
 from dandelion.runtime import ProcessGroup, versions, write_json_atomic, write_yaml_atomic
 
-from .folder import SPLITS, load_metadata, make_splits, split_of, write_checksums
+from .folder import SPLITS, load_metadata, split_of, write_checksums
 from .scenario import Scenario, get_scenario
 from .statistics import compute_stats
 from .storage import CorruptFileError, TrajectoryWriter, open_trajectory, temp_path, trajectory_filename
@@ -136,7 +136,7 @@ def generate(cfg) -> Path:
             "command": shlex.join(sys.argv),
             "versions": versions(),
         }
-        splits = make_splits(scenario.n_trajectories, seed=int(resolved.get("split_seed", 42)), note=scenario.distinct_note)
+        splits = scenario.make_splits(seed=int(resolved.get("split_seed", 42)))
         _claim(root, meta, resolved, write=dist.rank == 0)  # every rank refuses a mismatch by itself
         if dist.rank == 0:
             write_json_atomic(root / "splits.json", splits)

@@ -56,6 +56,8 @@ import torch
 
 from dandelion.sphere import SphereGrid
 
+from .folder import make_splits as _random_splits
+
 __all__ = [
     "FieldSpec",
     "Scenario",
@@ -296,6 +298,7 @@ class Scenario:
             "solver_lmax": self.solver_lmax,
             "min_solver_lmax": int(self.min_lmax),
             "reduced": bool(self.reduced),
+            "band_limited": True,
             "dt_frame": float(self.dt_frame()),
             "spinup": float(self.spinup()),
             "time_units": self.time_units,
@@ -308,6 +311,16 @@ class Scenario:
             "n_seeds": int(self.cfg["n_seeds"]),
             "solver": self.solver_settings(),
         }
+
+    def make_splits(self, seed: int = 42) -> dict:
+        """The ``splits.json`` dict: by default a random 80/10/10 split of trajectory ids
+        (:func:`dandelion.datasets.folder.make_splits`); scenarios whose trajectories share a
+        simulation (or its geometry) override it to split by group."""
+        return _random_splits(self.n_trajectories, seed=seed, note=self.distinct_note)
+
+    def split_problems(self, splits: dict) -> list[str]:
+        """Violations of the scenario's split rule in a ``splits.json`` dict (none by default)."""
+        return []
 
     def solver_settings(self) -> dict:
         """Plain-type solver settings recorded in dataset.yaml (time step, scheme, diffusion, ...)."""

@@ -3,9 +3,10 @@
 
 Trajectory file (the Well's layout, DATASETS.md §0.2, with our deviations)::
 
-    /                    attrs dataset_name, grid_type="spherical", grid, nlat, nlon, lmax, n_spatial_dims=2,
-                         n_trajectories=1, trajectory_id, simulation_parameters, time_units, dandelion_version,
-                         and one attribute per simulation parameter holding its value (as the Well asks)
+    /                    attrs dataset_name, grid_type="spherical", grid, nlat, nlon, lmax (absent when band_limited=False),
+                         band_limited, n_spatial_dims=2, n_trajectories=1, trajectory_id, simulation_parameters,
+                         time_units, dandelion_version, and one attribute per simulation parameter holding its value
+                         (as the Well asks)
     boundary_conditions/ lon_periodic (bc_type PERIODIC), lat_open (OPEN; level_wall WALL in leveled files), each
                          with associated_dims, associated_fields=[], sample_varying, time_varying and a bool mask
                          (True at the first and last point of its dimension): the Well's loader needs this group
@@ -70,7 +71,6 @@ _REQUIRED_ROOT_ATTRS = (
     "grid",
     "nlat",
     "nlon",
-    "lmax",
     "n_spatial_dims",
     "n_trajectories",
     "trajectory_id",
@@ -91,7 +91,11 @@ def trajectory_filename(trajectory_id: int) -> str:
 
 
 def temp_path(path: str | os.PathLike) -> Path:
-    """The temporary name a file is written under before ``os.replace`` (same folder, hidden)."""
+    """The temporary name a trajectory file is written under before ``os.replace`` (same folder, hidden).
+
+    Unlike :func:`dandelion.runtime.temp_path` the name carries no process id: a rerun finds (and
+    removes) the leftovers of an interrupted run, and ``dandelion-verify`` reports them.
+    """
     path = Path(path)
     return path.with_name(f".{path.name}.tmp")
 
@@ -111,8 +115,9 @@ class TrajectoryWriter:
     dataset_name : str
     grid : SphereGrid
         Output grid; fields are ``(nlat, nlon)`` in its row order.
-    lmax : int
-        Band limit of the stored fields (degrees ``< lmax``).
+    lmax : int or None
+        Band limit of the stored fields (degrees ``< lmax``); None for data that is not band-limited
+        (no ``lmax`` attribute, ``band_limited = False``).
     trajectory_id : int
     times : array (T,)
         Stored frame times in ``time_units`` (float64).
@@ -173,7 +178,9 @@ class TrajectoryWriter:
         f.attrs["grid"] = str(grid.grid)
         f.attrs["nlat"] = int(nlat)
         f.attrs["nlon"] = int(nlon)
-        f.attrs["lmax"] = int(lmax)
+        if lmax is not None:  # None: data that is not band-limited (finite volume) has no lmax attribute
+            f.attrs["lmax"] = int(lmax)
+        f.attrs["band_limited"] = lmax is not None
         f.attrs["n_spatial_dims"] = 3 if leveled else 2
         f.attrs["n_trajectories"] = 1
         f.attrs["trajectory_id"] = int(trajectory_id)
@@ -349,6 +356,8 @@ def open_trajectory(path: str | os.PathLike, *, check_data: bool = False) -> h5p
 
 def _layout_problems(f: h5py.File, *, check_data: bool) -> list[str]:
     problems = [f"missing root attribute {a!r}" for a in _REQUIRED_ROOT_ATTRS if a not in f.attrs]
+    if "lmax" not in f.attrs and bool(f.attrs.get("band_limited", True)):
+        problems.append("missing root attribute 'lmax' (and band_limited is not False)")
     problems += [f"missing group {g!r}" for g in _REQUIRED_GROUPS if g not in f]
     if problems:
         return problems

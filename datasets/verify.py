@@ -79,6 +79,8 @@ def verify(path, *, check_data: bool = True) -> list[str]:
 
     fields = meta.get("fields", {})
     scenario = _scenario(meta)
+    if scenario is not None:
+        problems += [f"{root / 'splits.json'}: {line}" for line in scenario.split_problems(splits)]
     listed = set()
     for split in SPLITS:
         for tid in splits.get(split, []):
@@ -149,8 +151,8 @@ def _check_file(p: Path, tid: int, meta: dict, fields: dict, check_data: bool = 
     out = []
     with f:
         for key in ("grid", "nlat", "nlon", "lmax"):
-            if key in meta and str(f.attrs[key]) != str(meta[key]):
-                out.append(f"{p}: attribute {key}={f.attrs[key]} but dataset.yaml says {meta[key]}")
+            if key in meta and str(f.attrs.get(key)) != str(meta[key]):  # absent lmax: not band-limited
+                out.append(f"{p}: attribute {key}={f.attrs.get(key)} but dataset.yaml says {meta[key]}")
         if int(f.attrs["trajectory_id"]) != tid:
             out.append(f"{p}: trajectory_id={int(f.attrs['trajectory_id'])}, expected {tid}")
         if "parameters" in meta and [str(x) for x in f.attrs["simulation_parameters"]] != list(meta["parameters"]):
