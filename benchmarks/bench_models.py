@@ -274,7 +274,8 @@ def bench_models(m, device: str, save: Callable[[dict], None] | None = None, out
                     spec = {"preset": str(preset), "nlat": int(nlat), "nlon": int(nlon), "grid": str(m.grid), "batch": int(batch),
                             "dtype": str(dtype), "device": device, "in_channels": int(m.in_channels), "out_channels": int(m.out_channels),
                             "n_warmup": int(m.n_warmup), "n_repeat": int(m.n_repeat), "disco_optimized_kernel": m.get("disco_optimized_kernel"),
-                            "largest_batch": bool(m.get("largest_batch", False)), "max_batch": m.get("max_batch"),
+                            "largest_batch": bool(m.get("largest_batch", False)) and str(dtype) in [str(d) for d in m.get("largest_batch_dtypes", ["fp32"])],
+                            "max_batch": m.get("max_batch"),
                             "max_step_s": m.get("max_step_s"), "max_tries": m.get("max_tries"), "cpu_capacity_mib": m.get("cpu_capacity_mib")}
                     t0 = time.perf_counter()
                     group = measure_group(names, spec)

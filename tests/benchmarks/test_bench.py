@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 from dandelion.benchmarks import bench as B
 from dandelion.benchmarks.bench_measure import median, peak_bytes, saved_activation_bytes, tensor_bytes
 from dandelion.benchmarks.bench_models import RATIO_FIELDS, measure_group, search_largest
-from dandelion.benchmarks.bench_profile import CATEGORIES
+from dandelion.benchmarks.bench_profile import CATEGORIES, build_dandelion
 from dandelion.warp import TangentWarpS2
 
 MODELS = ["dandelion", "sfno", "disco", "flower2d"]
@@ -166,8 +166,6 @@ def test_bench_profile_split_and_roofline(tmp_path):
     cfg = _cfg("profile", **{"profile.presets": ["tiny"], "profile.nlat": 16, "profile.nlon": 32, "profile.n_repeat": 1,
                              "profile.bandwidth_mib": 4, "output": str(tmp_path / "p.json")})
     (row,) = B.bench(cfg)["rows"]
-    from dandelion.benchmarks.bench_profile import build_dandelion
-
     model = build_dandelion({"preset": "tiny", "in_channels": 16, "out_channels": 4, "nlat": 16, "nlon": 32, "grid": "equiangular"}, "cpu")
     warps = [m for m in model.modules() if isinstance(m, TangentWarpS2)]
     assert set(row["split"]) == set(CATEGORIES)

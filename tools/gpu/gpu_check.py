@@ -13,14 +13,14 @@ step is recorded and the next one runs):
    scratch folder put on ``PYTHONPATH``: no network;
 1. ``tests``: the CUDA test subset (``tests/benchmarks/test_gpu_models.py``: CUDA against CPU, bf16);
 2. ``bench_models``: ``dandelion-bench target=models`` for dandelion, sfno, disco and flower2d at
-   256x512, paper presets, batch 4, fp32 and bf16 autocast. DISCO is built with
-   ``optimized_kernel=False``: the torch-harmonics wheels on PyPI carry CPU kernels only, so DISCO runs
-   on its pure-torch kernels (the JSON says so next to its rows);
+   256x512, paper presets, batch 4, fp32 and bf16 autocast, and in fp32 the largest training batch of
+   every model that fits (``models.largest_batch=true``: a guess from the measured peak per sample,
+   checked by real training steps). DISCO is built with ``optimized_kernel=False``: the
+   torch-harmonics wheels on PyPI carry CPU kernels only, so DISCO runs on its pure-torch kernels
+   (the JSON says so next to its rows);
 3. ``generate``: ``dandelion-generate`` of a 256x512 Galewsky dataset, 16 trajectories in one batch
    of 16 (a shortened spin-up, 6 frames), timed;
-4. ``train``: one short training run (``trainer=quick``, the tiny Dandelion) on that dataset;
-5. ``largest_batch``: ``dandelion-bench target=models`` again with ``models.largest_batch=true``:
-   the largest training batch of every model that fits at 256x512 (fp32 and bf16).
+4. ``train``: one short training run (``trainer=quick``, the tiny Dandelion) on that dataset.
 
 The one JSON, ``OUTDIR/gpu_check.json``, holds the machine, each step's command, exit status,
 seconds and last lines of output, and the results (the bench JSONs, the generation timing, the
@@ -51,13 +51,13 @@ DISCO_NOTE = ("DISCO runs with optimized_kernel=False (torch-harmonics' pure-tor
 #: Sizes of the real check and of the dry run. The dry run changes sizes only, never the steps.
 SIZES = {
     "real": {"device": "cuda", "preset": "paper", "nlat": 256, "nlon": 512, "batch": 4, "n_repeat": 5, "n_warmup": 2,
-             "gen": {"nlat": 256, "nlon": 512, "lmax": None, "n_trajectories": 16, "batch_size": 16, "n_frames": 6, "spinup_days": 0.5},
+             "gen": {"nlat": 256, "nlon": 512, "lmax": None, "n_trajectories": 16, "batch_size": 16, "n_frames": 6, "spinup_days": 0.25},
              "train_preset": "tiny", "train_batch": 4, "largest": ["models.max_step_s=3.0", "models.max_tries=6"],
-             "limits": {"environment": 30, "install": 60, "tests": 45, "bench_models": 75, "generate": 45, "train": 45, "largest_batch": 60}},
+             "limits": {"environment": 30, "install": 60, "tests": 45, "bench_models": 130, "generate": 45, "train": 45}},
     "dry": {"device": "cpu", "preset": "tiny", "nlat": 16, "nlon": 32, "batch": 2, "n_repeat": 1, "n_warmup": 1,
             "gen": {"nlat": 16, "nlon": 32, "lmax": 10, "n_trajectories": 4, "batch_size": 4, "n_frames": 6, "spinup_days": 0.1},
             "train_preset": "tiny", "train_batch": 2, "largest": ["models.cpu_capacity_mib=8", "models.max_tries=3"],
-            "limits": {"environment": 150, "install": 0, "tests": 150, "bench_models": 150, "generate": 150, "train": 150, "largest_batch": 150}},
+            "limits": {"environment": 300, "install": 0, "tests": 300, "bench_models": 300, "generate": 300, "train": 300}},
 }
 
 
@@ -86,7 +86,9 @@ class Check:
         self.log.flush()
         t0 = time.monotonic()
         try:
-            p = subprocess.run(cmd, cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=limit)
+            # cwd outside the tree: from ROOT, `python -m` would import ROOT/dandelion (the core sources alone)
+            # before the installed package
+            p = subprocess.run(cmd, cwd=self.work, env=self.env, capture_output=True, text=True, timeout=limit)
             rc, text = p.returncode, p.stdout + p.stderr
         except subprocess.TimeoutExpired as e:
             rc = 124
@@ -152,14 +154,19 @@ def run(out: Path, dry: bool, wheels: Path, budget_s: float, python: str = sys.e
         c.step("nvidia_smi", ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv"], 15)
     if not dry:
         _install(c, wheels, lim["install"])
-    c.step("tests", py + ["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/benchmarks/test_gpu_models.py"], lim["tests"])
+    c.step("tests", py + ["-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests" / "benchmarks" / "test_gpu_models.py")],
+           lim["tests"])
 
     bench = py + ["-m", "dandelion.benchmarks.bench", "target=models", f"device={s['device']}", "threads=null", f"models.names={MODELS}",
                   f"models.presets=[{s['preset']}]", f"models.resolutions=[[{s['nlat']},{s['nlon']}]]", f"models.batch_sizes=[{s['batch']}]",
                   "models.dtypes=[fp32,bf16]", "models.disco_optimized_kernel=false", f"models.n_repeat={s['n_repeat']}",
-                  f"models.n_warmup={s['n_warmup']}", f"hydra.run.dir={c.work / 'hydra'}"]
-    c.step("bench_models", bench + [f"output={c.work / 'bench_models.json'}"], lim["bench_models"])
-    c.record["results"]["bench_models"] = _load(c.work / "bench_models.json")
+                  f"models.n_warmup={s['n_warmup']}", "models.largest_batch=true", "models.largest_batch_dtypes=[fp32]", *s["largest"],
+                  f"hydra.run.dir={c.work / 'hydra'}", f"output={c.work / 'bench_models.json'}"]
+    c.step("bench_models", bench, lim["bench_models"])
+    bm = c.record["results"]["bench_models"] = _load(c.work / "bench_models.json")
+    c.record["results"]["largest_batch"] = [
+        {k: r.get(k) for k in ("model", "dtype", "nlat", "nlon", "largest_batch", "train_step_peak_bytes_per_sample", "error")}
+        for r in bm.get("rows", []) if "largest_batch" in r or r.get("error")]
     c.save()
 
     g = s["gen"]
@@ -171,8 +178,10 @@ def run(out: Path, dry: bool, wheels: Path, budget_s: float, python: str = sys.e
         gen.append(f"dataset.lmax={g['lmax']}")
     rc = c.step("generate", gen, lim["generate"])
     simulated_days = g["spinup_days"] + g["n_frames"] * 4.0 / 24.0
-    c.record["results"]["generate"] = {**g, "simulated_days": simulated_days, "rc": rc, "seconds": c.record["steps"]["generate"].get("seconds"),
-                                       "seconds_per_simulated_day": (c.record["steps"]["generate"]["seconds"] / simulated_days) if rc == 0 else None}
+    sec = c.record["steps"]["generate"].get("seconds")
+    c.record["results"]["generate"] = {  # end to end: interpreter start, imports, set-up, integration and HDF5 writes
+        **g, "simulated_days": simulated_days, "rc": rc, "seconds_end_to_end": sec,
+        "seconds_per_simulated_day_end_to_end": (sec / simulated_days) if rc == 0 else None}
     c.save()
 
     run_dir = c.work / "train"
@@ -185,12 +194,6 @@ def run(out: Path, dry: bool, wheels: Path, budget_s: float, python: str = sys.e
                                     "checkpoints": sorted(p.name for p in run_dir.glob("*.pt")) if run_dir.exists() else []}
     c.save()
 
-    c.step("largest_batch", bench + ["models.largest_batch=true", "models.n_repeat=1", "models.n_warmup=1", "models.parameter_table=false",
-                                     *s["largest"], f"output={c.work / 'bench_largest_batch.json'}"], lim["largest_batch"])
-    lb = _load(c.work / "bench_largest_batch.json")
-    c.record["results"]["largest_batch"] = [
-        {k: r.get(k) for k in ("model", "dtype", "nlat", "nlon", "largest_batch", "train_step_peak_bytes_per_sample", "error")}
-        for r in lb.get("rows", [])] if "rows" in lb else lb
     c.record["finished_utc"] = _utc()
     c.record["ok"] = all(v.get("rc") == 0 for v in c.record["steps"].values() if "rc" in v)
     c.save()
