@@ -37,10 +37,11 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from dandelion.runtime import machine, versions, write_json_atomic
+
 from .bench_models import bench_models
 from .bench_profile import bench_profile
 from .bench_solvers import bench_solvers
-from .benchmark import machine, versions, write_json_atomic
 
 __all__ = ["TARGETS", "bench", "default_output", "main"]
 

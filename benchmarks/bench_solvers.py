@@ -25,7 +25,7 @@ from dandelion.solvers.shallow_water import EARTH_RADIUS, GRAVITY
 from dandelion.solvers.spectral import SpectralCore
 
 from .bench_measure import sync
-from .benchmark import compose
+from .compose import compose
 
 __all__ = ["measure_solver", "galewsky_vs_torch_harmonics", "bench_solvers"]
 
