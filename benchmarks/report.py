@@ -18,6 +18,8 @@ import numpy as np
 import xarray as xr
 from matplotlib.ticker import ScalarFormatter
 
+from dandelion.metrics import METRICS
+
 from .leaderboard import leaderboard
 from .plotting import pyplot, save_figure
 
@@ -140,6 +142,7 @@ def plot_error_vs_lead(results: dict, path, metric: str = "vrmse", variables=Non
     if metric not in first["metrics"]:
         raise ValueError(f"metric {metric!r} not in the rollout metrics {sorted(first['metrics'])}")
     variables = variables or list(first["metrics"][metric])
+    spec = METRICS.get(metric)  # None for a metric of an older metrics.json that is no longer registered
     fig, axes = _panel_grid(plt, len(variables))
     for ax, var in zip(axes.flat, variables):
         for label, res in results.items():
@@ -149,12 +152,12 @@ def plot_error_vs_lead(results: dict, path, metric: str = "vrmse", variables=Non
             steps = np.arange(1, len(vals) + 1)
             x = np.asarray(res.get("lead_time_hours") or steps, dtype=float)
             ax.plot(x, vals, marker="o", ms=3, label=label)
-        units = first.get("units", {}).get(var, "") if metric == "rmse" else ""
+        units = first.get("units", {}).get(var, "") if spec is not None and spec.units else ""
         ax.set_title(f"{metric}, " + ("mean over the fields" if var == "mean" else var) + (f" [{units}]" if units else ""), fontsize=10)
         ax.set_xlabel("lead time [h]" if first.get("lead_time_hours") else "lead step")
         ax.grid(alpha=0.3)
-        if metric in ("vrmse", "vrmse_well"):
-            ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
+        if spec is not None and spec.reference is not None:
+            ax.axhline(spec.reference, color="0.5", lw=0.8, ls="--")
     axes[0, 0].legend(fontsize=8)
     return save_figure(fig, path)
 

@@ -338,6 +338,9 @@ class Metric:
     title : the leaderboard's section heading of its table (a metric without one gets no table);
         a table needs ``mean`` and ``cell``. Lower is better (the best entry is set in bold).
     label : short name for plot legends.
+    units : the values are in the field's physical units (plots put the units in the panel title).
+    reference : a value the error-versus-lead plots mark with a dashed line (1 for the VRMSEs: an
+        error as large as the truth's spread), or None.
     """
 
     name: str
@@ -348,6 +351,8 @@ class Metric:
     curve: bool = False
     title: str | None = None
     label: str = ""
+    units: bool = False
+    reference: float | None = None
 
 
 #: The registered metrics, in registration order (the order of ``metrics.json``).
@@ -355,7 +360,7 @@ METRICS: dict[str, Metric] = {}
 
 
 def metric(name: str, *, vector: Callable | None = None, mean: bool = False, cell: bool = False, curve: bool = False,
-           title: str | None = None, label: str | None = None):
+           title: str | None = None, label: str | None = None, units: bool = False, reference: float | None = None):
     """Decorator registering ``fn(pred, true, weights, climatology) -> (...)`` as metric ``name`` (:class:`Metric`).
 
     Raises
@@ -370,7 +375,8 @@ def metric(name: str, *, vector: Callable | None = None, mean: bool = False, cel
         raise ValueError(f"metric {name!r} has a leaderboard title but mean={mean}, cell={cell}: a table needs mean=True and cell=True")
 
     def register(fn: Callable) -> Callable:
-        METRICS[name] = Metric(name, fn, vector, bool(mean), bool(cell), bool(curve), title, label or name)
+        METRICS[name] = Metric(name, fn, vector, bool(mean), bool(cell), bool(curve), title, label or name, bool(units),
+                               None if reference is None else float(reference))
         return fn
 
     return register
@@ -391,17 +397,19 @@ def metric_names(*, mean: bool | None = None, cell: bool | None = None, curve: b
     return [n for n, m in METRICS.items() if keep(m)]
 
 
-@metric("rmse", vector=vector_rmse, cell=True, label="RMSE")
+@metric("rmse", vector=vector_rmse, cell=True, label="RMSE", units=True)
 def _rmse(pred, true, weights, climatology):
     return area_weighted_rmse(pred, true, weights)
 
 
-@metric("vrmse", vector=vector_vrmse, mean=True, cell=True, curve=True, title="VRMSE, area-weighted (quadrature weights)", label="VRMSE")
+@metric("vrmse", vector=vector_vrmse, mean=True, cell=True, curve=True, title="VRMSE, area-weighted (quadrature weights)", label="VRMSE",
+        reference=1.0)
 def _vrmse(pred, true, weights, climatology):
     return vrmse(pred, true, weights)
 
 
-@metric("vrmse_well", mean=True, cell=True, curve=True, title="VRMSE, unweighted (the Well's definition)", label="VRMSE (Well)")
+@metric("vrmse_well", mean=True, cell=True, curve=True, title="VRMSE, unweighted (the Well's definition)", label="VRMSE (Well)",
+        reference=1.0)
 def _vrmse_well(pred, true, weights, climatology):
     return vrmse(pred, true, None)
 

@@ -1,4 +1,4 @@
-"""Models on CUDA agree with the CPU (run by benchmarks/gpu_check.sh; skipped where CUDA is absent).
+"""Models on CUDA agree with the CPU (run by tools/gpu/gpu_check.py; skipped where CUDA is absent).
 
 Same weights on both devices, float32: forward outputs agree to a tolerance set by float32 rounding
 through a few layers (SHTs / DISCO on GPU use other reduction orders), gradients are finite, and
@@ -10,7 +10,7 @@ import torch
 
 import dandelion
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (benchmarks/gpu_check.sh runs it)")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (tools/gpu/gpu_check.py runs it)")
 
 MODELS = ["dandelion", "sfno", "disco", "flower2d"]
 

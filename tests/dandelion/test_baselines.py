@@ -82,13 +82,15 @@ def test_complex_parameters_count_twice():
 
 
 def test_speed_helper_and_parameter_table_count_the_same_real_scalars():
-    """``time_model`` (speed tables) and ``parameter_count`` (parameter tables) quote one number for SFNO."""
-    from dandelion.benchmarks.speed import time_model
+    """``dandelion-bench`` rows (speed tables) and ``parameter_count`` (parameter tables) quote one number for SFNO."""
+    from dandelion.benchmarks.bench_models import measure_group
 
     sfno = _build("sfno")
     n_real = sum(p.numel() * (2 if p.is_complex() else 1) for p in sfno.parameters())
-    timed = time_model(sfno, torch.randn(1, C_IN, 32, 64), n_warmup=0, n_repeat=1)
-    assert timed["n_parameters"] == n_real == parameter_count("sfno", "tiny", 32, 64)["n_parameters"]
+    spec = {"preset": "tiny", "nlat": 32, "nlon": 64, "grid": "equiangular", "batch": 1, "dtype": "fp32", "device": "cpu",
+            "in_channels": C_IN, "out_channels": C_OUT, "n_warmup": 0, "n_repeat": 1}
+    (row,) = measure_group(["sfno"], spec)
+    assert row["n_parameters"] == n_real == parameter_count("sfno", "tiny", 32, 64)["n_parameters"]
 
 
 @pytest.mark.parametrize("grid", GRIDS)
