@@ -26,10 +26,7 @@ What differs from the reference benchmark: ``datasets/HELD_SUAREZ.md``.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-import torch
 
 from dandelion.solvers.held_suarez import HELD_SUAREZ_MIN_LMAX, PRESSURE_LEVELS_HPA, HeldSuarezSimulation
 

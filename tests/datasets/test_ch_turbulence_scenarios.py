@@ -3,20 +3,22 @@ configurations): sweeps and parameters, hydra overrides, stored physics at exact
 reproducibility, resume after a kill, splits and train-only statistics. The pipeline itself is tested
 generically on the analytic scenario in test_generate.py; here only what these scenarios add."""
 
-import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from omegaconf import OmegaConf
 
+from dandelion.benchmarks.compose import compose
 from dandelion.datasets import folder, statistics, storage
+from dandelion.datasets.chained_turbulence import ic_generator
 from dandelion.datasets.generate import build_scenario, generate
 from dandelion.datasets.scenario import get_scenario
 from dandelion.datasets.verify import verify
 from dandelion.solvers import cahn_hilliard as ch_solver
 from dandelion.solvers import chained_turbulence as ct_solver
-from dandelion.solvers.chained_turbulence import initial_vorticity, operator_coefficients
+from dandelion.solvers.chained_turbulence import initial_vorticity
 from dandelion.sphere import SphereGrid
 
 TINY = {
@@ -78,13 +80,8 @@ def test_chained_turbulence_sweep_excludes_the_bursty_cell():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_hydra_overrides_reach_the_scenario(name, tmp_path):
-    from hydra import compose, initialize_config_module
-    from omegaconf import OmegaConf
-
-    with initialize_config_module(config_module="dandelion.configs", version_base="1.3"):
-        c = compose(config_name="generate", overrides=[f"dataset={name}", f"dataset.path={tmp_path}", "dataset.nlat=33",
-                                                        "dataset.nlon=64", "dataset.lmax=20", "dataset.n_frames=5",
-                                                        "dataset.seed=3", "dataset.grid=legendre-gauss"])
+    c = compose("generate", [f"dataset={name}", f"dataset.path={tmp_path}", "dataset.nlat=33", "dataset.nlon=64", "dataset.lmax=20",
+                             "dataset.n_frames=5", "dataset.seed=3", "dataset.grid=legendre-gauss"])
     s = build_scenario(OmegaConf.to_container(c.dataset, resolve=True))
     assert (s.name, s.grid.nlat, s.grid.nlon, s.grid.grid, s.solver_lmax, s.n_frames, s.cfg["seed"]) == (
         name, 33, 64, "legendre-gauss", 20, 5, 3)
@@ -148,8 +145,6 @@ def test_chained_turbulence_frames_follow_the_solver(made):
 def test_chained_turbulence_noise_uses_the_reference_generator():
     """Dataset seed 0: a_lm from PCG64(seed), l ascending, m = -l..l (the card's bit-equal ICs); the same seed
     gives the same low degrees in every cell."""
-    from dandelion.datasets.chained_turbulence import ic_generator
-
     a = initial_vorticity(ic_generator(0, 7), 4, 0.7, 24)
     b = initial_vorticity(np.random.Generator(np.random.PCG64(7)), 4, 0.7, 24)
     c = initial_vorticity(ic_generator(0, 7), 10, 1.8, 24)
