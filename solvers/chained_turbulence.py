@@ -58,6 +58,7 @@ __all__ = [
     "operator_coefficients",
     "growth_rate",
     "peak_degree",
+    "unstable_degrees",
     "ic_max_degree",
     "real_to_complex_coefficients",
     "initial_vorticity",
@@ -150,6 +151,21 @@ def peak_degree(r_over_lambda: float, kappa_lambda: float, lmax: int = 200) -> i
     sig = growth_rate(torch.arange(lmax), operator_coefficients(r_over_lambda, kappa_lambda))
     sig[0] = -math.inf
     return int(torch.argmax(sig))
+
+
+def unstable_degrees(r_over_lambda: float, kappa_lambda: float, *, radius: float = 1.0) -> list[int]:
+    """Degrees ``l >= 1`` with a positive linear growth rate ``sigma(l) > 0`` (DATASETS.md §2 operator).
+
+    Computed from the operator of :func:`operator_coefficients` over ``l = 1 .. max(floor(4 pi R/Lambda), 64)``
+    (beyond which ``sigma`` is negative). A cell with a single unstable degree is untouched by advection
+    (the Jacobian of a one-degree field with itself vanishes), so it grows at ``1/tau`` until far past
+    the saturated amplitude of the other cells before it breaks up; :mod:`dandelion.datasets.chained_turbulence`
+    keeps only cells with at least two.
+    """
+    lam = float(radius) / float(r_over_lambda)
+    l = torch.arange(1, int(max(math.floor(4.0 * math.pi * radius / lam), 64)) + 1, dtype=torch.float64)
+    sig = growth_rate(l, operator_coefficients(r_over_lambda, kappa_lambda, radius=radius), radius=radius)
+    return [int(x) for x in l[sig > 0].tolist()]
 
 
 def ic_max_degree(r_over_lambda: float, kappa_lambda: float, *, radius: float = 1.0) -> int:
