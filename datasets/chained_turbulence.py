@@ -39,6 +39,7 @@ from dandelion.solvers.chained_turbulence import (
     TURBULENCE_DEFAULT_LMAX,
     TURBULENCE_MIN_LMAX,
     ChainedTurbulenceSimulation,
+    check_cfl_number,
     initial_vorticity,
     unstable_degrees,
 )
@@ -153,6 +154,17 @@ class ChainedTurbulenceScenario(Scenario):
         if self.cfg["legacy_units"]:
             out = {k: v / _LEGACY_SECONDS for k, v in out.items()}
         return out
+
+    def validate_time_step(self) -> None:
+        """Refuse a largest step ``dt_max`` longer than the frame interval, and a CFL number beyond the
+        solver's limit (:data:`dandelion.solvers.chained_turbulence.MAX_CFL`)."""
+        self.refuse_step_longer_than_frames(self.cfg["dt_max"], key="dt_max")
+        check_cfl_number(self.cfg["cfl"])
+
+    def sanity_bounds(self):
+        """``|vorticity|`` under 1000/tau (saturated RMS ~18/tau)."""
+        scale = 1.0 / _LEGACY_SECONDS if self.cfg["legacy_units"] else 1.0
+        return {"vorticity": (-1000.0 * scale, 1000.0 * scale)}
 
     def build_simulation(self, params, *, lmax, device):
         r = params["r_over_lambda"].detach().cpu().numpy()
