@@ -92,6 +92,7 @@ class HeldSuarezScenario(Scenario):
             if float(c.get(key, default)) < 0 or (key == "frame_hours" and float(c.get(key, default)) <= 0):
                 raise ValueError(f"dataset.{key}={c.get(key)} must be {'positive' if key == 'frame_hours' else 'non-negative'}")
         dt = self.dt
+        self.refuse_step_longer_than_frames(dt)
         for what, interval in (("frame interval", self.dt_frame()), ("spin-up", self.spinup())):
             k = interval / dt
             if abs(k - round(k)) > 1e-9:

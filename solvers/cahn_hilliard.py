@@ -42,9 +42,10 @@ Numerics
   the last bit. :meth:`CahnHilliardSimulation.stabilisation_margin` reports ``S - max|f''|/2``.
 * Step schedule: the reference's ``dt_n = exp(-5 + 0.01 n)`` (685 steps to t = 630; 715 here, as each
   10-unit interval rounds its step count up), i.e. geometric
-  steps ``t_n + c = c e^(0.01 n)`` with ``c = e^-5 / (e^0.01 - 1) = 0.6704``; in each interval
-  between output times the number of steps is rounded up and the ratio shrunk so that every output
-  time is hit exactly (``dt`` ~ ``0.01 (t + 0.67)``: 0.0067 at t = 0, where the fastest linear
+  steps ``t_n + c = c e^(0.01 n)`` with ``c = e^-5 / (e^0.01 - 1) = 0.6704``, i.e. equal steps of 0.01
+  in the clock ``ln(t + c)``; the driver's landing rule (:mod:`dandelion.solvers.time_stepping`) rounds
+  the number of steps of each interval between output times up and shrinks the ratio so that every
+  output time is hit exactly (``dt`` ~ ``0.01 (t + 0.67)``: 0.0067 at t = 0, where the fastest linear
   growth time ``1/sigma_max >= 4`` (eps = 0.5) is resolved by ~600 steps, and ~6 at t = 630, where
   coarsening is slow: ``dt / t ~ 1%``). A fixed ``dt`` can be given instead (verification).
 """

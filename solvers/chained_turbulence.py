@@ -18,7 +18,7 @@ Numerics (ours, DATASETS.md §2 "Our method" / "Ours, decided"):
 * state: the vorticity spectrum ``omega_lm`` (orthonormal harmonics, torch-harmonics ``(lmax, mmax)``
   layout), float64, batch = ensemble, each trajectory with its own operator coefficients;
 * the linear operator is integrated exactly by exponential time differencing (Cox-Matthews ETDRK4,
-  :mod:`dandelion.solvers.etd`): ``sigma(127)`` reaches -5e9 / tau, far too stiff for any explicit
+  :class:`dandelion.solvers.integrators.ETDRK4`): ``sigma(127)`` reaches -5e9 / tau, far too stiff for any explicit
   scheme, and ``exp(sigma dt)`` is exact because ``L`` is diagonal;
 * advection ``-u . grad(omega)`` is evaluated pseudo-spectrally on the 3/2-dealiased Gauss grid of the
   shared :class:`dandelion.solvers.spectral.SpectralCore` (exact Galerkin projection of the quadratic
@@ -33,7 +33,8 @@ Numerics (ours, DATASETS.md §2 "Our method" / "Ours, decided"):
   per step, and over 1 tau of inviscid flow from a saturated state (lmax 24) the enstrophy drifts by
   5.7e-6 relative at 0.3 but 7.7e-7 at 0.2 (2.6e-8 at 0.1; drift ~ dt^5), so 0.2 meets the 1e-6
   conservation check at the generation step. The steps are shrunk uniformly so that every
-  :meth:`ChainedTurbulenceSimulation.advance_to` target is hit exactly. ETDRK4's stability along the
+  :meth:`ChainedTurbulenceSimulation.advance_to` target is hit exactly (the landing rule of
+  :mod:`dandelion.solvers.time_stepping`, with the CFL step of each trajectory as its limit). ETDRK4's stability along the
   imaginary axis (~2.8) is far from ``u k dt <= 0.2 pi``.
 
 Sign: with ``lap(psi) = -omega`` and ``u = r_hat x grad(psi)`` the stored ``omega`` is

@@ -395,7 +395,7 @@ def phi_functions(z: torch.Tensor, kmax: int = 3) -> list[torch.Tensor]:
     if kmax < 0:
         raise ValueError(f"kmax={kmax} must be >= 0")
     if torch.is_complex(z):
-        raise ValueError("phi_functions takes real z (diagonal real rates); use phi_functions_contour for complex z")
+        raise ValueError("phi_functions takes real z (diagonal real rates)")
     z = z.to(torch.float64)
     small = z.abs() < _SERIES_RADIUS
     zs = torch.where(small, z, torch.zeros_like(z))  # series argument (masked)
