@@ -257,7 +257,7 @@ def held_suarez_time_step_limits(omega_factor, *, scheme: str = "leapfrog",
     out = [StabilityLimit("inertial f*dt", bound / f_max.clamp(min=1e-300),
                           f"{where} with f_max = 2 Omega omega_factor = {float(f_max.max()):.4g} 1/s")]
     if scheme == "ars222" and not math.isfinite(hyperdiffusion_time):
-        out.append(StabilityLimit("ARS(2,2,2) without hyperdiffusion", 0.0,
+        out.append(StabilityLimit("use of ARS(2,2,2) without hyperdiffusion", 0.0,
                                   "its explicit part amplifies every oscillation (|R(iy)|^2 = 1 + y^4/4); "
                                   "use the leapfrog or ars343, or a finite hyperdiffusion_time"))
     return out

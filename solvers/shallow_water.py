@@ -98,7 +98,7 @@ def cfl_limits(*, lmax: int, radius: float, max_speed, gravity_wave_speed=0.0, s
     if scheme == "ars222" and diffusion is not None:
         nu = torch.as_tensor(diffusion, dtype=torch.float64).detach().cpu().reshape(-1)
         if bool((nu <= 0).any()):
-            out.append(StabilityLimit("ARS(2,2,2) without diffusion", torch.where(nu > 0, math.inf, 0.0),
+            out.append(StabilityLimit("use of ARS(2,2,2) without diffusion", torch.where(nu > 0, math.inf, 0.0),
                                       "its explicit part amplifies every advected mode (|R(iy)|^2 = 1 + y^4/4), "
                                       "so it needs (hyper)diffusion: use ars343 or rk4, or nu > 0"))
     return out
