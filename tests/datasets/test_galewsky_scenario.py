@@ -141,7 +141,7 @@ def test_violated_sanity_bound_leaves_no_completed_file(tmp_path, monkeypatch):
     with pytest.raises(SanityBoundError, match=r"trajectory 0 max magnitude of velocity = .* m/s > declared maximum 30 m/s"):
         generate(cfg)
     assert list((tmp_path / "g").glob("*/*.h5")) == [] and list((tmp_path / "g").glob("*/.*")) == []
-    assert storage.load_metadata(tmp_path / "g")["complete"] is False
+    assert folder.load_metadata(tmp_path / "g")["complete"] is False
 
 
 @pytest.mark.parametrize("cfg, msg", [({"dt": 28800.0}, "longer than the frame interval 14400"),
