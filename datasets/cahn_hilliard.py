@@ -71,6 +71,15 @@ class CahnHilliardScenario(Scenario):
     def dt_frame(self):
         return self.cfg["dt_frame"]
 
+    def validate_time_step(self) -> None:
+        """A fixed ``dt`` longer than the frame interval is refused (the scheme's own limit depends on
+        the state and is checked by the solver: :meth:`~dandelion.solvers.cahn_hilliard.CahnHilliard.largest_stable_step`)."""
+        self.refuse_step_longer_than_frames(self.cfg["dt"])
+
+    def sanity_bounds(self):
+        """``phi`` in -1..2 (the phases are 0 and 1)."""
+        return {"phi": (-1.0, 2.0)}
+
     def build_simulation(self, params, *, lmax, device):
         cols = {k: params[k].detach().cpu().tolist() for k in ("mean_init", "variance", "radius", "seed")}
         phi0 = torch.stack([

@@ -41,7 +41,9 @@ import math
 
 import numpy as np
 
-from dandelion.solvers import galewsky
+from dandelion.solvers import galewsky as galewsky_solver
+from dandelion.solvers.shallow_water import EARTH_RADIUS, GRAVITY, cfl_limits
+from dandelion.solvers.time_stepping import enforce_limits
 
 from .scenario import FieldSpec, Scenario, register_scenario
 
@@ -93,7 +95,7 @@ class GalewskyScenario(Scenario):
 
     @property
     def min_lmax(self) -> int:  # documented by the solver
-        return int(galewsky.GALEWSKY_MIN_LMAX)
+        return int(galewsky_solver.GALEWSKY_MIN_LMAX)
 
     def axes(self):
         return {
@@ -131,7 +133,7 @@ class GalewskyScenario(Scenario):
         """Solver step in s: config ``dt`` or :func:`dandelion.solvers.galewsky.galewsky_default_dt`."""
         if self.cfg.get("dt") is not None:
             return float(self.cfg["dt"])
-        return float(galewsky.galewsky_default_dt(self.solver_lmax))
+        return float(galewsky_solver.galewsky_default_dt(self.solver_lmax))
 
     def solver_nu(self) -> float:
         """The ``nu`` handed to the solver [m^2/s]. The solver scales its hyperviscosity as
@@ -144,15 +146,30 @@ class GalewskyScenario(Scenario):
         return nu if ref is None else nu * (self.solver_lmax / float(ref)) ** 4
 
     def solver_settings(self):
-        solver = galewsky
+        solver = galewsky_solver
         out = {"model": "rotating shallow water, vorticity-divergence, spectral (dandelion.solvers.galewsky)",
                "scheme": self.cfg["scheme"], "dt": self.time_step(), "nu": self.solver_nu()}
         if hasattr(solver, "hyperviscosity"):
             out["hyperviscosity_m4_per_s"] = float(solver.hyperviscosity(self.solver_nu(), self.solver_lmax))
         return out
 
+    def validate_time_step(self) -> None:
+        """Refuse a step longer than the frame interval, or one violating the solver's Courant limits
+        (:func:`dandelion.solvers.shallow_water.cfl_limits`) for the jets of the trajectories to be made."""
+        dt = self.time_step()
+        self.refuse_step_longer_than_frames(dt)
+        p = [self.parameters(i) for i in range(self.n_trajectories)]
+        speed = [galewsky_solver.SPEED_FACTOR * q["u_max"] for q in p]
+        gravity = [math.sqrt(GRAVITY * q["H"]) for q in p]
+        enforce_limits(dt, cfl_limits(lmax=self.solver_lmax, radius=EARTH_RADIUS, max_speed=speed, gravity_wave_speed=gravity,
+                                      scheme=self.cfg["scheme"], diffusion=self.solver_nu()), what="galewsky", ids=range(self.n_trajectories))
+
+    def sanity_bounds(self):
+        """Winds under 250 m/s (the jets start at <= 100 m/s)."""
+        return {"velocity": (None, 250.0)}
+
     def build_simulation(self, params, *, lmax, device):
-        solver = galewsky
+        solver = galewsky_solver
         p = {k: v for k, v in params.items() if k != "seed"}
         return solver.GalewskySimulation(p, lmax=int(lmax), dt=self.time_step(), nu=self.solver_nu(), device=device,
                                          scheme=self.cfg["scheme"])

@@ -47,7 +47,7 @@ from tqdm.auto import tqdm
 from dandelion.runtime import ProcessGroup, versions, write_json_atomic, write_yaml_atomic
 
 from .folder import SPLITS, load_metadata, split_of, write_checksums
-from .scenario import Scenario, get_scenario
+from .scenario import SanityBoundError, Scenario, get_scenario
 from .statistics import compute_stats
 from .storage import CorruptFileError, TrajectoryWriter, open_trajectory, temp_path, trajectory_filename
 from .well_format import well_stats
@@ -103,7 +103,11 @@ def generate(cfg) -> Path:
         If ``dataset.path`` is missing, the configuration is impossible, or the folder holds a
         dataset made with another configuration (or unrelated files).
     FloatingPointError
-        If a trajectory becomes non-finite; the message names its id and parameters.
+        If a trajectory becomes non-finite or violates a stability limit during the run; the message
+        names its id and parameters.
+    SanityBoundError
+        If a stored field leaves a physical bound the scenario declares (:meth:`Scenario.sanity_bounds`);
+        the files of that batch are not written (no file is marked complete).
     """
     cfg = _plain(cfg)
     dcfg = dict(cfg.get("dataset") or {})
@@ -111,6 +115,7 @@ def generate(cfg) -> Path:
     if path in (None, "", "???"):
         raise ValueError("dataset.path is not set: pass dataset.path=DIR (the folder to write the dataset into)")
     scenario = build_scenario(dcfg)
+    scenario.validate_time_step()  # an unsafe step is refused before anything is written
     root = Path(path).expanduser().resolve()
     device = str(cfg.get("device") or "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -246,11 +251,17 @@ def _run(scenario: Scenario, root: Path, ids: list[int], split: dict[int, str], 
                                     raise FloatingPointError(f"non-finite {name} in trajectory {j} of the batch")
                     except FloatingPointError as e:
                         raise FloatingPointError(
-                            f"{scenario.name}: a trajectory became non-finite before t={t} ({scenario.time_units}) "
+                            f"{scenario.name}: a trajectory became non-finite or unstable before t={t} ({scenario.time_units}) "
                             f"in the batch of trajectory ids {batch} (batch index in the solver's message): {e}. "
                             "Parameters: " + "; ".join(f"id {i}: {p}" for i, p in zip(batch, params))
                             + ". Lower the time step or raise the band limit / diffusion"
                         ) from e
+                    bad = scenario.sanity_violations(values)
+                    if bad:
+                        raise SanityBoundError(
+                            f"{scenario.name}: at t={t:g} ({scenario.time_units}) "
+                            + "; ".join(f"trajectory {batch[j]} {why} (parameters {params[j]})" for j, why in bad)
+                            + ". No file of this batch is marked complete: lower the time step or check the settings")
                     for j, i in enumerate(batch):
                         if i in writers:
                             writers[i].write_frame(k, {name: a[j] for name, a in values.items()})

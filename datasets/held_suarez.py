@@ -26,12 +26,11 @@ What differs from the reference benchmark: ``datasets/HELD_SUAREZ.md``.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-import torch
 
-from dandelion.solvers.held_suarez import HELD_SUAREZ_MIN_LMAX, PRESSURE_LEVELS_HPA, HeldSuarezSimulation
+from dandelion.solvers.held_suarez import (HELD_SUAREZ_MIN_LMAX, PRESSURE_LEVELS_HPA, HeldSuarezSimulation,
+                                           held_suarez_time_step_limits)
+from dandelion.solvers.time_stepping import enforce_limits
 
 from .scenario import FieldSpec, Scenario, register_scenario
 
@@ -93,6 +92,7 @@ class HeldSuarezScenario(Scenario):
             if float(c.get(key, default)) < 0 or (key == "frame_hours" and float(c.get(key, default)) <= 0):
                 raise ValueError(f"dataset.{key}={c.get(key)} must be {'positive' if key == 'frame_hours' else 'non-negative'}")
         dt = self.dt
+        self.refuse_step_longer_than_frames(dt)
         for what, interval in (("frame interval", self.dt_frame()), ("spin-up", self.spinup())):
             k = interval / dt
             if abs(k - round(k)) > 1e-9:
@@ -117,6 +117,20 @@ class HeldSuarezScenario(Scenario):
 
     def dt_frame(self):
         return float(self.cfg.get("frame_hours", 6.0)) * 3600.0
+
+    def validate_time_step(self) -> None:
+        """Refuse a step longer than the frame interval, or one beyond the inertial limit of the
+        trajectories to be made (:func:`dandelion.solvers.held_suarez.held_suarez_time_step_limits`)."""
+        self.refuse_step_longer_than_frames(self.dt)
+        omega_factor = [self.parameters(i)["omega_factor"] for i in range(self.n_trajectories)]
+        enforce_limits(self.dt, held_suarez_time_step_limits(
+            omega_factor, scheme=str(self.cfg.get("scheme", "leapfrog")),
+            hyperdiffusion_time=float(self.cfg.get("hyperdiffusion_days", 0.1)) * 86400.0), what="held_suarez", ids=range(self.n_trajectories))
+
+    def sanity_bounds(self):
+        """Winds under 150 m/s (Held & Suarez 1994 jets: ~30 m/s), temperatures in 150..350 K, surface
+        pressure in 500..1500 hPa, tracer mixing ratio in -1..2."""
+        return {"velocity": (None, 150.0), "T": (150.0, 350.0), "ps": (5.0e4, 1.5e5), "tracer": (-1.0, 2.0)}
 
     def build_simulation(self, params, *, lmax, device):
         c = self.cfg

@@ -34,7 +34,13 @@ What a scenario implements:
   naming the batch index of a non-finite trajectory);
 * :meth:`Scenario.spinup` and :meth:`Scenario.dt_frame` -- output cadence in ``time_units``: stored
   frame ``k`` is the state at ``spinup + k * dt_frame`` (exactly; the spin-up is dropped), stored with
-  time ``k * dt_frame`` (rebased).
+  time ``k * dt_frame`` (rebased);
+* :meth:`Scenario.validate_time_step` -- refuses an unsafe solver step before anything is written
+  (the solver's own stability limits for the trajectories to be generated, and a step longer than
+  the frame interval), with the largest safe step in the message;
+* :meth:`Scenario.sanity_bounds` -- physical bounds of the stored fields (``{field: (min, max)}``;
+  for a vector field the bound is on its magnitude): the generator never marks a file complete whose
+  frames leave them, and names the trajectory.
 
 Config keys every scenario understands (``configs/dataset/<name>.yaml``): ``name``, ``path``,
 ``nlat``, ``nlon``, ``grid``, ``lmax`` (solver band limit; null = default), ``n_trajectories`` (null =
@@ -60,6 +66,7 @@ from .folder import make_splits as _random_splits
 
 __all__ = [
     "FieldSpec",
+    "SanityBoundError",
     "Scenario",
     "Simulation",
     "register_scenario",
@@ -94,6 +101,10 @@ class FieldSpec:
         if self.kind == "vector":
             d["components"] = ["u", "v"]
         return d
+
+
+class SanityBoundError(ValueError):
+    """A stored field left a physical bound the scenario declares (the trajectory is named)."""
 
 
 class Simulation(Protocol):
@@ -212,6 +223,14 @@ class Scenario:
         """A batched simulation of ``B`` trajectories; ``params[name]`` has shape ``(B,)`` float64."""
         raise NotImplementedError
 
+    def validate_time_step(self) -> None:
+        """Refuse an unsafe solver step for the trajectories to be generated (``ValueError`` with the
+        largest safe step); called by the generator before anything is written. Nothing by default."""
+
+    def sanity_bounds(self) -> dict[str, tuple[float | None, float | None]]:
+        """``{stored field: (min, max)}`` physical bounds (vector fields: bounds on the magnitude); none by default."""
+        return {}
+
     # ------------------------------------------------------------------ provided
     @property
     def solver_lmax(self) -> int:
@@ -287,6 +306,33 @@ class Scenario:
                 out[name] = torch.stack([components[c] for c in spec.source], dim=-1).detach().cpu().double().numpy()
         return out
 
+    def refuse_step_longer_than_frames(self, dt: float | None, key: str = "dt") -> None:
+        """``ValueError`` if a configured solver step ``dt`` exceeds the frame interval (never shortened silently)."""
+        if dt is not None and float(dt) > self.dt_frame() * (1.0 + 1e-9):
+            raise ValueError(f"dataset.{key}={dt:g} {self.time_units} is longer than the frame interval {self.dt_frame():g} "
+                             f"{self.time_units}; a step is never shortened silently: choose dataset.{key} <= "
+                             f"{self.dt_frame():g} (a divisor of it)")
+
+    def sanity_violations(self, values: Mapping[str, np.ndarray]) -> list[tuple[int, str]]:
+        """``(batch index, description)`` of every trajectory whose stored ``values`` (``(B, ...)`` per
+        field, vectors with the component last) leave :meth:`sanity_bounds`."""
+        out = []
+        for name, (lo, hi) in self.sanity_bounds().items():
+            if name not in values:
+                continue
+            a = values[name]
+            if self.fields[name].kind == "vector":
+                a = np.sqrt((a * a).sum(-1))
+            a = a.reshape(a.shape[0], -1)
+            what = "magnitude of " if self.fields[name].kind == "vector" else ""
+            units = self.fields[name].units
+            for j in range(a.shape[0]):
+                if lo is not None and not a[j].min() >= lo:
+                    out.append((j, f"min {what}{name} = {a[j].min():.4g} {units} < declared minimum {lo:g} {units}"))
+                elif hi is not None and not a[j].max() <= hi:
+                    out.append((j, f"max {what}{name} = {a[j].max():.4g} {units} > declared maximum {hi:g} {units}"))
+        return out
+
     def describe(self) -> dict:
         """Plain-type description for dataset.yaml (without config/command/versions)."""
         return {
@@ -310,6 +356,7 @@ class Scenario:
             "sweep": {k: [float(x) for x in v] for k, v in self.axes().items()},
             "n_seeds": int(self.cfg["n_seeds"]),
             "solver": self.solver_settings(),
+            "sanity_bounds": {k: [None if v is None else float(v) for v in b] for k, b in self.sanity_bounds().items()},
         }
 
     def make_splits(self, seed: int = 42) -> dict:

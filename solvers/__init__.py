@@ -1,13 +1,17 @@
-"""Numerical PDE solvers on the sphere (import as ``dandelion.solvers``; DESIGN.md §5).
+"""Numerical PDE solvers on the sphere (import as ``dandelion.solvers``).
+
+Physics apart from time stepping (after Dinosaur): equation objects hold the physics, one module the
+schemes, one driver the stepping.
 
 * :mod:`dandelion.solvers.spectral`: batched float64 spectral core (torch-harmonics transforms on a
   dealiased Gauss grid, Laplacian, Helmholtz velocity, exact synthesis on output grids);
-* :mod:`dandelion.solvers.integrators`: generic IMEX / explicit Runge-Kutta steppers with an
-  integrating factor for diagonal linear terms (ARS(2,2,2), ARS(3,4,3), RK4);
-* :mod:`dandelion.solvers.shallow_water`: rotating shallow water (vorticity-divergence, tilted axis,
-  invariants, CFL check);
-* :mod:`dandelion.solvers.galewsky`: Galewsky and Williamson-2 initial conditions and the batched
-  :class:`~dandelion.solvers.galewsky.GalewskySimulation`;
-* further equations (Cahn-Hilliard, chained turbulence, primitive equations / Held-Suarez) build on
-  the same core and integrators.
+* :mod:`dandelion.solvers.integrators`: every time integrator (IMEX and explicit Runge-Kutta with an
+  integrating factor, semi-implicit leapfrog with the RAW filter, exponential time differencing);
+* :mod:`dandelion.solvers.time_stepping`: the one driver (landing on target times, stability limits,
+  non-finite checks) behind every simulation's ``advance_to``;
+* equations and their simulations: :mod:`~dandelion.solvers.shallow_water` with
+  :mod:`~dandelion.solvers.galewsky`, :mod:`~dandelion.solvers.cahn_hilliard`,
+  :mod:`~dandelion.solvers.chained_turbulence`, :mod:`~dandelion.solvers.primitive_equations` (vertical
+  operators in :mod:`~dandelion.solvers.sigma_coordinates`, the Jablonowski-Williamson state in
+  :mod:`~dandelion.solvers.baroclinic_wave`) with :mod:`~dandelion.solvers.held_suarez`.
 """

@@ -42,9 +42,10 @@ Numerics
   the last bit. :meth:`CahnHilliardSimulation.stabilisation_margin` reports ``S - max|f''|/2``.
 * Step schedule: the reference's ``dt_n = exp(-5 + 0.01 n)`` (685 steps to t = 630; 715 here, as each
   10-unit interval rounds its step count up), i.e. geometric
-  steps ``t_n + c = c e^(0.01 n)`` with ``c = e^-5 / (e^0.01 - 1) = 0.6704``; in each interval
-  between output times the number of steps is rounded up and the ratio shrunk so that every output
-  time is hit exactly (``dt`` ~ ``0.01 (t + 0.67)``: 0.0067 at t = 0, where the fastest linear
+  steps ``t_n + c = c e^(0.01 n)`` with ``c = e^-5 / (e^0.01 - 1) = 0.6704``, i.e. equal steps of 0.01
+  in the clock ``ln(t + c)``; the driver's landing rule (:mod:`dandelion.solvers.time_stepping`) rounds
+  the number of steps of each interval between output times up and shrinks the ratio so that every
+  output time is hit exactly (``dt`` ~ ``0.01 (t + 0.67)``: 0.0067 at t = 0, where the fastest linear
   growth time ``1/sigma_max >= 4`` (eps = 0.5) is resolved by ~600 steps, and ~6 at t = 630, where
   coarsening is slow: ``dt / t ~ 1%``). A fixed ``dt`` can be given instead (verification).
 """
@@ -56,9 +57,13 @@ import math
 import numpy as np
 import torch
 
-from dandelion.solvers.integrators import ARS222, IMEXTableau, imex_runge_kutta
-from dandelion.solvers.spectral import SpectralCore, nonfinite_members
 from dandelion.sphere import SphereGrid
+
+from .chained_turbulence import real_to_complex_coefficients
+from .integrators import ARS222, IMEX_EULER, imex_amplification, imex_runge_kutta
+from .spectral import SpectralCore
+from .time_stepping import (GeometricClock, Simulation, StabilityLimit, check_finite, enforce_limits,
+                            largest_stable_step, step_count)
 
 __all__ = [
     "CH_MIN_LMAX",
@@ -70,6 +75,7 @@ __all__ = [
     "noise_band_limit",
     "initial_phi",
     "step_times",
+    "CahnHilliard",
     "CahnHilliardSimulation",
 ]
 
@@ -79,10 +85,6 @@ __all__ = [
 CH_MIN_LMAX = 128
 #: Default band limit (degrees 0..191, transform grid 384 x 768): the card's margin above the minimum.
 CH_DEFAULT_LMAX = 192
-
-#: Forward-backward (IMEX) Euler in the Ascher-Ruuth-Spiteri form: U = (I - h L)^-1 (u + h N(u)).
-IMEX_EULER = IMEXTableau(a_ex=((0, 0), (1, 0)), a_im=((0, 0), (0, 1)), b_ex=(1, 0), b_im=(0, 1), c=(0, 1.0),
-                         name="imex_euler")
 
 #: Time-stepping schemes of :class:`CahnHilliardSimulation`.
 SCHEMES = {"ars222": ARS222, "imex_euler": IMEX_EULER}
@@ -143,8 +145,6 @@ def initial_phi(rng: np.random.Generator, *, mean: float, variance: float, radiu
     """
     if variance < 0 or radius <= 0:
         raise ValueError(f"variance={variance} must be >= 0 and radius={radius} > 0")
-    from dandelion.solvers.chained_turbulence import real_to_complex_coefficients
-
     lc = noise_band_limit(radius, cell_edge)
     std = math.sqrt(variance * cell_area / radius**2)
     a = np.zeros((lc + 1, 2 * lc + 1))
@@ -159,33 +159,102 @@ def initial_phi(rng: np.random.Generator, *, mean: float, variance: float, radiu
 
 
 def step_times(t0: float, t1: float, *, dt: float | None = None, growth: float = _GROWTH,
-               offset: float = _OFFSET, dt_max: float = 100.0) -> np.ndarray:
-    """End times of the steps from ``t0`` to ``t1`` (the last is exactly ``t1``), float64 array.
+               offset: float = _OFFSET) -> np.ndarray:
+    """End times of the steps the driver takes from ``t0`` to ``t1`` (the last is exactly ``t1``), float64.
 
-    Default: the reference geometric schedule (module docstring), ``n = ceil(ln((t1+c)/(t0+c))/growth)``
-    steps of ratio ``((t1+c)/(t0+c))^(1/n)``, no step above ``dt_max``; with ``dt``: uniform steps no
-    longer than ``dt``. Raises ``ValueError`` for ``t1 < t0`` or a non-positive ``dt``.
+    Default: the reference geometric schedule, the driver's landing rule in the clock ``ln(t + c)``
+    (:class:`~dandelion.solvers.time_stepping.GeometricClock`): ``n = ceil(ln((t1+c)/(t0+c))/growth - 1e-9)``
+    steps of ratio ``((t1+c)/(t0+c))^(1/n)``; with ``dt``: ``n = ceil((t1 - t0)/dt - 1e-9)`` equal steps.
+    Raises ``ValueError`` for ``t1 < t0`` or a non-positive ``dt``.
     """
     t0, t1 = float(t0), float(t1)
     if t1 < t0:
         raise ValueError(f"step_times: t1={t1} is before t0={t0}")
     if t1 == t0:
         return np.array([], dtype=np.float64)
+    if dt is not None and not dt > 0:
+        raise ValueError(f"dt={dt} must be positive")
     if dt is not None:
-        if not dt > 0:
-            raise ValueError(f"dt={dt} must be positive")
-        n = max(1, math.ceil((t1 - t0) / dt - 1e-9))
-        out = t0 + (t1 - t0) * np.arange(1, n + 1) / n
-    else:
-        ratio = (t1 + offset) / (t0 + offset)
-        n = max(1, math.ceil(math.log(ratio) / growth - 1e-9), math.ceil((t1 - t0) / dt_max - 1e-9))
-        out = (t0 + offset) * ratio ** (np.arange(1, n + 1) / n) - offset
+        n = step_count(t1 - t0, dt)
+        return t0 + (t1 - t0) / n * np.arange(1, n + 1)
+    ratio = (t1 + offset) / (t0 + offset)
+    n = step_count(math.log(ratio), growth)
+    out = (t0 + offset) * ratio ** (np.arange(1, n + 1) / n) - offset
     out[-1] = t1
     return out
 
 
-class CahnHilliardSimulation:
-    """Batched Cahn-Hilliard simulation (the simulation protocol of the dataset framework).
+class CahnHilliard:
+    """Equation object of the linearly stabilised Cahn-Hilliard split (module docstring).
+
+    Parameters
+    ----------
+    core : SpectralCore on the unit sphere with ``dealias=2`` (exact cubic projection).
+    epsilon, radius, D, a : tensors of shape (B,)
+        Interface parameter, sphere radius, mobility, bulk coefficient (per trajectory).
+    stabilizer : float
+        ``S`` (units of ``a^2``).
+
+    The explicit terms ``D a^2 lap(f'(phi) - S phi)``, the implicit (diagonal) ``-D eps^2 lap^2 phi
+    + D a^2 S lap phi`` and its inverse, used by :func:`dandelion.solvers.integrators.imex_runge_kutta`.
+    """
+
+    def __init__(self, core: SpectralCore, *, epsilon, radius, D, a, stabilizer: float):
+        B = epsilon.shape[0]
+        col = lambda x: x.reshape(B, 1, 1)  # noqa: E731
+        self.core = core
+        self.eps, self.radius, self.D, self.a = col(epsilon), col(radius), col(D), col(a)
+        self.S = float(stabilizer)
+        ll1 = -core.lap.reshape(1, core.lmax, 1)  # l(l+1) on the unit sphere
+        self.k2 = ll1 / self.radius**2  # (B, lmax, 1)
+        self._implicit_rate = -self.D * self.k2 * (self.a**2 * self.S + self.eps**2 * self.k2)
+
+    def explicit_terms(self, phi_hat: torch.Tensor) -> torch.Tensor:
+        """``D a^2 lap(f'(phi) - S phi)`` in spectral space (cubic evaluated on the 2x-padded grid)."""
+        fp = self.core.to_spec(_fprime(self.core.to_grid(phi_hat))) * self.core.mask
+        return -self.D * self.k2 * self.a**2 * (fp - self.S * phi_hat)
+
+    def implicit_terms(self, phi_hat: torch.Tensor) -> torch.Tensor:
+        """``-D eps^2 lap^2 phi + D a^2 S lap phi`` in spectral space (diagonal)."""
+        return self._implicit_rate * phi_hat
+
+    def implicit_inverse(self, phi_hat: torch.Tensor, eta: float) -> torch.Tensor:
+        """Solve ``(I - eta L) x = phi_hat`` for the diagonal implicit operator ``L``."""
+        return phi_hat / (1.0 - eta * self._implicit_rate)
+
+    def tendency(self, phi_hat: torch.Tensor) -> torch.Tensor:
+        """Full right-hand side ``D lap(mu)`` (spectral), for checks."""
+        return self.explicit_terms(phi_hat) + self.implicit_terms(phi_hat)
+
+    def max_curvature(self, phi_hat: torch.Tensor) -> torch.Tensor:
+        """``max f''(phi)`` over the padded grid, (B,)."""
+        phi = self.core.to_grid(phi_hat)
+        return (6.0 * phi**2 - 6.0 * phi + 1.0).flatten(1).max(-1).values
+
+    def largest_stable_step(self, tableau, curvature: torch.Tensor) -> torch.Tensor:
+        """Largest step (B,) for which ``tableau`` does not amplify any decaying mode of the equation
+        linearised about a uniform state with ``f'' = curvature`` (B,): per degree, explicit rate
+        ``D a^2 k^2 (S - f'')`` and implicit rate ``-D k^2 (a^2 S + eps^2 k^2)``
+        (:func:`~dandelion.solvers.integrators.imex_amplification`). Unbounded (inf) while ``f'' <= S``
+        (the explicit part then only grows and the L-stable implicit part dominates; verified by the tests)."""
+        out = torch.full(curvature.shape, math.inf, dtype=torch.float64)
+        for b in torch.nonzero(curvature.cpu() > self.S).reshape(-1).tolist():
+            k2, D, a2, e2 = self.k2[b, 1:, 0].cpu(), float(self.D[b]), float(self.a[b]) ** 2, float(self.eps[b]) ** 2
+            lam_ex = D * a2 * k2 * (self.S - float(curvature[b]))
+            lam_im = -D * k2 * (a2 * self.S + e2 * k2)
+            decaying = lam_ex + lam_im <= 0
+
+            def worst(h):
+                r = imex_amplification(tableau, h * lam_ex, h * lam_im).abs()
+                return float(r[decaying].max()) if bool(decaying.any()) else 0.0
+
+            out[b] = largest_stable_step(worst)
+        return out
+
+
+class CahnHilliardSimulation(Simulation):
+    """Batched Cahn-Hilliard simulation: a :class:`CahnHilliard` equation advanced by the driver of
+    :mod:`dandelion.solvers.time_stepping`.
 
     Parameters
     ----------
@@ -203,6 +272,10 @@ class CahnHilliardSimulation:
         Fixed step (non-dimensional time); None = the reference schedule (:func:`step_times`).
     device : torch device.
 
+    Stability: the linearised scheme amplifies no decaying mode at any step while ``max f''(phi) <= S``
+    (:meth:`CahnHilliard.largest_stable_step`); checked on the initial state (a violation with a fixed
+    ``dt`` above the limit is refused with the largest safe one) and during the run.
+
     Attributes
     ----------
     time : float. ``phi_hat`` : (B, lmax, lmax) complex128 state. ``n_steps`` : int.
@@ -211,8 +284,11 @@ class CahnHilliardSimulation:
     Raises
     ------
     ValueError
-        For shape mismatches, non-positive epsilon/radius/D or a negative stabilizer.
+        For shape mismatches, non-positive epsilon/radius/D, a negative stabilizer or an unsafe ``dt``.
     """
+
+    name = "cahn_hilliard"
+    time_units = "nondimensional"
 
     def __init__(self, params: dict, phi0: torch.Tensor, *, lmax: int = CH_DEFAULT_LMAX, stabilizer: float = 2.0,
                  scheme: str = "ars222", dt: float | None = None, record_energy: bool = False, device="cpu"):
@@ -235,77 +311,69 @@ class CahnHilliardSimulation:
             raise ValueError(f"stabilizer={stabilizer} must be >= 0 (energy stability needs S >= max|f''|/2)")
         if tuple(phi0.shape) != (B, self.lmax, self.lmax):
             raise ValueError(f"phi0 has shape {tuple(phi0.shape)}, expected (B, lmax, lmax) = {(B, self.lmax, self.lmax)}")
+        if dt is not None and not dt > 0:
+            raise ValueError(f"dt={dt} must be positive")
         self.batch = B
         self.core = SpectralCore(self.lmax, dealias=2.0, radius=1.0).to(self.device)
-        col = lambda x: x.reshape(B, 1, 1)  # noqa: E731
-        self.eps, self.radius, self.D, self.a = col(eps), col(R), col(D), col(a)
-        self.S = float(stabilizer)
-        ll1 = -self.core.lap.reshape(1, self.lmax, 1)  # l(l+1) on the unit sphere
-        self.k2 = ll1 / self.radius**2  # (B, lmax, 1)
-        self._implicit_rate = -self.D * self.k2 * (self.a**2 * self.S + self.eps**2 * self.k2)
-        self.phi_hat = (phi0.to(torch.complex128).to(self.device) * self.core.mask).clone()
-        self.dt = None if dt is None else float(dt)
+        self.equation = CahnHilliard(self.core, epsilon=eps, radius=R, D=D, a=a, stabilizer=stabilizer)
+        self.eps, self.radius, self.D, self.a, self.S = (self.equation.eps, self.equation.radius, self.equation.D,
+                                                         self.equation.a, self.equation.S)
+        self.params = {"epsilon": eps, "radius": R}
+        self.state = (phi0.to(torch.complex128).to(self.device) * self.core.mask).clone()
+        self.dt = self.fixed_step = None if dt is None else float(dt)
+        if self.dt is None:
+            self.clock = GeometricClock(_OFFSET)
         self.time = 0.0
         self.n_steps = 0
         self.record_energy = bool(record_energy)
         self.energy_log: list[tuple[float, torch.Tensor]] = []
+        if self.dt is not None:
+            enforce_limits(self.dt, self.stability_limits(), units="", what="Cahn-Hilliard")
 
-    # ------------------------------------------------------------------ equation (explicit / implicit split)
+    @property
+    def phi_hat(self) -> torch.Tensor:
+        """The state: spectrum of ``phi`` (B, lmax, lmax) complex128."""
+        return self.state
+
+    @phi_hat.setter
+    def phi_hat(self, value: torch.Tensor) -> None:
+        self.state = value
+
+    # ------------------------------------------------------------------ stepping (driver protocol)
+    def stability_limits(self):
+        fpp = self.equation.max_curvature(self.state)
+        limit = self.equation.largest_stable_step(SCHEMES[self.scheme], fpp)
+        return [StabilityLimit(f"linearised {self.scheme} (stabiliser S = {self.S:g})", limit,
+                               f"max f''(phi) = {float(fpp.max()):.3g} exceeds S, so the explicit part damps and "
+                               "the scheme can amplify decaying modes; raise the stabilizer or lower dt")]
+
+    def max_step(self) -> float:
+        """The fixed ``dt``, or the reference schedule's 1% growth per step in the clock ``ln(t + c)``."""
+        return _GROWTH if self.dt is None else self.dt
+
+    def step(self, dt, active=None) -> None:
+        """One stabilised IMEX step of ``dt`` (scheme chosen at construction); does not change :attr:`time`."""
+        self.state = imex_runge_kutta(SCHEMES[self.scheme], self.equation, float(dt))(self.state)
+        self.n_steps += 1
+        if self.record_energy:
+            self.energy_log.append((self.time + float(dt), self.free_energy()))
+
+    # ------------------------------------------------------------------ equation (delegated)
     def explicit_terms(self, phi_hat: torch.Tensor) -> torch.Tensor:
-        """``D a^2 lap(f'(phi) - S phi)`` in spectral space (cubic evaluated on the 2x-padded grid)."""
-        fp = self.core.to_spec(_fprime(self.core.to_grid(phi_hat))) * self.core.mask
-        return -self.D * self.k2 * self.a**2 * (fp - self.S * phi_hat)
+        return self.equation.explicit_terms(phi_hat)
 
     def implicit_terms(self, phi_hat: torch.Tensor) -> torch.Tensor:
-        """``-D eps^2 lap^2 phi + D a^2 S lap phi`` in spectral space (diagonal)."""
-        return self._implicit_rate * phi_hat
-
-    def implicit_inverse(self, phi_hat: torch.Tensor, eta: float) -> torch.Tensor:
-        """Solve ``(I - eta L) x = phi_hat`` for the diagonal implicit operator ``L``."""
-        return phi_hat / (1.0 - eta * self._implicit_rate)
+        return self.equation.implicit_terms(phi_hat)
 
     def tendency(self, phi_hat: torch.Tensor) -> torch.Tensor:
         """Full right-hand side ``D lap(mu)`` (spectral), for checks."""
-        return self.explicit_terms(phi_hat) + self.implicit_terms(phi_hat)
-
-    # ------------------------------------------------------------------ stepping
-    def step(self, dt: float) -> None:
-        """One stabilised IMEX step of ``dt`` (scheme chosen at construction)."""
-        self.phi_hat = imex_runge_kutta(SCHEMES[self.scheme], self, float(dt))(self.phi_hat)
-        self.time += float(dt)
-        self.n_steps += 1
-        if self.record_energy:
-            self.energy_log.append((self.time, self.free_energy()))
-
-    def advance_to(self, t: float) -> None:
-        """Integrate to ``t`` (non-dimensional), landing exactly on it (schedule: :func:`step_times`).
-
-        Raises
-        ------
-        ValueError
-            If ``t`` is before the current time.
-        FloatingPointError
-            If a trajectory becomes non-finite (names its batch index).
-        """
-        t = float(t)
-        if t < self.time - 1e-12:
-            raise ValueError(f"cannot advance to t={t}: the simulation is already at t={self.time}")
-        for t_end in step_times(self.time, max(t, self.time), dt=self.dt):
-            self.step(t_end - self.time)
-            self.time = float(t_end)
-        self.time = t
-        self._check_finite()
-
-    def _check_finite(self) -> None:
-        idx = nonfinite_members(self.phi_hat)
-        if idx:
-            raise FloatingPointError(f"Cahn-Hilliard: non-finite phi at t={self.time:.6g} in batch index(es) {idx}")
+        return self.equation.tendency(phi_hat)
 
     # ------------------------------------------------------------------ output and invariants
     def fields(self, grid: SphereGrid) -> dict[str, torch.Tensor]:
         """``{"phi": (B, nlat, nlon)}`` float64, truncated to ``min(lmax, grid.lmax)`` and synthesised
         exactly at ``grid``'s nodes. Raises ``FloatingPointError`` naming a non-finite trajectory."""
-        self._check_finite()
+        check_finite(self)
         return {"phi": self.core.synthesise(self.phi_hat, grid)}
 
     def mean(self) -> torch.Tensor:

@@ -18,7 +18,7 @@ Numerics (ours, DATASETS.md §2 "Our method" / "Ours, decided"):
 * state: the vorticity spectrum ``omega_lm`` (orthonormal harmonics, torch-harmonics ``(lmax, mmax)``
   layout), float64, batch = ensemble, each trajectory with its own operator coefficients;
 * the linear operator is integrated exactly by exponential time differencing (Cox-Matthews ETDRK4,
-  :mod:`dandelion.solvers.etd`): ``sigma(127)`` reaches -5e9 / tau, far too stiff for any explicit
+  :class:`dandelion.solvers.integrators.ETDRK4`): ``sigma(127)`` reaches -5e9 / tau, far too stiff for any explicit
   scheme, and ``exp(sigma dt)`` is exact because ``L`` is diagonal;
 * advection ``-u . grad(omega)`` is evaluated pseudo-spectrally on the 3/2-dealiased Gauss grid of the
   shared :class:`dandelion.solvers.spectral.SpectralCore` (exact Galerkin projection of the quadratic
@@ -33,7 +33,8 @@ Numerics (ours, DATASETS.md §2 "Our method" / "Ours, decided"):
   per step, and over 1 tau of inviscid flow from a saturated state (lmax 24) the enstrophy drifts by
   5.7e-6 relative at 0.3 but 7.7e-7 at 0.2 (2.6e-8 at 0.1; drift ~ dt^5), so 0.2 meets the 1e-6
   conservation check at the generation step. The steps are shrunk uniformly so that every
-  :meth:`ChainedTurbulenceSimulation.advance_to` target is hit exactly. ETDRK4's stability along the
+  :meth:`ChainedTurbulenceSimulation.advance_to` target is hit exactly (the landing rule of
+  :mod:`dandelion.solvers.time_stepping`, with the CFL step of each trajectory as its limit). ETDRK4's stability along the
   imaginary axis (~2.8) is far from ``u k dt <= 0.2 pi``.
 
 Sign: with ``lap(psi) = -omega`` and ``u = r_hat x grad(psi)`` the stored ``omega`` is
@@ -48,16 +49,21 @@ import math
 import numpy as np
 import torch
 
-from dandelion.solvers.etd import ETDRK4
-from dandelion.solvers.spectral import SpectralCore, nonfinite_members
 from dandelion.sphere import SphereGrid
+
+from .integrators import ETDRK4
+from .spectral import SpectralCore
+from .time_stepping import Simulation, check_finite
 
 __all__ = [
     "TURBULENCE_MIN_LMAX",
     "TURBULENCE_DEFAULT_LMAX",
+    "MAX_CFL",
+    "check_cfl_number",
     "operator_coefficients",
     "growth_rate",
     "peak_degree",
+    "unstable_degrees",
     "ic_max_degree",
     "real_to_complex_coefficients",
     "initial_vorticity",
@@ -73,6 +79,19 @@ TURBULENCE_DEFAULT_LMAX = 128
 #: the eddy turnover rate (RMS vorticity ~ 14.6 / tau), so the enstrophy cascade is dissipated by the
 #: operator before it reaches the truncation. Below it a dataset is marked ``reduced: true``.
 TURBULENCE_MIN_LMAX = 65
+
+
+#: Largest CFL number ``max|u| dt / (pi R / lmax)``: ETDRK4 reduces to a classical four-stage scheme on
+#: advection, stable on the imaginary axis up to 2 sqrt(2); with the margin of
+#: :data:`dandelion.solvers.shallow_water.CFL_LIMITS` (2.5) on ``u k dt`` and ``k ~ lmax / R``, 2.5 / pi.
+MAX_CFL = 2.5 / math.pi
+
+
+def check_cfl_number(cfl: float) -> None:
+    """Refuse a CFL number outside ``(0, MAX_CFL]`` (the message gives the largest safe one)."""
+    if not 0 < float(cfl) <= MAX_CFL:
+        raise ValueError(f"cfl={cfl} is unsafe: the advective CFL number max|u| dt / (pi R / lmax) of ETDRK4 must lie in "
+                         f"(0, {MAX_CFL:.4f}] (|u k dt| <= 2.5 on the imaginary axis); the largest safe cfl is {MAX_CFL:.4f}")
 
 
 def _as_tensor(x, device=None) -> torch.Tensor:
@@ -152,6 +171,21 @@ def peak_degree(r_over_lambda: float, kappa_lambda: float, lmax: int = 200) -> i
     return int(torch.argmax(sig))
 
 
+def unstable_degrees(r_over_lambda: float, kappa_lambda: float, *, radius: float = 1.0) -> list[int]:
+    """Degrees ``l >= 1`` with a positive linear growth rate ``sigma(l) > 0`` (DATASETS.md §2 operator).
+
+    Computed from the operator of :func:`operator_coefficients` over ``l = 1 .. max(floor(4 pi R/Lambda), 64)``
+    (beyond which ``sigma`` is negative). A cell with a single unstable degree is untouched by advection
+    (the Jacobian of a one-degree field with itself vanishes), so it grows at ``1/tau`` until far past
+    the saturated amplitude of the other cells before it breaks up; :mod:`dandelion.datasets.chained_turbulence`
+    keeps only cells with at least two.
+    """
+    lam = float(radius) / float(r_over_lambda)
+    l = torch.arange(1, int(max(math.floor(4.0 * math.pi * radius / lam), 64)) + 1, dtype=torch.float64)
+    sig = growth_rate(l, operator_coefficients(r_over_lambda, kappa_lambda, radius=radius), radius=radius)
+    return [int(x) for x in l[sig > 0].tolist()]
+
+
 def ic_max_degree(r_over_lambda: float, kappa_lambda: float, *, radius: float = 1.0) -> int:
     """Highest degree of the initial noise, ``l_i = ceil(R (pi/Lambda + kappa/2)) + 4`` (DATASETS.md §2)."""
     lam = radius / float(r_over_lambda)
@@ -209,7 +243,7 @@ def degree_power(spec: torch.Tensor) -> torch.Tensor:
     return (spec.real**2 + spec.imag**2) @ w
 
 
-class ChainedTurbulenceSimulation:
+class ChainedTurbulenceSimulation(Simulation):
     """Batched chained-turbulence simulation (the simulation protocol of the dataset framework).
 
     Parameters
@@ -242,13 +276,16 @@ class ChainedTurbulenceSimulation:
         For inconsistent shapes, ``cfl``/``dt_max`` not positive, or coefficients with no unstable band.
     """
 
+    name = "chained_turbulence"
+    time_units = "tau"
     radius = 1.0
     tau = 1.0
 
     def __init__(self, params: dict, omega0: torch.Tensor, *, lmax: int = TURBULENCE_DEFAULT_LMAX, cfl: float = 0.2,
                  dt_max: float = 0.05, advection: bool = True, linear: bool = True, device="cpu"):
-        if not (cfl > 0 and dt_max > 0):
-            raise ValueError(f"cfl={cfl} and dt_max={dt_max} must be positive")
+        if not dt_max > 0:
+            raise ValueError(f"dt_max={dt_max} must be positive")
+        check_cfl_number(cfl)
         self.device = torch.device(device)
         self.lmax = int(lmax)
         r = _as_tensor(params["r_over_lambda"]).reshape(-1).cpu()  # tables are built on the CPU, then moved
@@ -271,6 +308,13 @@ class ChainedTurbulenceSimulation:
         self.time = 0.0
         self.n_steps = 0
         self._etd_cache: dict[float, ETDRK4] = {}
+        self._fields = None
+        self.params = {"r_over_lambda": r, "kappa_lambda": kl}
+
+    @property
+    def state(self) -> torch.Tensor:
+        """The vorticity spectrum (B, lmax, lmax) complex128 (same tensor as :attr:`omega`)."""
+        return self.omega
 
     # ------------------------------------------------------------------ physics
     def velocity(self, omega: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -319,10 +363,24 @@ class ChainedTurbulenceSimulation:
             etd = self._etd_cache[key] = ETDRK4(self.sigma, dt.to(self.device).reshape(-1, 1, 1))
         return etd
 
-    def step(self, dt, fields=None, active: torch.Tensor | None = None) -> None:
-        """One ETDRK4 step of ``dt`` tau (float, or (B,) one per trajectory); ``fields``: the
-        :meth:`velocity_and_gradient` of the current state if computed; ``active``: (B,) bool, the
-        trajectories that step (the others keep their state). Does not change :attr:`time`."""
+    def max_step(self) -> torch.Tensor:
+        """CFL step of each trajectory (:meth:`cfl_dt`) on its current winds, (B,) in tau: the driver's
+        per-trajectory limit, re-evaluated before every step; the transform-grid fields are kept for
+        the next :meth:`step`."""
+        if not self.advection:
+            self._fields = None
+            return self.cfl_dt(torch.zeros(self.batch, dtype=torch.float64))
+        self._fields = (self.omega, self.velocity_and_gradient(self.omega))
+        u, v = self._fields[1][0], self._fields[1][1]
+        return self.cfl_dt(torch.sqrt(u * u + v * v).flatten(1).max(-1).values.cpu())
+
+    def step(self, dt, active: torch.Tensor | None = None, fields=None) -> None:
+        """One ETDRK4 step of ``dt`` tau (float, or (B,) one per trajectory); ``active``: (B,) bool, the
+        trajectories that step (the others keep their state); ``fields``: the :meth:`velocity_and_gradient`
+        of the current state if computed (else the one :meth:`max_step` kept for it). Does not change :attr:`time`."""
+        if fields is None and self._fields is not None and self._fields[0] is self.omega:
+            fields = self._fields[1]
+        self._fields = None
         dt = torch.as_tensor(dt, dtype=torch.float64).reshape(-1).expand(self.batch).cpu()
         etd = self._stepper(dt)
         nu = self.nonlinear(self.omega, fields)
@@ -333,69 +391,11 @@ class ChainedTurbulenceSimulation:
         self.omega = new
         self.n_steps += 1
 
-    def advance_to(self, t: float) -> None:
-        """Integrate all trajectories to time ``t`` (tau), landing exactly on it.
-
-        Every trajectory has its own steps, which depend only on its own state, so a trajectory's result
-        does not depend on the batch it is computed in: at the start its interval is divided into ``n``
-        equal steps no longer than its CFL step; before every step the CFL step is re-evaluated and, if
-        the planned step exceeds it, the rest of the interval is re-divided. Trajectories that have
-        arrived wait (their state is kept) while the others finish. Equal steps keep the ETD
-        coefficients cached.
-
-        Raises
-        ------
-        ValueError
-            If ``t`` is before the current time.
-        FloatingPointError
-            If a trajectory becomes non-finite (names its batch index).
-        """
-        t = float(t)
-        if t < self.time - 1e-12:
-            raise ValueError(f"cannot advance to t={t}: the simulation is already at t={self.time}")
-        if t - self.time <= 1e-12 * max(1.0, abs(t)):
-            self.time = t
-            return
-        B = self.batch
-        now = torch.full((B,), self.time, dtype=torch.float64)
-        left = torch.zeros(B, dtype=torch.long)
-        plan = torch.full((B,), math.inf, dtype=torch.float64)
-        first = True
-        while first or bool((left > 0).any()):
-            first = False
-            fields = self.velocity_and_gradient(self.omega) if self.advection else None
-            if fields is not None:
-                umax = torch.sqrt(fields[0] ** 2 + fields[1] ** 2).flatten(1).max(-1).values.cpu()
-                if not bool(torch.isfinite(umax).all()):
-                    self._check_finite()
-                    raise FloatingPointError(f"chained turbulence: non-finite velocity at t={self.time:.6g} tau in batch "
-                                             f"index(es) {torch.nonzero(~torch.isfinite(umax)).reshape(-1).tolist()}")
-            else:
-                umax = torch.zeros(B, dtype=torch.float64)
-            allowed = self.cfl_dt(umax)
-            replan = (left > 0) & (plan > allowed * (1.0 + 1e-12)) | (plan == math.inf)
-            if bool(replan.any()):
-                rem = t - now
-                n = torch.clamp(torch.ceil(rem / allowed - 1e-9), min=1).to(torch.long)
-                left = torch.where(replan, n, left)
-                plan = torch.where(replan, rem / n, plan)
-            active = left > 0
-            self.step(torch.where(active, plan, torch.ones_like(plan)), fields, active=None if bool(active.all()) else active)
-            now = torch.where(active, now + plan, now)
-            left = left - active.long()
-        self.time = t
-        self._check_finite()
-
-    def _check_finite(self) -> None:
-        idx = nonfinite_members(self.omega)
-        if idx:
-            raise FloatingPointError(f"chained turbulence: non-finite vorticity at t={self.time:.6g} tau in batch index(es) {idx}")
-
     # ------------------------------------------------------------------ output and invariants
     def fields(self, grid: SphereGrid) -> dict[str, torch.Tensor]:
         """``{"vorticity": (B, nlat, nlon)}`` float64 [1/tau], truncated to ``min(lmax, grid.lmax)`` and
         synthesised exactly at ``grid``'s nodes. Raises ``FloatingPointError`` naming a non-finite trajectory."""
-        self._check_finite()
+        check_finite(self)
         return {"vorticity": self.core.synthesise(self.omega, grid)}
 
     def spectrum(self) -> torch.Tensor:

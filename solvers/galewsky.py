@@ -24,14 +24,15 @@ from typing import Callable
 
 import torch
 
-from dandelion.solvers.integrators import make_stepper
-from dandelion.solvers.shallow_water import (EARTH_OMEGA, EARTH_RADIUS, GRAVITY, CFL_LIMITS, ShallowWater,
-                                             SWState, check_cfl)
-from dandelion.solvers.spectral import SpectralCore
 from dandelion.sphere import SphereGrid
 
+from .integrators import make_stepper
+from .shallow_water import EARTH_OMEGA, EARTH_RADIUS, GRAVITY, ShallowWater, SWState, cfl_limits, check_cfl
+from .spectral import SpectralCore
+from .time_stepping import Simulation, check_finite
+
 __all__ = [
-    "GALEWSKY_MIN_LMAX", "GALEWSKY_PARAMS", "JET_HALF_WIDTH", "BUMP_ALPHA", "BUMP_BETA", "FRAME_SECONDS",
+    "GALEWSKY_MIN_LMAX", "GALEWSKY_PARAMS", "SPEED_FACTOR", "JET_HALF_WIDTH", "BUMP_ALPHA", "BUMP_BETA", "FRAME_SECONDS",
     "galewsky_default_dt", "hyperviscosity", "rotation_matrices", "jet_wind", "balanced_height", "bump_height",
     "wrap_longitude", "galewsky_fields", "williamson2_fields", "ShallowWaterSimulation", "GalewskySimulation",
     "canonical_galewsky", "williamson2_simulation",
@@ -52,7 +53,8 @@ BUMP_BETA = 1.0 / 15.0
 #: Keys of the ``params`` dict of :class:`GalewskySimulation`, each a (B,) tensor.
 GALEWSKY_PARAMS = ("u_max", "phi_c", "h_hat", "H", "bump_lon", "bump_dlat",
                    "rot_axis_x", "rot_axis_y", "rot_axis_z", "rot_angle")
-_SPEED_FACTOR = 1.2  # expected peak wind / initial jet maximum, for the CFL check
+#: Expected peak wind over the initial jet maximum: the speed of the up-front Courant limit.
+SPEED_FACTOR = 1.2
 
 
 def galewsky_default_dt(lmax: int) -> float:
@@ -242,76 +244,73 @@ def williamson2_fields(points, axis: torch.Tensor, *, u0: float | None = None, g
 
 
 # ---------------------------------------------------------------------------- simulations
-class ShallowWaterSimulation:
-    """A batch of shallow-water trajectories following the simulation protocol (INTERFACES.md).
+class ShallowWaterSimulation(Simulation):
+    """A batch of shallow-water trajectories advanced by the driver of :mod:`dandelion.solvers.time_stepping`.
 
-    Attributes: ``time`` [s]; methods ``advance_to(t)``, ``fields(grid)``. Built by
-    :class:`GalewskySimulation`, :func:`canonical_galewsky`, :func:`williamson2_simulation`.
+    Attributes: ``time`` [s], ``state`` (:class:`SWState`); methods ``advance_to(t)``, ``fields(grid)``.
+    Built by :class:`GalewskySimulation`, :func:`canonical_galewsky`, :func:`williamson2_simulation`.
 
     Parameters
     ----------
     equation : ShallowWater
     state : SWState
     dt : float
-        Step [s]; ``advance_to`` lands exactly on any ``t`` (a shorter last step if needed).
+        Step [s]; ``advance_to`` lands exactly on any ``t`` (equal steps of ``dt`` where it divides the
+        interval, else equal shorter ones); a ``dt`` longer than the interval is refused.
     scheme : str
         Integrator name (``"ars343"``, ``"ars222"``, ``"rk4"``).
     params : dict of (B,) tensors, quoted in error messages.
+    expected_speed : float or tensor (B,)
+        Largest wind expected [m/s]: the up-front Courant limit (:func:`cfl_limits`); during the run
+        the measured winds are checked every ``check_every`` steps.
     check_every : int
-        Steps between non-finite checks (and always at the end of ``advance_to``).
+        Steps between non-finite and stability checks (and always at the end of ``advance_to``).
+
+    Raises
+    ------
+    ValueError
+        For a step violating a stability limit (the message gives the largest safe dt).
     """
 
+    name = "shallow water"
+
     def __init__(self, equation: ShallowWater, state: SWState, *, dt: float, scheme: str, params: dict | None = None,
-                 check_every: int = 64):
+                 expected_speed=0.0, check_every: int = 64):
         self.equation = equation
         self.core = equation.core
         self.state = state
-        self.dt = float(dt)
+        self.dt = self.fixed_step = float(dt)
         self.scheme = scheme
         self.params = dict(params or {})
         self.time = 0.0
         self.check_every = int(check_every)
         self.n_steps = 0
         self._steppers: dict[float, Callable] = {}
+        check_cfl(self.dt, **self._limit_args(expected_speed))
+
+    def _limit_args(self, speed) -> dict:
+        eq = self.equation
+        return dict(lmax=self.core.lmax, radius=self.core.radius, max_speed=speed, scheme=self.scheme,
+                    gravity_wave_speed=torch.sqrt(eq.gravity * eq.H.reshape(-1)), diffusion=eq.nu.reshape(-1))
 
     @property
     def batch_size(self) -> int:
         return self.state.h.shape[0]
 
-    def _stepper(self, dt: float):
-        if dt not in self._steppers:
-            self._steppers[dt] = make_stepper(self.scheme, self.equation, dt)
-        return self._steppers[dt]
+    def stability_limits(self):
+        """Courant limits on the measured winds of each trajectory (:func:`cfl_limits`)."""
+        u, v = self.core.vrtdiv_to_uv(self.state.vrt, self.state.div)
+        return cfl_limits(**self._limit_args(torch.sqrt(u * u + v * v).flatten(1).max(-1).values))
 
-    def advance_to(self, t: float) -> None:
-        """Integrate all trajectories to time ``t`` [s] (>= current time), landing exactly on it.
+    def max_step(self) -> float:
+        return self.dt
 
-        Raises
-        ------
-        ValueError
-            If ``t`` lies before the current time.
-        FloatingPointError
-            If a state becomes non-finite (message names the trajectory and its parameters).
-        """
-        t = float(t)
-        span = t - self.time
-        if span < -1e-9 * max(1.0, abs(t)):
-            raise ValueError(f"cannot advance backwards: requested t={t} s < current time {self.time} s")
-        n_full = int(math.floor(span / self.dt + 1e-9))
-        rest = span - n_full * self.dt
-        step = self._stepper(self.dt)
-        s = self.state
-        for i in range(n_full):
-            s = step(s)
-            self.n_steps += 1
-            if (i + 1) % self.check_every == 0:
-                self.equation.check_finite(s, self.params, self.time + (i + 1) * self.dt)
-        if rest > 1e-9 * self.dt:
-            s = self._stepper(rest)(s)
-            self.n_steps += 1
-        self.equation.check_finite(s, self.params, t)
-        self.state = s
-        self.time = t
+    def step(self, h, active=None) -> None:
+        h = float(h)
+        if h not in self._steppers:
+            self._steppers[h] = make_stepper(self.scheme, self.equation, h)
+        self.state = self._steppers[h](self.state)
+        self.n_steps += 1
 
     def fields(self, grid: SphereGrid) -> dict[str, torch.Tensor]:
         """``{"h", "u", "v"}`` float64 (B, grid.nlat, grid.nlon): the state truncated to
@@ -320,7 +319,7 @@ class ShallowWaterSimulation:
 
         Raises ``FloatingPointError`` naming the trajectory if a state is non-finite.
         """
-        self.equation.check_finite(self.state, self.params, self.time)
+        check_finite(self)
         s = self.state
         h = self.core.synthesise(s.h, grid)
         u, v = self.core.synthesise_uv(s.vrt, s.div, grid)
@@ -395,8 +394,8 @@ class GalewskySimulation(ShallowWaterSimulation):
             raise ValueError(f"viscosity={viscosity!r}: use 'hyper' (card) or 'laplacian'")
         if not float(nu) >= 0:
             raise ValueError(f"nu={nu} must be >= 0 [m^2/s]")
-        check_cfl(dt, lmax=lmax, radius=EARTH_RADIUS, max_speed=_SPEED_FACTOR * float(p["u_max"].abs().max()),
-                  gravity_wave_speed=math.sqrt(GRAVITY * float(p["H"].max())), scheme=scheme)
+        if not dt > 0:
+            raise ValueError(f"time step dt={dt} must be positive")
         p = {k: v.to(device) for k, v in p.items()}
         core = SpectralCore(lmax, dealias=1.5, radius=EARTH_RADIUS).to(device)
         rot = rotation_matrices(torch.stack([p["rot_axis_x"], p["rot_axis_y"], p["rot_axis_z"]], -1), p["rot_angle"])
@@ -410,7 +409,8 @@ class GalewskySimulation(ShallowWaterSimulation):
         bumps = [(p["h_hat"], p["phi_c"] + p["bump_dlat"], p["bump_lon"])]
         g = core.grid_spec
         u, v, h = galewsky_fields((g.xyz.to(device), g.east.to(device), g.north.to(device)), rot, jets, bumps)
-        super().__init__(eq, eq.state_from_grid(u, v, h), dt=dt, scheme=scheme, params=p)
+        super().__init__(eq, eq.state_from_grid(u, v, h), dt=dt, scheme=scheme, params=p,
+                         expected_speed=SPEED_FACTOR * p["u_max"].abs())
         self.rotation = rot
         self.lmax = int(lmax)
         self.nu4 = nu_eff if viscosity == "hyper" else None
@@ -425,8 +425,8 @@ def canonical_galewsky(lmax: int, *, dt: float, nu: float = 1e5, h_hat: float = 
     """
     rot = torch.eye(3, dtype=torch.float64)[None] if rotation is None else torch.as_tensor(rotation, dtype=torch.float64).reshape(1, 3, 3)
     rot = rot.to(device)
-    check_cfl(dt, lmax=lmax, radius=EARTH_RADIUS, max_speed=_SPEED_FACTOR * 80.0,
-              gravity_wave_speed=math.sqrt(GRAVITY * 1e4), scheme=scheme)
+    if not dt > 0:
+        raise ValueError(f"time step dt={dt} must be positive")
     core = SpectralCore(lmax, dealias=1.5, radius=EARTH_RADIUS).to(device)
     eq = ShallowWater(core, H=1e4, axis=rot[:, :, 2], nu=nu, diffusion_order=1)
     one = lambda x: torch.tensor([x], dtype=torch.float64, device=device)
@@ -435,7 +435,8 @@ def canonical_galewsky(lmax: int, *, dt: float, nu: float = 1e5, h_hat: float = 
     g = core.grid_spec
     u, v, h = galewsky_fields((g.xyz.to(device), g.east.to(device), g.north.to(device)), rot, jets, bumps)
     params = {"u_max": one(80.0), "h_hat": one(h_hat), "H": one(1e4)}
-    return ShallowWaterSimulation(eq, eq.state_from_grid(u, v, h), dt=dt, scheme=scheme, params=params)
+    return ShallowWaterSimulation(eq, eq.state_from_grid(u, v, h), dt=dt, scheme=scheme, params=params,
+                                  expected_speed=SPEED_FACTOR * 80.0)
 
 
 def williamson2_simulation(lmax: int, alpha, *, dt: float, scheme: str = "rk4", nlat: int | None = None,
@@ -450,7 +451,7 @@ def williamson2_simulation(lmax: int, alpha, *, dt: float, scheme: str = "rk4", 
     g = core.grid_spec
     u, v, h, H = williamson2_fields((g.xyz, g.east, g.north), axis)
     u0 = 2.0 * math.pi * EARTH_RADIUS / (12.0 * 86400.0)
-    check_cfl(dt, lmax=lmax, radius=EARTH_RADIUS, max_speed=u0, gravity_wave_speed=math.sqrt(GRAVITY * H), scheme=scheme)
     eq = ShallowWater(core, H=torch.full_like(alpha, H), axis=axis)
-    sim = ShallowWaterSimulation(eq, eq.state_from_grid(u, v, h), dt=dt, scheme=scheme, params={"alpha": alpha})
+    sim = ShallowWaterSimulation(eq, eq.state_from_grid(u, v, h), dt=dt, scheme=scheme, params={"alpha": alpha},
+                                 expected_speed=u0)
     return sim, {"u": u, "v": v, "h": h, "H": H}

@@ -30,7 +30,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from dandelion.solvers.spectral import nonfinite_members
+from .integrators import SCHEMES, SemiImplicitLeapfrog, make_stepper
+from .primitive_equations import PEState, PrimitiveEquations, hyperdiffusion_filter
+from .shallow_water import CFL_LIMITS
+from .sigma_coordinates import SigmaCoordinates, interpolate_to_pressure
+from .spectral import SpectralCore
+from .time_stepping import Simulation, StabilityLimit, check_finite, enforce_limits
 
 __all__ = [
     "DAY",
@@ -41,6 +46,8 @@ __all__ = [
     "HeldSuarezForcing",
     "TracerForcing",
     "HeldSuarezSimulation",
+    "held_suarez_time_step_limits",
+    "explicit_frequency_bound",
     "PRESSURE_LEVELS_HPA",
     "HELD_SUAREZ_MIN_LMAX",
 ]
@@ -227,7 +234,36 @@ PRESSURE_LEVELS_HPA = (50.0, 100.0, 250.0, 500.0, 700.0, 850.0, 925.0, 1000.0)
 HELD_SUAREZ_MIN_LMAX = 43
 
 
-class HeldSuarezSimulation:
+def explicit_frequency_bound(scheme: str) -> float:
+    """Largest ``|omega| dt`` of an explicitly treated oscillation: 1 for the leapfrog (Durran,
+    *Numerical Methods for Fluid Dynamics*, 2nd ed., §2.3.3), else the scheme's Courant limit
+    (:data:`dandelion.solvers.shallow_water.CFL_LIMITS`)."""
+    return 1.0 if scheme == "leapfrog" else CFL_LIMITS.get(scheme, 0.0)
+
+
+def held_suarez_time_step_limits(omega_factor, *, scheme: str = "leapfrog",
+                                 hyperdiffusion_time: float = 0.1 * DAY) -> list[StabilityLimit]:
+    """Step limits of a Held-Suarez run known before it starts, per trajectory.
+
+    Coriolis is explicit: ``f_max dt <= bound`` with ``f_max = 2 Omega omega_factor`` and the bound of
+    :func:`explicit_frequency_bound` (for the leapfrog ``dt <= 1 / (2 Omega omega_factor)``: 6857 s at
+    ``omega_factor = 1``). ARS(2,2,2)'s explicit part amplifies every oscillation (``|R(iy)|^2 = 1 + y^4/4``),
+    so it is refused without hyperdiffusion (infinite ``hyperdiffusion_time``).
+    """
+    bound = explicit_frequency_bound(scheme)
+    f_max = 2.0 * HS_CONSTANTS["omega"] * torch.as_tensor(omega_factor, dtype=torch.float64).detach().cpu().reshape(-1).abs()
+    where = "leapfrog with explicit Coriolis: |f| dt <= 1" if scheme == "leapfrog" else \
+        f"explicit Coriolis in scheme {scheme!r}: |f| dt <= {bound}"
+    out = [StabilityLimit("inertial f*dt", bound / f_max.clamp(min=1e-300),
+                          f"{where} with f_max = 2 Omega omega_factor = {float(f_max.max()):.4g} 1/s")]
+    if scheme == "ars222" and not math.isfinite(hyperdiffusion_time):
+        out.append(StabilityLimit("use of ARS(2,2,2) without hyperdiffusion", 0.0,
+                                  "its explicit part amplifies every oscillation (|R(iy)|^2 = 1 + y^4/4); "
+                                  "use the leapfrog or ars343, or a finite hyperdiffusion_time"))
+    return out
+
+
+class HeldSuarezSimulation(Simulation):
     """Batched Held-Suarez run of the sigma-coordinate primitive equations (Simulation protocol).
 
     Parameters
@@ -240,8 +276,8 @@ class HeldSuarezSimulation:
     n_levels : int
         Equally spaced sigma levels (20 as in HS94).
     dt : float
-        Time step (s). Must divide every interval passed to :meth:`advance_to` for pure leapfrog
-        stepping; a remainder is integrated with one IMEX RK step (and the leapfrog restarts).
+        Time step (s); the landing rule of :mod:`dandelion.solvers.time_stepping` (exactly ``dt``
+        where it divides the interval, else equal shorter steps, the leapfrog restarting).
     hyperdiffusion_time : float
         e-folding time (s) of del^8 hyperdiffusion at the truncation degree (0.1 day).
     scheme : str
@@ -264,22 +300,24 @@ class HeldSuarezSimulation:
         Output levels in hPa.
     device : str or torch.device
 
+    Stability: :func:`held_suarez_time_step_limits` up front; the advective Courant number on the
+    evolving winds during the run (:meth:`stability_limits`).
+
     Raises
     ------
     ValueError
-        For missing parameters, a band limit < 4, or a non-positive time step.
+        For missing parameters, a band limit < 4, a non-positive time step, or one violating a
+        stability limit (the message gives the largest safe ``dt``).
     """
+
+    name = "held_suarez"
+    check_every = 72
 
     def __init__(self, params: dict, *, lmax: int = HELD_SUAREZ_MIN_LMAX, n_levels: int = 20, dt: float = 1200.0,
                  hyperdiffusion_time: float = 0.1 * DAY, scheme: str = "leapfrog", mass_fixer: bool = True,
                  tracer=True, forcing: bool = True, initial_temperature: float | None = None,
                  noise_amplitude: float = 0.1, ps0: float = 1.0e5, pressure_levels=PRESSURE_LEVELS_HPA,
                  reference_temperature: float = 300.0, device="cpu"):
-        from dandelion.solvers.integrators import make_stepper
-        from dandelion.solvers.primitive_equations import (PEState, PrimitiveEquations, SemiImplicitLeapfrog,
-                                                            SigmaCoordinates, hyperdiffusion_filter)
-        from dandelion.solvers.spectral import SpectralCore
-
         missing = [k for k in ("omega_factor", "delta_T_y", "delta_theta_z") if k not in params]
         if missing:
             raise ValueError(f"HeldSuarezSimulation params lack {missing}; pass (B,) tensors for omega_factor, delta_T_y, delta_theta_z")
@@ -287,11 +325,18 @@ class HeldSuarezSimulation:
             raise ValueError(f"lmax={lmax} must be an integer >= 4 (T42 is lmax=43)")
         if not dt > 0:
             raise ValueError(f"dt={dt} must be positive (s)")
+        if scheme != "leapfrog" and scheme not in SCHEMES:
+            raise ValueError(f"unknown scheme {scheme!r}: use 'leapfrog' or one of {sorted(SCHEMES)}")
         p = {k: torch.as_tensor(v, dtype=torch.float64, device=device).reshape(-1) for k, v in params.items()}
         B = p["omega_factor"].numel()
         self.B, self.device, self.dt = B, torch.device(device), float(dt)
+        self.fixed_step = self.dt
+        self.params = p
+        self.scheme = scheme
+        self.hyperdiffusion_time = float(hyperdiffusion_time)
         C = HS_CONSTANTS
         self.core = SpectralCore(int(lmax), dealias=1.5, radius=C["radius"]).to(device)
+        enforce_limits(self.dt, self.time_step_limits(), what="Held-Suarez")
         self.coords = SigmaCoordinates.equally_spaced(n_levels)
         self.n = n_levels
         self.hs = HeldSuarezForcing(p["delta_T_y"], p["delta_theta_z"], kappa=C["kappa"], p0=C["p0"])
@@ -305,25 +350,66 @@ class HeldSuarezSimulation:
         self.eq = PrimitiveEquations(self.core, self.coords, reference_temperature=reference_temperature,
                                      omega=C["omega"] * p["omega_factor"], R=C["R"], kappa=C["kappa"],
                                      forcing=self._forcing)
-        self._PEState = PEState
         filt = hyperdiffusion_filter(self.core, 1.0, hyperdiffusion_time, 4)  # rate per second: -log(filt)
         self._hd_rate = -torch.log(filt)  # (lmax, 1)
         n = self.n
         self._hd_mask = torch.ones(4 * n + 1, 1, 1, dtype=torch.float64, device=self.device)
         self._hd_mask[4 * n] = 0.0  # no hyperdiffusion on ln ps
         self.mass_fixer = bool(mass_fixer)
-        if scheme == "leapfrog":
-            self.stepper = SemiImplicitLeapfrog(self.eq, self.dt, post=self._post)
-            self._step = self.stepper.step
-            self._partial = self.stepper.rk_step
-        else:
-            base = make_stepper(scheme, self.eq, self.dt)
-            self._step = lambda x: self._post(base(x), self.dt)  # noqa: E731
-            self._partial = lambda x, h: self._post(make_stepper(scheme, self.eq, h)(x), h)  # noqa: E731
+        self._steppers: dict = {}
         self.pressure_levels = torch.as_tensor(pressure_levels, dtype=torch.float64, device=self.device)
-        self.x = self._initial_state(p, initial_temperature, noise_amplitude, ps0)
-        self.ps_target = self.eq.mean_surface_pressure(self.x)
+        self.state = self._initial_state(p, initial_temperature, noise_amplitude, ps0)
+        self.ps_target = self.eq.mean_surface_pressure(self.state)
         self.time = 0.0
+        self.n_steps = 0
+
+    @property
+    def x(self) -> torch.Tensor:
+        """The packed spectral state (B, 4N + 1, lmax, mmax) (:class:`~dandelion.solvers.primitive_equations.PEState`)."""
+        return self.state
+
+    # ------------------------------------------------------------------ stability
+    def time_step_limits(self) -> list[StabilityLimit]:
+        """Limits known before the run (:func:`held_suarez_time_step_limits`)."""
+        return held_suarez_time_step_limits(self.params["omega_factor"], scheme=self.scheme,
+                                            hyperdiffusion_time=self.hyperdiffusion_time)
+
+    def stability_limits(self) -> list[StabilityLimit]:
+        """The advective Courant limit ``max|u| sqrt(L(L+1))/a dt <= bound`` on the current winds, per trajectory."""
+        c = self.core
+        s = PEState(self.state, self.n)
+        u, v = c.vrtdiv_to_uv(s.vorticity, s.divergence)
+        speed = torch.sqrt(u * u + v * v).flatten(1).max(-1).values.cpu()
+        L = c.lmax - 1
+        k = math.sqrt(L * (L + 1)) / c.radius
+        bound = explicit_frequency_bound(self.scheme)
+        return [StabilityLimit("advective Courant number", bound / (k * speed).clamp(min=1e-300),
+                               f"max|u| sqrt(L(L+1))/a dt <= {bound} (L = {L}; max|u| = {float(speed.max()):.1f} m/s)")]
+
+    # ------------------------------------------------------------------ stepping
+    def _stepper(self, h: float):
+        st = self._steppers.get(h)
+        if st is None:
+            if len(self._steppers) >= 4:
+                self._steppers.clear()
+            if self.scheme == "leapfrog":
+                st = SemiImplicitLeapfrog(self.eq, h, post=self._post).step
+            else:
+                base = make_stepper(self.scheme, self.eq, h)
+                st = lambda x: self._post(base(x), h)  # noqa: E731
+            self._steppers[h] = st
+        return st
+
+    def max_step(self) -> float:
+        return self.dt  # fixed step; the landing rule shortens it only to land on a time
+
+    def step(self, h, active=None) -> None:
+        """One step of ``h`` s (the leapfrog restarts when ``h`` changes)."""
+        h = float(h)
+        if self.scheme == "leapfrog" and h not in self._steppers:
+            self._steppers.clear()  # a new step size restarts the leapfrog (starter step)
+        self.state = self._stepper(h)(self.state)
+        self.n_steps += 1
 
     # ------------------------------------------------------------------ physics hooks
     def _forcing(self, g: dict) -> dict:
@@ -373,36 +459,7 @@ class HeldSuarezSimulation:
             temp = temp + noise
         zero = torch.zeros_like(temp)
         lnps = c.to_spec(torch.full((B, c.nlat, c.nlon), math.log(ps0), dtype=torch.float64, device=self.device))
-        return self._PEState.pack(zero, zero.clone(), temp, zero.clone(), lnps)
-
-    # ------------------------------------------------------------------ protocol
-    def advance_to(self, t: float) -> None:
-        """Integrate all B trajectories to time ``t`` (s), landing exactly on it.
-
-        Raises
-        ------
-        ValueError
-            If ``t`` is before the current time.
-        FloatingPointError
-            If a trajectory becomes non-finite (names its batch index).
-        """
-        if t < self.time - 1e-9:
-            raise ValueError(f"cannot advance backwards from t={self.time} s to t={t} s")
-        nsteps = int(math.floor((t - self.time) / self.dt + 1e-9))
-        for i in range(nsteps):
-            self.x = self._step(self.x)
-            if (i + 1) % 72 == 0:
-                self._check_finite()
-        rem = t - (self.time + nsteps * self.dt)
-        if rem > 1e-9 * self.dt:
-            self.x = self._partial(self.x, rem)
-        self.time = float(t)
-        self._check_finite()
-
-    def _check_finite(self) -> None:
-        idx = nonfinite_members(self.x)
-        if idx:
-            raise FloatingPointError(f"Held-Suarez trajectory {idx[0]} of the batch became non-finite at t={self.time} s")
+        return PEState.pack(zero, zero.clone(), temp, zero.clone(), lnps)
 
     def model_level_fields(self) -> dict:
         """Transform-grid fields on model levels (see :meth:`PrimitiveEquations.grid_state`)."""
@@ -422,9 +479,7 @@ class HeldSuarezSimulation:
         FloatingPointError
             Naming the batch index of a non-finite trajectory.
         """
-        from dandelion.solvers.primitive_equations import interpolate_to_pressure
-
-        self._check_finite()
+        check_finite(self)
         c = self.core
         g = self.eq.grid_state(self.x)
         pl = self.pressure_levels * 100.0

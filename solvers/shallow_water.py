@@ -29,10 +29,11 @@ from dataclasses import dataclass
 
 import torch
 
-from dandelion.solvers.integrators import SCHEMES, IMEXTableau, tree_leaves
-from dandelion.solvers.spectral import SpectralCore
+from .integrators import SCHEMES, IMEXTableau
+from .spectral import SpectralCore
+from .time_stepping import StabilityLimit, enforce_limits
 
-__all__ = ["SWState", "ShallowWater", "check_cfl", "CFL_LIMITS", "courant_number",
+__all__ = ["SWState", "ShallowWater", "check_cfl", "cfl_limits", "CFL_LIMITS", "courant_number",
            "EARTH_RADIUS", "EARTH_OMEGA", "GRAVITY"]
 
 #: Constants of DATASETS.md §1 (Galewsky et al. 2004): radius [m], rotation rate [1/s], gravity [m/s^2].
@@ -47,7 +48,7 @@ GRAVITY = 9.80616
 #: 2*sqrt(2) as RK4 (its stability polynomial, see tests); ARS(2,2,2)'s explicit part has |R(iy)|^2 = 1 + y^4/4, i.e. it
 #: relies on the (hyper)diffusion to remove the weak growth at the grid scale, so its limit 1.5
 #: is the measured stable value with the Galewsky hyperviscosity rule, not a linear bound.
-CFL_LIMITS = {"rk4": 2.5, "ars343": 2.5, "ars222": 1.5, "euler": 0.0}
+CFL_LIMITS = {"rk4": 2.5, "ars343": 2.5, "ars222": 1.5, "euler": 0.0, "imex_euler": 0.0}
 
 
 def courant_number(dt: float, *, lmax: int, radius: float, speed: float) -> float:
@@ -56,47 +57,69 @@ def courant_number(dt: float, *, lmax: int, radius: float, speed: float) -> floa
     return float(dt) * float(speed) * math.sqrt(L * (L + 1)) / float(radius)
 
 
-def check_cfl(dt: float, *, lmax: int, radius: float, max_speed: float, gravity_wave_speed: float = 0.0,
-              scheme: str = "ars222") -> float:
-    """Refuse a time step that violates the stability limit of ``scheme``; return the Courant number.
+def cfl_limits(*, lmax: int, radius: float, max_speed, gravity_wave_speed=0.0, scheme: str = "ars222",
+               diffusion=None) -> list[StabilityLimit]:
+    """Stability limits of a shallow-water step (:mod:`dandelion.solvers.time_stepping`).
+
+    The Courant number ``dt * speed * sqrt(L(L+1)) / radius`` (``L = lmax - 1``) must stay within
+    :data:`CFL_LIMITS` of ``scheme``, with ``speed`` the advective wind, plus the gravity-wave speed
+    ``sqrt(g H)`` for fully explicit schemes. ARS(2,2,2) is admitted only with diffusion: its
+    explicit part amplifies every advected mode (``|R(iy)|^2 = 1 + y^4/4``).
 
     Parameters
     ----------
-    dt : float
-        Time step [s].
-    lmax : int
-        Band limit (number of degrees) of the solver.
-    radius : float
-        Sphere radius [m].
-    max_speed : float
-        Largest advecting wind expected [m/s] (e.g. 1.5x the jet maximum).
-    gravity_wave_speed : float
-        ``sqrt(g H_max)`` [m/s]; counted only for fully explicit schemes.
-    scheme : str
-        A key of :data:`CFL_LIMITS`.
+    lmax : int, band limit; radius : float [m].
+    max_speed : float or tensor (B,)
+        Largest advecting wind [m/s] per trajectory (expected, e.g. 1.2x the jet maximum, or measured).
+    gravity_wave_speed : float or tensor (B,)
+        ``sqrt(g H)`` [m/s]; counted only for explicit schemes.
+    scheme : str, a key of :data:`CFL_LIMITS`.
+    diffusion : float or tensor (B,), optional
+        Diffusion coefficient per trajectory; zero refuses ARS(2,2,2).
 
     Raises
     ------
     ValueError
-        If ``dt`` is not positive, the scheme is unknown, or the Courant number exceeds the
-        scheme's limit; the message names the limit and the largest allowed ``dt``.
+        For an unknown scheme.
     """
-    if not dt > 0:
-        raise ValueError(f"time step dt={dt} must be positive")
     if scheme not in CFL_LIMITS:
         raise ValueError(f"unknown scheme {scheme!r} for the CFL check; use one of {sorted(CFL_LIMITS)}")
     implicit = isinstance(SCHEMES[scheme], IMEXTableau)
-    speed = float(max_speed) + (0.0 if implicit else float(gravity_wave_speed))
-    c = courant_number(dt, lmax=lmax, radius=radius, speed=speed)
+    speed = torch.as_tensor(max_speed, dtype=torch.float64).detach().cpu().reshape(-1)
+    if not implicit:
+        speed = speed + torch.as_tensor(gravity_wave_speed, dtype=torch.float64).detach().cpu().reshape(-1)
     limit = CFL_LIMITS[scheme]
-    if c > limit:
-        dt_max = limit / max(courant_number(1.0, lmax=lmax, radius=radius, speed=speed), 1e-300)
-        what = "advective speed" if implicit else "advective + gravity-wave speed"
-        raise ValueError(
-            f"time step dt={dt:g} s violates the CFL limit of scheme {scheme!r}: Courant number "
-            f"dt*speed*sqrt(L(L+1))/R = {c:.3f} > {limit} (speed {speed:.1f} m/s = {what}, lmax={lmax}); "
-            f"use dt <= {dt_max:.1f} s or a lower lmax")
-    return c
+    L = int(lmax) - 1
+    k = math.sqrt(L * (L + 1)) / float(radius)
+    what = "advective speed" if implicit else "advective + gravity-wave speed"
+    out = [StabilityLimit(f"Courant number of scheme {scheme!r}", limit / (k * speed).clamp(min=1e-300),
+                          f"dt*speed*sqrt(L(L+1))/R <= {limit} (speed {float(speed.max()):.1f} m/s = {what}, "
+                          f"lmax={lmax})")]
+    if scheme == "ars222" and diffusion is not None:
+        nu = torch.as_tensor(diffusion, dtype=torch.float64).detach().cpu().reshape(-1)
+        if bool((nu <= 0).any()):
+            out.append(StabilityLimit("use of ARS(2,2,2) without diffusion", torch.where(nu > 0, math.inf, 0.0),
+                                      "its explicit part amplifies every advected mode (|R(iy)|^2 = 1 + y^4/4), "
+                                      "so it needs (hyper)diffusion: use ars343 or rk4, or nu > 0"))
+    return out
+
+
+def check_cfl(dt: float, *, lmax: int, radius: float, max_speed: float, gravity_wave_speed: float = 0.0,
+              scheme: str = "ars222", diffusion=None) -> float:
+    """Refuse a time step violating :func:`cfl_limits`; return the Courant number of the fastest trajectory.
+
+    Raises
+    ------
+    ValueError
+        If ``dt`` is not positive, the scheme is unknown, or a limit is violated; the message names
+        the limit and the largest safe ``dt``.
+    """
+    if not dt > 0:
+        raise ValueError(f"time step dt={dt} must be positive")
+    limits = cfl_limits(lmax=lmax, radius=radius, max_speed=max_speed, gravity_wave_speed=gravity_wave_speed,
+                        scheme=scheme, diffusion=diffusion)
+    enforce_limits(dt, limits, what="shallow water")
+    return float(CFL_LIMITS[scheme] * dt / limits[0].per_trajectory().min()) if CFL_LIMITS[scheme] > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -239,24 +262,3 @@ class ShallowWater:
         """``1/2 int (zeta + f)^2 / (H + h) dA`` [m/s^2], shape ``(B,)`` (conserved inviscid)."""
         vrt, h, _, _ = self.grid_fields(s)
         return 0.5 * self.core.integrate_grid((vrt + self.f) ** 2 / (self.H + h))
-
-    # ------------------------------------------------------------------ safety
-    @staticmethod
-    def bad_trajectories(s) -> list[int]:
-        """Indices of trajectories (leading dim) whose state holds a NaN or inf."""
-        ok = None
-        for x in tree_leaves(s):
-            fin = torch.isfinite(torch.view_as_real(x) if x.is_complex() else x).reshape(x.shape[0], -1).all(dim=1)
-            ok = fin if ok is None else ok & fin
-        return [] if ok is None else torch.nonzero(~ok).reshape(-1).tolist()
-
-    def check_finite(self, s, params: dict | None = None, time: float | None = None) -> None:
-        """Raise ``FloatingPointError`` naming the first non-finite trajectory (index and parameters)."""
-        bad = self.bad_trajectories(s)
-        if bad:
-            i = bad[0]
-            p = {k: float(torch.as_tensor(v).reshape(-1)[i if torch.as_tensor(v).numel() > 1 else 0]) for k, v in (params or {}).items()}
-            when = f" at t={time:g} s" if time is not None else ""
-            raise FloatingPointError(
-                f"non-finite shallow-water state{when} in trajectory {i} (of {len(bad)} bad: {bad[:10]}); "
-                f"parameters {p}. Lower dt (check_cfl) or raise the diffusion.")

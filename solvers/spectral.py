@@ -53,7 +53,7 @@ from torch import nn
 
 from dandelion.sphere import SphereGrid
 
-__all__ = ["SpectralCore", "transforms", "smooth_fft_size", "truncate", "pad_spec", "nonfinite_members"]
+__all__ = ["SpectralCore", "transforms", "smooth_fft_size", "truncate", "pad_spec"]
 
 _CACHE: dict = {}
 _LOCK = threading.Lock()
@@ -223,16 +223,6 @@ def _fix_vsht_precision(vsht: nn.Module) -> None:
     approx[0] = 1.0
     with torch.no_grad():
         vsht.weights.mul_((exact / approx).reshape(1, 1, -1, 1).to(vsht.weights.dtype))
-
-
-def nonfinite_members(state: torch.Tensor) -> list[int]:
-    """Batch indices (dim 0) of ``state`` (real or complex, any trailing shape) holding a NaN or Inf.
-
-    Shared by the solvers' checks that stop a run with the offending trajectories named.
-    """
-    x = torch.view_as_real(state) if state.is_complex() else state
-    bad = ~torch.isfinite(x).reshape(x.shape[0], -1).all(-1)
-    return torch.nonzero(bad).reshape(-1).tolist() if bool(bad.any()) else []
 
 
 def truncate(spec: torch.Tensor, lmax: int) -> torch.Tensor:

@@ -14,6 +14,10 @@ import xarray as xr
 
 from dandelion import api
 from dandelion import metrics as M
+from dandelion.benchmarks.compose import compose
+from dandelion.benchmarks.export import export
+from dandelion.benchmarks.report import report
+from dandelion.benchmarks.rollout import evaluate, rollout
 from dandelion.checkpoint import save_checkpoint
 from dandelion.registry import _REGISTRY, register_model
 
@@ -90,8 +94,6 @@ def tiny(make_tiny_dataset, tmp_path):
 
 
 def test_oracle_gives_zero_error(tiny, tmp_path):
-    from dandelion.benchmarks.rollout import evaluate
-
     path, data = tiny
     ckpt = _checkpoint(tmp_path / "oracle.pt", data, "test_oracle", path=str(path))
     model = api.load_model(ckpt, dataset=data)
@@ -109,8 +111,6 @@ def test_oracle_gives_zero_error(tiny, tmp_path):
 
 def test_persistence_matches_hand_computed_errors(tiny, tmp_path):
     """Lead k of a forecast from frame i is compared with frame i + k: persistence error = |f(i) - f(i+k)|."""
-    from dandelion.benchmarks.rollout import evaluate
-
     path, data = tiny
     model = api.load_model(_checkpoint(tmp_path / "p.pt", data, "test_persistence"), dataset=data)
     n_steps = 3
@@ -154,22 +154,11 @@ def test_too_many_steps_names_the_fix(tiny, tmp_path):
         api.rollout(model, data, n_steps=N_FRAMES)
 
 
-def _compose(name, overrides):
-    from hydra import compose, initialize_config_module
-
-    with initialize_config_module(config_module="dandelion.configs", version_base="1.3"):
-        return compose(config_name=name, overrides=overrides)
-
-
 def test_rollout_export_report_cli_in_process(tiny, tmp_path):
-    from dandelion.benchmarks.export import export
-    from dandelion.benchmarks.report import report
-    from dandelion.benchmarks.rollout import rollout
-
     path, data = tiny
     ckpt = _checkpoint(tmp_path / "run" / "best.pt", data, "test_persistence")
     out = tmp_path / "roll"
-    cfg = _compose("rollout", [f"checkpoint={ckpt}", "dataset=galewsky", f"dataset.path={path}", "n_steps=3", f"output_dir={out}",
+    cfg = compose("rollout", [f"checkpoint={ckpt}", "dataset=galewsky", f"dataset.path={path}", "n_steps=3", f"output_dir={out}",
                                "save_forecasts=true", "include_truth=true", "spectra_leads=[1,3]", "progress=false"])
     r = rollout(cfg)
     saved = json.loads((out / "metrics.json").read_text())
@@ -195,13 +184,13 @@ def test_rollout_export_report_cli_in_process(tiny, tmp_path):
         rollout(cfg)
 
     nc = tmp_path / "exp.nc"
-    cfg = _compose("export", [f"checkpoint={ckpt}", f"dataset.path={path}", f"output={nc}", "n_steps=2", "max_inits=2"])
+    cfg = compose("export", [f"checkpoint={ckpt}", f"dataset.path={path}", f"output={nc}", "n_steps=2", "max_inits=2"])
     e = export(cfg)
     assert e["n_forecasts"] == 4 and nc.exists()
     with pytest.raises(FileExistsError):
         export(cfg)
 
-    cfg = _compose("report", [f"rollouts=[{out}]", f"output_dir={tmp_path / 'rep'}"])
+    cfg = compose("report", [f"rollouts=[{out}]", f"output_dir={tmp_path / 'rep'}"])
     paths = report(cfg)
     assert all(Path(p).stat().st_size > 0 for p in paths.values())
 

@@ -12,18 +12,17 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from hydra import compose, initialize_config_module
 
 import tiny_model  # noqa: F401  (registers "_pointwise_test")
 from train_config import train_cfg
-from dandelion.checkpoint import layout_from_checkpoint, load_checkpoint, model_from_checkpoint
+from dandelion.benchmarks.compose import compose
 from dandelion.benchmarks.schedule import EpochSampler, WarmupCosine
-from dandelion.benchmarks.train import train
-from dandelion.benchmarks.trainer import Trainer
-from dandelion.forecast import next_frame, rollout
-from dandelion.metrics import area_weighted_mse
+from dandelion.benchmarks.train import _check_torchrun_argv, train
+from dandelion.benchmarks.trainer import Trainer, parameter_hash
+from dandelion.checkpoint import layout_from_checkpoint, load_checkpoint, model_from_checkpoint
 from dandelion.datasets.torch_dataset import WindowDataset
-from dandelion.metrics import loss_weights
+from dandelion.forecast import next_frame, rollout
+from dandelion.metrics import area_weighted_mse, loss_weights
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 
@@ -75,8 +74,7 @@ def test_stats_lacking_a_field_fail_training_naming_it(data, tmp_path):
 
 
 def test_missing_dataset_path_is_explained(tmp_path):
-    with initialize_config_module(config_module="dandelion.configs", version_base="1.3"):
-        cfg = compose("train", overrides=["model.name=_pointwise_test", f"run_dir={tmp_path}", "device=cpu"])
+    cfg = compose("train", ["model.name=_pointwise_test", f"run_dir={tmp_path}", "device=cpu"])
     with pytest.raises(ValueError, match="dataset.path"):
         train(cfg)
 
@@ -188,8 +186,6 @@ def test_dandelion_train_under_torchrun_two_ranks(data, tmp_path):
     Each rank writes the hash of its final parameters (tests/helpers/tiny_model.py probe): they must agree,
     and equal rank 0's last.pt in the one shared run directory.
     """
-    from dandelion.benchmarks.trainer import parameter_hash
-
     bindir = Path(sys.executable).parent
     hashes = tmp_path / "hashes"
     hashes.mkdir()
@@ -212,8 +208,6 @@ def test_dandelion_train_under_torchrun_two_ranks(data, tmp_path):
 
 
 def test_torchrun_requires_an_agreed_run_dir(monkeypatch):
-    from dandelion.benchmarks.train import _check_torchrun_argv
-
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(SystemExit, match="run_dir"):
         _check_torchrun_argv(["dataset.path=x"])

@@ -3,14 +3,18 @@ configurations): sweeps and parameters, hydra overrides, stored physics at exact
 reproducibility, resume after a kill, splits and train-only statistics. The pipeline itself is tested
 generically on the analytic scenario in test_generate.py; here only what these scenarios add."""
 
-import math
+import itertools
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from omegaconf import OmegaConf
 
+from dandelion.benchmarks.compose import compose
+from dandelion.datasets import chained_turbulence as ct_scenario
 from dandelion.datasets import folder, statistics, storage
+from dandelion.datasets.chained_turbulence import ic_generator
 from dandelion.datasets.generate import build_scenario, generate
 from dandelion.datasets.scenario import get_scenario
 from dandelion.datasets.verify import verify
@@ -58,33 +62,40 @@ def test_cahn_hilliard_sweep():
     assert get_scenario("cahn_hilliard")({"lmax": 64}).reduced
 
 
-def test_chained_turbulence_sweep_excludes_the_bursty_cell():
+def test_chained_turbulence_sweep_drops_single_degree_cells():
     s = get_scenario("chained_turbulence")({})
-    assert s.n_sweep == 760 and s.n_frames == 200 and s.solver_lmax == 128 and not s.reduced
-    cells = {(s.parameters(i)["r_over_lambda"], s.parameters(i)["kappa_lambda"]) for i in range(0, 760, 40)}
-    assert len(cells) == 19 and (2.0, 0.4) not in cells
+    assert s.n_sweep == 680 and s.n_frames == 200 and s.solver_lmax == 128 and not s.reduced
+    cells = {(s.parameters(i)["r_over_lambda"], s.parameters(i)["kappa_lambda"]) for i in range(0, 680, 40)}
+    assert len(cells) == 17 and not cells & {(2.0, 0.4), (2.0, 0.7), (4.0, 0.4)}
     p = s.parameters(0)
-    assert (p["r_over_lambda"], p["kappa_lambda"], p["seed"]) == (2.0, 0.7, 0.0)
-    assert (p["R"], p["tau"], p["Lambda"], p["kappa"]) == (1.0, 1.0, 0.5, 1.4)
-    assert s.parameters(759)["r_over_lambda"] == 10.0 and s.parameters(759)["seed"] == 39.0
-    assert get_scenario("chained_turbulence")({"exclude_bursty": False}).n_sweep == 800
+    assert (p["r_over_lambda"], p["kappa_lambda"], p["seed"]) == (2.0, 1.0, 0.0)
+    assert (p["R"], p["tau"], p["Lambda"], p["kappa"]) == (1.0, 1.0, 0.5, 2.0)
+    assert s.parameters(679)["r_over_lambda"] == 10.0 and s.parameters(679)["seed"] == 39.0
+    assert get_scenario("chained_turbulence")({"min_unstable_degrees": 1}).n_sweep == 800
     # frames: spin-up of 15 tau dropped, then every 0.2 tau; stored times rebased, true units
     np.testing.assert_allclose(s.solver_times()[:3], [15.0, 15.2, 15.4], rtol=0, atol=1e-12)
     assert s.stored_times()[1] == 0.2 and s.time_units == "nondimensional"
     assert get_scenario("chained_turbulence")({"lmax": 64}).reduced
-    with pytest.raises(ValueError, match="outside 1..760"):
-        get_scenario("chained_turbulence")({"n_trajectories": 761})
+    with pytest.raises(ValueError, match="outside 1..680"):
+        get_scenario("chained_turbulence")({"n_trajectories": 681})
+
+
+def test_every_kept_chained_turbulence_cell_has_two_unstable_degrees():
+    """Counted directly from the linear growth rate sigma(l) = f(4K - k^2)(2K - k^2) of each cell's
+    operator (integer degrees 1..200, far past the damped tail), independently of the scenario's filter."""
+    s = get_scenario("chained_turbulence")({})
+    l = torch.arange(1, 201, dtype=torch.float64)
+    kept = s.cells()
+    for r, kl in itertools.product(ct_scenario.R_OVER_LAMBDA, ct_scenario.KAPPA_LAMBDA):
+        n_unstable = int((ct_solver.growth_rate(l, operator_coefficients(r, kl)) > 0).sum())
+        assert n_unstable >= 1
+        assert ((r, kl) in kept) == (n_unstable >= 2), (r, kl, n_unstable)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_hydra_overrides_reach_the_scenario(name, tmp_path):
-    from hydra import compose, initialize_config_module
-    from omegaconf import OmegaConf
-
-    with initialize_config_module(config_module="dandelion.configs", version_base="1.3"):
-        c = compose(config_name="generate", overrides=[f"dataset={name}", f"dataset.path={tmp_path}", "dataset.nlat=33",
-                                                        "dataset.nlon=64", "dataset.lmax=20", "dataset.n_frames=5",
-                                                        "dataset.seed=3", "dataset.grid=legendre-gauss"])
+    c = compose("generate", [f"dataset={name}", f"dataset.path={tmp_path}", "dataset.nlat=33", "dataset.nlon=64", "dataset.lmax=20",
+                             "dataset.n_frames=5", "dataset.seed=3", "dataset.grid=legendre-gauss"])
     s = build_scenario(OmegaConf.to_container(c.dataset, resolve=True))
     assert (s.name, s.grid.nlat, s.grid.nlon, s.grid.grid, s.solver_lmax, s.n_frames, s.cfg["seed"]) == (
         name, 33, 64, "legendre-gauss", 20, 5, 3)
@@ -148,8 +159,6 @@ def test_chained_turbulence_frames_follow_the_solver(made):
 def test_chained_turbulence_noise_uses_the_reference_generator():
     """Dataset seed 0: a_lm from PCG64(seed), l ascending, m = -l..l (the card's bit-equal ICs); the same seed
     gives the same low degrees in every cell."""
-    from dandelion.datasets.chained_turbulence import ic_generator
-
     a = initial_vorticity(ic_generator(0, 7), 4, 0.7, 24)
     b = initial_vorticity(np.random.Generator(np.random.PCG64(7)), 4, 0.7, 24)
     c = initial_vorticity(ic_generator(0, 7), 10, 1.8, 24)

@@ -127,3 +127,29 @@ def test_nu_reference_lmax_gives_the_reference_hyperviscosity(lmax, ref, factor)
     assert s.solver_nu() == pytest.approx(1e5 * factor)
     if ref is not None:  # the solver's nu4 at lmax equals the rule's value at the reference band limit
         assert solver.hyperviscosity(s.solver_nu(), lmax) == pytest.approx(solver.hyperviscosity(1e5, ref))
+
+
+def test_violated_sanity_bound_leaves_no_completed_file(tmp_path, monkeypatch):
+    """A declared bound on the winds below what the jets reach: generation stops naming the trajectory,
+    no trajectory file exists (the batch's writers are aborted) and the dataset is not marked complete."""
+    from dandelion.datasets.generate import generate
+    from dandelion.datasets.scenario import SanityBoundError
+
+    monkeypatch.setattr(Galewsky, "sanity_bounds", lambda self: {"velocity": (None, 30.0)})
+    cfg = {"dataset": {"name": "galewsky", "path": str(tmp_path / "g"), "nlat": 16, "nlon": 32, "lmax": 10,
+                       "n_trajectories": 2, "n_frames": 2, "spinup_days": 0.0}, "batch_size": 2, "progress": False}
+    with pytest.raises(SanityBoundError, match=r"trajectory 0 max magnitude of velocity = .* m/s > declared maximum 30 m/s"):
+        generate(cfg)
+    assert list((tmp_path / "g").glob("*/*.h5")) == [] and list((tmp_path / "g").glob("*/.*")) == []
+    assert folder.load_metadata(tmp_path / "g")["complete"] is False
+
+
+@pytest.mark.parametrize("cfg, msg", [({"dt": 28800.0}, "longer than the frame interval 14400"),
+                                      ({"dt": 7200.0, "lmax": 64}, r"Courant number of scheme 'ars343' in trajectory 0 .*largest safe dt is")])
+def test_unsafe_time_step_refused_before_anything_is_written(tmp_path, cfg, msg):
+    from dandelion.datasets.generate import generate
+
+    with pytest.raises(ValueError, match=msg):
+        generate({"dataset": {"name": "galewsky", "path": str(tmp_path / "g"), "nlat": 16, "nlon": 32, "lmax": 10,
+                              "n_trajectories": 2, "n_frames": 2, "spinup_days": 0.0, **cfg}, "progress": False})
+    assert not (tmp_path / "g").exists()

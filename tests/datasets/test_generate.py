@@ -11,9 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from omegaconf import OmegaConf
 
+from dandelion.benchmarks.compose import compose
 from dandelion.datasets import folder, solid_body, statistics, storage
-from dandelion.datasets.generate import generate
+from dandelion.datasets.generate import build_scenario, generate
 from dandelion.datasets.scenario import get_scenario, trajectory_rng
 from dandelion.datasets.solid_body import rotate
 from dandelion.datasets.verify import main as verify_main
@@ -254,16 +256,9 @@ def test_rotate_is_a_rotation():
 
 
 # ---------------------------------------------------------------------------------------------- hydra
-def _compose(overrides):
-    from hydra import compose, initialize_config_module
-
-    with initialize_config_module(config_module="dandelion.configs", version_base="1.3"):
-        return compose(config_name="generate", overrides=overrides)
-
-
 def test_hydra_compose_runs_generation(tmp_path):
-    c = _compose(["dataset=solid_body", f"dataset.path={tmp_path / 'h'}", "dataset.n_trajectories=3",
-                  "dataset.n_frames=2", "dataset.seed=4", "batch_size=2", "progress=false", "device=cpu"])
+    c = compose("generate", ["dataset=solid_body", f"dataset.path={tmp_path / 'h'}", "dataset.n_trajectories=3",
+                            "dataset.n_frames=2", "dataset.seed=4", "batch_size=2", "progress=false", "device=cpu"])
     root = generate(c)
     meta = folder.load_metadata(root)
     assert meta["n_trajectories"] == 3 and meta["config"]["dataset"]["seed"] == 4 and meta["config"]["batch_size"] == 2
@@ -271,12 +266,9 @@ def test_hydra_compose_runs_generation(tmp_path):
 
 
 def test_hydra_galewsky_overrides_reach_the_scenario(tmp_path):
-    from dandelion.datasets.generate import build_scenario
-    from omegaconf import OmegaConf
-
-    c = _compose(["dataset=galewsky", f"dataset.path={tmp_path}", "dataset.nlat=32", "dataset.nlon=64",
-                  "dataset.grid=legendre-gauss", "dataset.lmax=21", "dataset.n_trajectories=4", "dataset.n_frames=3",
-                  "dataset.seed=7", "device=cpu"])
+    c = compose("generate", ["dataset=galewsky", f"dataset.path={tmp_path}", "dataset.nlat=32", "dataset.nlon=64",
+                            "dataset.grid=legendre-gauss", "dataset.lmax=21", "dataset.n_trajectories=4", "dataset.n_frames=3",
+                            "dataset.seed=7", "device=cpu"])
     assert c.device == "cpu"
     s = build_scenario(OmegaConf.to_container(c.dataset, resolve=True))
     assert (s.grid.nlat, s.grid.nlon, s.grid.grid, s.solver_lmax, s.n_trajectories, s.n_frames, s.cfg["seed"]) == (

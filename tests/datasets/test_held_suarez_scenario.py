@@ -50,3 +50,25 @@ def test_stored_fields_shapes_and_values():
     assert out["velocity"].shape == (2, P, 16, 32, 2) and out["ps"].shape == (2, 16, 32)
     assert 150 < out["T"].min() and out["T"].max() < 340
     assert abs(out["ps"].mean() - 1e5) < 2e3
+
+
+def test_unstable_step_of_the_cli_fails_up_front(tmp_path):
+    """``dandelion-generate dataset=held_suarez ... dataset.dt=21600``: the leapfrog's inertial limit
+    2 Omega omega_factor dt <= 1 (omega_factor 0.5 for trajectories 0 and 1) refuses it before any file
+    is written, with the largest safe step 1 / (2 Omega 0.5) = 13713.7 s in the message."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-c", "from dandelion.datasets.generate import main; main()", "dataset=held_suarez",
+           f"dataset.path={tmp_path / 'hs'}", "dataset.nlat=16", "dataset.nlon=32", "dataset.lmax=16",
+           "dataset.n_trajectories=2", "dataset.n_frames=12", "dataset.spinup_days=0", "dataset.dt=21600", "progress=false"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert "inertial f*dt in trajectory 0" in r.stderr + r.stdout
+    assert f"largest safe dt is {1 / (2 * 7.292e-5 * 0.5):.6g} s" in r.stderr + r.stdout
+    assert not (tmp_path / "hs").exists()
+
+
+def test_step_longer_than_the_frame_interval_is_refused():
+    with pytest.raises(ValueError, match="longer than the frame interval 3600"):
+        get_scenario("held_suarez")({**TINY, "frame_hours": 1.0, "spinup_days": 0.0, "dt": 7200.0})

@@ -3,6 +3,7 @@ per-level area-weighted statistics against hand-derived values, verify, the chan
 pipeline (encode/decode), CF export with a level coordinate, and one real held_suarez generation."""
 
 import math
+import shutil
 
 import numpy as np
 import pytest
@@ -10,12 +11,21 @@ import torch
 import xarray as xr
 
 import tiny_leveled as tl
+import tiny_model  # noqa: F401  (registers "_pointwise_test")
+from train_config import train_cfg
 from dandelion import api
-from dandelion.datasets import folder, storage
-from dandelion.runtime import write_yaml_atomic
+from dandelion.benchmarks.compose import compose
+from dandelion.benchmarks.report import plot_maps
+from dandelion.benchmarks.rollout import evaluate
+from dandelion.benchmarks.train import train
 from dandelion.channels import ChannelLayout
+from dandelion.checkpoint import layout_from_checkpoint, load_checkpoint
+from dandelion.datasets import folder, storage
+from dandelion.datasets.generate import generate
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.datasets.verify import verify
+from dandelion.runtime import write_yaml_atomic
+from dandelion.solvers.held_suarez import PRESSURE_LEVELS_HPA
 from dandelion.sphere import SphereGrid
 
 L = len(tl.LEVELS)
@@ -59,8 +69,6 @@ def test_per_level_stats_match_hand_derived(leveled):
 
 def test_verify_accepts_and_catches_level_mismatch(leveled, tmp_path):
     assert verify(leveled) == []
-    import shutil
-
     bad = tmp_path / "bad"
     shutil.copytree(leveled, bad)
     meta = folder.load_metadata(bad)
@@ -155,17 +163,11 @@ def test_export_has_level_coordinate(leveled, tmp_path):
 
 
 def test_held_suarez_generate_smallest_passes_verify(tmp_path):
-    from hydra import compose, initialize_config_module
-
-    from dandelion.datasets.generate import generate
-    from dandelion.solvers.held_suarez import PRESSURE_LEVELS_HPA
-
     # dandelion-generate dataset=held_suarez at the smallest settings: T9 (lmax 10), 4 sigma levels, 6 h spin-up
-    with initialize_config_module(config_module="dandelion.configs", version_base="1.3"):
-        cfg = compose(config_name="generate", overrides=[
-            "dataset=held_suarez", f"dataset.path={tmp_path / 'hs'}", "dataset.nlat=16", "dataset.nlon=32", "dataset.lmax=10",
-            "dataset.n_levels=4", "dataset.n_frames=3", "dataset.spinup_days=0.25", "dataset.n_trajectories=2",
-            "batch_size=2", "progress=false"])
+    cfg = compose("generate", [
+        "dataset=held_suarez", f"dataset.path={tmp_path / 'hs'}", "dataset.nlat=16", "dataset.nlon=32", "dataset.lmax=10",
+        "dataset.n_levels=4", "dataset.n_frames=3", "dataset.spinup_days=0.25", "dataset.n_trajectories=2",
+        "batch_size=2", "progress=false"])
     root = generate(cfg)
     assert verify(root) == []
     meta, stats = folder.load_metadata(root), folder.load_stats(root)
@@ -181,8 +183,6 @@ def test_held_suarez_generate_smallest_passes_verify(tmp_path):
 
 
 def test_rollout_metrics_per_level(leveled):
-    from dandelion.benchmarks.rollout import evaluate
-
     ds = api.open_dataset(leveled, "test", n_in=2)
     model = api.Forecaster(_Persistence(ds.layout.n_channels), ds.layout, n_in=2, name="persistence")
     res = evaluate(model, ds, n_steps=2, spectra_leads=(1,), sample=False)["results"]
@@ -200,16 +200,7 @@ def test_rollout_metrics_per_level(leveled):
 
 
 def test_train_checkpoint_keeps_levels(leveled, tmp_path):
-    import tiny_model  # noqa: F401  (registers "_pointwise_test")
-    from hydra import compose, initialize_config_module
-
-    from dandelion.checkpoint import layout_from_checkpoint, load_checkpoint
-    from dandelion.benchmarks.train import train
-
-    with initialize_config_module(config_module="dandelion.configs", version_base="1.3"):
-        cfg = compose("train", overrides=[f"dataset.path={leveled}", f"run_dir={tmp_path / 'run'}", "model.name=_pointwise_test",
-                                          "model.preset=tiny", "trainer=quick", "device=cpu", "trainer.progress=false"])
-    result = train(cfg)
+    result = train(train_cfg(leveled, tmp_path / "run"))
     layout = layout_from_checkpoint(load_checkpoint(result["last"]))
     ds = api.open_dataset(leveled, "test")
     assert layout.channels == ds.layout.channels and layout.levels["values"] == tl.LEVELS
@@ -220,8 +211,6 @@ def test_train_checkpoint_keeps_levels(leveled, tmp_path):
 
 
 def test_report_maps_pick_one_level(leveled, tmp_path):
-    from dandelion.benchmarks.report import plot_maps
-
     ds = api.open_dataset(leveled, "test", n_in=2)
     model = api.Forecaster(_Persistence(ds.layout.n_channels), ds.layout, n_in=2, name="persistence")
     fc = api.rollout(model, ds, n_steps=1, max_inits=1)

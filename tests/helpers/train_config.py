@@ -1,12 +1,10 @@
 """The training configuration the trainer tests share (tests/conftest.py puts tests/helpers on sys.path)."""
 
-from hydra import compose, initialize_config_module
+from dandelion.benchmarks.compose import compose
 
 
 def train_cfg(data, run_dir, *overrides):
     """``train.yaml`` composed for the tiny pointwise test model (``import tiny_model`` first) with the quick
     trainer on CPU, reading ``data`` and writing ``run_dir``; ``overrides`` are more hydra overrides."""
-    with initialize_config_module(config_module="dandelion.configs", version_base="1.3"):
-        return compose("train", overrides=[f"dataset.path={data}", f"run_dir={run_dir}", "model.name=_pointwise_test",
-                                           "model.preset=tiny", "trainer=quick", "device=cpu", "trainer.progress=false",
-                                           *overrides])
+    return compose("train", [f"dataset.path={data}", f"run_dir={run_dir}", "model.name=_pointwise_test", "model.preset=tiny",
+                             "trainer=quick", "device=cpu", "trainer.progress=false", *overrides])

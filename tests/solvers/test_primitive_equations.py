@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from dandelion.solvers.held_suarez import DAY, HeldSuarezSimulation, TracerForcing
-from dandelion.solvers.integrators import ARS222, imex_runge_kutta
-from dandelion.solvers.primitive_equations import (PEState, PrimitiveEquations, SemiImplicitLeapfrog, SigmaCoordinates,
-                                                   hyperdiffusion_filter, interpolate_to_pressure,
-                                                   jablonowski_williamson_state)
+from dandelion.solvers.integrators import ARS222, SemiImplicitLeapfrog, imex_runge_kutta
+from dandelion.solvers.baroclinic_wave import jablonowski_williamson_state
+from dandelion.solvers.primitive_equations import PEState, PrimitiveEquations, hyperdiffusion_filter
+from dandelion.solvers.sigma_coordinates import SigmaCoordinates, interpolate_to_pressure
 from dandelion.solvers.spectral import SpectralCore
 
 R_JW, A_JW, OMEGA_JW = 287.0, 6.371229e6, 7.29212e-5

@@ -153,11 +153,39 @@ def test_default_dt_lands_on_frames_and_passes_cfl():
     assert galewsky_default_dt(256) == 300.0
 
 
-@pytest.mark.parametrize("scheme, dt, match", [("ars343", 7200.0, "CFL limit of scheme 'ars343'"),
-                                               ("rk4", 1800.0, "CFL limit of scheme 'rk4'")])
-def test_cfl_refusal_names_the_limit(scheme, dt, match):
-    with pytest.raises(ValueError, match=match):
+@pytest.mark.parametrize("scheme, dt, speed", [("ars343", 7200.0, 1.2 * 100.0), ("rk4", 1800.0, 1.2 * 100.0 + math.sqrt(9.80616 * 1e4))])
+def test_cfl_refusal_names_the_limit_and_the_largest_safe_step(scheme, dt, speed):
+    """The Courant limit dt * speed * sqrt(L(L+1))/R <= 2.5 (speed: 1.2 u_max, plus sqrt(g H) for the
+    explicit rk4), L = lmax - 1 = 84: the message gives the largest safe dt, and that dt is accepted."""
+    safe = 2.5 * EARTH_RADIUS / (speed * math.sqrt(84 * 85))
+    with pytest.raises(ValueError, match=rf"Courant number of scheme '{scheme}'.*largest safe dt is {safe:.6g} s"):
         GalewskySimulation(galewsky_params(1, u_max=100.0), lmax=85, dt=dt, nu=1e5, scheme=scheme)
+    GalewskySimulation(galewsky_params(1, u_max=100.0), lmax=85, dt=0.999 * safe, nu=1e5, scheme=scheme)
+
+
+def test_ars222_without_diffusion_is_refused():
+    with pytest.raises(ValueError, match=r"ARS\(2,2,2\) without diffusion.*no dt is safe"):
+        GalewskySimulation(galewsky_params(1), lmax=16, dt=1800.0, nu=0.0, scheme="ars222")
+    GalewskySimulation(galewsky_params(1), lmax=16, dt=1800.0, nu=1e5, scheme="ars222")
+
+
+def test_step_longer_than_the_interval_is_refused_not_shortened():
+    sim = GalewskySimulation(galewsky_params(1), lmax=16, dt=1800.0, nu=1e5)
+    with pytest.raises(ValueError, match="longer than the interval 900"):
+        sim.advance_to(900.0)
+    assert sim.n_steps == 0 and sim.time == 0.0
+
+
+def test_winds_beyond_the_courant_limit_stop_the_run_naming_the_trajectory():
+    """Trajectory 1's winds are scaled far past what its expected speed allowed up front: the driver's
+    periodic check of the measured winds refuses to go on."""
+    sim = GalewskySimulation(galewsky_params(2, u_max=[60.0, 60.0]), lmax=32, dt=900.0, nu=1e5)
+    sim.check_every = 2
+    s = sim.state
+    scale = torch.tensor([1.0, 20.0], dtype=torch.float64).reshape(2, 1, 1)
+    sim.state = type(s)(vrt=s.vrt * scale, div=s.div * scale, h=s.h)
+    with pytest.raises(FloatingPointError, match=r"Courant number of scheme 'ars343' in trajectory 1"):
+        sim.advance_to(3600.0)
 
 
 def test_non_finite_state_names_the_trajectory():
