@@ -16,14 +16,17 @@ from a linear equation of state relative to the (fixed) lower layer ``(T_2, S_2)
 ``b_min`` (a statically unstable column would otherwise give imaginary wave speeds). Because ``b_1``
 varies in space, the upper layer feels the depth-averaged pressure gradient of an inhomogeneous
 layer, ``R_1 = (h_1 / 2) grad b_1`` (Ripa 1993, *Geophys. Astrophys. Fluid Dyn.* 70, 85-111, eq. 2.1);
-``R_2 = 0``. The wind stress ``tau_x`` enters layer 1 as ``F_1 = tau_x / (rho_0 max(h_1, h_wind))``.
+``R_2 = 0``; an optional linear drag ``-r u_k`` (``OceanParams.drag``) acts on both layers. The wind stress ``tau_x`` enters layer 1 as ``F_1 = tau_x / (rho_0 max(h_1, h_wind))``.
 
 * Interface-thickness diffusion ``kappa_gm`` is the layered form of Gent & McWilliams (1990): diffusing
   each interface height diffuses each layer's thickness (Gent et al. 1995, *J. Phys. Oceanogr.* 25,
   463-474, §2).
 * The crude diapycnal flux relaxes the interface: ``e = kappa_d (1/h_1 - H_2 / (H_1 h_2))`` (zero at the
   rest thicknesses, upwelling ``~ kappa_d / h_1`` where the upper layer thins); entrained water
-  carries ``(T_2, S_2)``, detrained water its own properties.
+  carries ``(T_2, S_2)``, detrained water its own properties. Optionally the upper layer also
+  entrains lower-layer water where it is thinner than ``h_entrain``, at the rate
+  ``(h_entrain - h_1) / t_entrain`` (the entrainment of reduced-gravity upper-ocean models, which keeps
+  wind-driven upwelling from emptying the layer); part of the diapycnal flux, so total volume is kept.
 * Viscosity: ``A lap u = A (grad div u - k x grad zeta)``; land faces carry ``u = 0`` (no normal flow,
   and no slip through the corner vorticity).
 * Minimum thickness: a conservative flux limiter. Each cell's outgoing volume in a forward-Euler stage
@@ -67,7 +70,10 @@ class OceanParams:
     visc : Laplacian viscosity A (m^2/s). kappa_gm : interface-thickness diffusivity (m^2/s).
     kappa_d : diapycnal diffusivity (m^2/s; 0 switches the flux off). kappa_T : tracer diffusivity
     (m^2/s). tau_T, tau_S : restoring times (s; ``inf`` switches restoring off). tau0 : wind stress
-    amplitude (N/m^2). h_min : minimum thickness (m). h_wind : minimum depth the wind stress is spread
+    amplitude (N/m^2). drag : linear (Rayleigh) drag rate on both layers' velocities (1/s; the
+    interfacial friction of reduced-gravity models, which bounds the wind-driven equatorial jets
+    before the basin-crossing waves have set up their pressure gradient). h_entrain, t_entrain :
+    entrainment thickness (m; 0 = off) and time (s) of the upper layer (module docstring). h_min : minimum thickness (m). h_wind : minimum depth the wind stress is spread
     over (m). wind, restoring : callables overriding the analytic forcing (``f(lat, t) -> tensor``),
     optional. advect_tracers : False freezes tracer advection (for tests).
     """
@@ -89,6 +95,9 @@ class OceanParams:
     tau0: float = 0.1
     h_min: float = 10.0
     h_wind: float = 20.0
+    drag: float = 0.0
+    h_entrain: float = 0.0
+    t_entrain: float = 86400.0
     wind: object = None
     t_star: object = None
     s_star: object = None
@@ -153,7 +162,7 @@ def stable_dt(grid: OceanGrid, params: OceanParams, state: OceanState | None = N
     visc = float(torch.as_tensor(params.visc).max())
     kap = max(float(torch.as_tensor(params.kappa_gm).max()), params.kappa_T)
     lam_visc, lam_diff = 4.0 * visc * k2, 4.0 * kap * k2
-    lam_real = lam_visc + lam_diff
+    lam_real = lam_visc + lam_diff + params.drag
     dt = _SAFETY / (lam_imag / _C_IMAG + lam_real / _C_REAL)
     parts = {"gravity waves/advection/rotation": lam_imag / _C_IMAG, "viscosity": lam_visc / _C_REAL,
              "thickness/tracer diffusion": lam_diff / _C_REAL}
@@ -285,6 +294,8 @@ class OceanModel:
         dv[:, 0, 1:-1] += 0.5 * h_v[:, 0, 1:-1] * (b1[:, 1:] - b1[:, :-1]) / g.dy
         tau = (p.wind or wind_stress)(g.lat, t, p.tau0)[:, None]  # (nlat, 1) N/m^2 at u faces
         du[:, 0] += tau / (RHO0 * h_u[:, 0].clamp_min(p.h_wind))
+        if p.drag > 0:
+            du, dv = du - p.drag * u, dv - p.drag * v
         return du * g.mask_u, dv * g.mask_v
 
     def _volume_fluxes(self, s: OceanState):
@@ -304,7 +315,10 @@ class OceanModel:
         if self.p.n_layers == 1:
             return torch.zeros_like(h[:, 0])
         H1, H2 = self.p.H[0], self.p.H[1]
-        return self.kappa_d * (1.0 / h[:, 0] - H2 / (H1 * h[:, 1])) * self.grid.wet
+        e = self.kappa_d * (1.0 / h[:, 0] - H2 / (H1 * h[:, 1]))
+        if self.p.h_entrain > 0:
+            e = e + (self.p.h_entrain - h[:, 0]).clamp_min(0.0) / self.p.t_entrain
+        return e * self.grid.wet
 
     def euler(self, s: OceanState, t: float, dt: float) -> OceanState:
         """One forward-Euler stage of size ``dt`` with the conservative thickness limiter."""
