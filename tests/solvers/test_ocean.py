@@ -59,7 +59,7 @@ def test_each_layer_volume_conserved_without_diapycnal_flux():
 
 def test_total_volume_conserved_with_diapycnal_flux():
     g = global_grid()
-    p = OceanParams(kappa_d=0.05)  # strong, so that layer volumes change visibly
+    p = OceanParams(kappa_d=0.05, h_entrain=120.0)  # strong, and entrainment where h_1 < 120 m
     m = OceanModel(g, p, 1, safe_dt(g, p))
     s0 = perturbed(m, amp=-60.0)  # thin upper layer: upwelling into it
     s, _ = run(m, s0, 60)
