@@ -42,7 +42,7 @@ Time stepping: SSP-RK3 with a fixed step; :func:`stable_dt` gives the largest sa
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -102,7 +102,6 @@ class OceanParams:
     t_star: object = None
     s_star: object = None
     advect_tracers: bool = True
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass
