@@ -17,12 +17,13 @@ def pyplot():
     return plt
 
 
-def save_figure(fig, path) -> Path:
-    """Save ``fig`` as a PNG at ``path`` atomically (temporary name in the same folder, then rename) and close it."""
+def save_figure(fig, path, dpi: int = 100) -> Path:
+    """Save ``fig`` as a PNG at ``path`` (``dpi`` dots per inch) atomically (temporary name in the same folder, then
+    rename) and close it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
-    fig.savefig(tmp, dpi=100)  # fixed layout (no constrained/tight layout: they cost seconds per figure)
+    fig.savefig(tmp, dpi=dpi)  # fixed layout (no constrained/tight layout: they cost seconds per figure)
     plt.close(fig)
     os.replace(tmp, path)
     return path

@@ -224,6 +224,7 @@ def _run(scenario: Scenario, root: Path, ids: list[int], split: dict[int, str], 
     todo = [b for b in batches if any(i in missing for i in b)]
     times, stored = scenario.solver_times(), scenario.stored_times()
     grid = scenario.grid
+    mask = scenario.static_mask() if hasattr(scenario, "static_mask") else None  # masked datasets only
     bar = tqdm(total=sum(len(b) for b in todo) * len(times), desc=desc, unit="frame", disable=not progress, smoothing=0.1)
     try:
         for batch in todo:
@@ -239,7 +240,7 @@ def _run(scenario: Scenario, root: Path, ids: list[int], split: dict[int, str], 
                             trajectory_id=i, times=stored, time_units=scenario.time_units,
                             scalars={k: (v, scenario.units_of(k)) for k, v in p.items()},
                             fields={k: v.to_dict() for k, v in scenario.fields.items()},
-                            **_level_kwargs(scenario),
+                            mask=mask, **_level_kwargs(scenario),
                         )
                 for k, t in enumerate(times):
                     try:

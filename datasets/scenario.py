@@ -156,6 +156,9 @@ class Scenario:
     default_lmax: ClassVar[int] = 1
     default_n_seeds: ClassVar[int] = 1
     default_n_frames: ClassVar[int] = 1
+    #: False for finite-volume data (shock caps, ocean): no solver band limit, no stored ``lmax``, conservatively
+    #: remapped to the stored grid; such a scenario refuses ``dataset.lmax`` and defines :attr:`reduced` itself
+    band_limited: ClassVar[bool] = True
     #: one line explaining why each trajectory is its own simulation (written to splits.json)
     distinct_note: ClassVar[str] = "every trajectory is its own simulation, so no simulation appears in two splits"
 
@@ -173,6 +176,9 @@ class Scenario:
 
     def __init__(self, cfg: Mapping[str, Any] | None = None):
         cfg = dict(cfg or {})
+        if not self.band_limited and cfg.get("lmax") is not None:
+            raise ValueError(f"dataset.lmax={cfg['lmax']!r} does not apply to {self.name!r} (finite volume, not band-limited): "
+                             "leave it null and set the solver resolution with the dataset's own keys")
         merged = dict(self.DEFAULTS)
         merged.update({k: v for k, v in cfg.items() if v is not None or k not in merged})
         if merged.get("lmax") is None:
@@ -233,14 +239,15 @@ class Scenario:
 
     # ------------------------------------------------------------------ provided
     @property
-    def solver_lmax(self) -> int:
-        """Solver band limit (config ``lmax``, or :attr:`default_lmax`)."""
-        return int(self.cfg["lmax"])
+    def solver_lmax(self) -> int | None:
+        """Solver band limit (config ``lmax``, or :attr:`default_lmax`); ``None`` when not :attr:`band_limited`."""
+        return int(self.cfg["lmax"]) if self.band_limited else None
 
     @property
-    def stored_lmax(self) -> int:
-        """Band limit of the stored fields: ``min(solver lmax, grid.lmax)`` (DESIGN.md §2)."""
-        return min(self.solver_lmax, self.grid.lmax)
+    def stored_lmax(self) -> int | None:
+        """Band limit of the stored fields: ``min(solver lmax, grid.lmax)`` (DESIGN.md §2); ``None`` when not
+        :attr:`band_limited`."""
+        return min(self.solver_lmax, self.grid.lmax) if self.band_limited else None
 
     @property
     def reduced(self) -> bool:
@@ -341,10 +348,9 @@ class Scenario:
             "nlat": self.grid.nlat,
             "nlon": self.grid.nlon,
             "lmax": self.stored_lmax,
-            "solver_lmax": self.solver_lmax,
-            "min_solver_lmax": int(self.min_lmax),
+            **({"solver_lmax": self.solver_lmax, "min_solver_lmax": int(self.min_lmax)} if self.band_limited else {}),
             "reduced": bool(self.reduced),
-            "band_limited": True,
+            "band_limited": bool(self.band_limited),
             "dt_frame": float(self.dt_frame()),
             "spinup": float(self.spinup()),
             "time_units": self.time_units,

@@ -106,6 +106,7 @@ class ShockCapsScenario(Scenario):
     ``seeds``)."""
 
     time_units = "nondimensional"
+    band_limited = False
     fields = {
         "h": FieldSpec("scalar", "1", "fluid depth", ("h",)),
         "momentum": FieldSpec("vector", "1", "momentum h (u eastward, v northward)", ("hu", "hv")),
@@ -117,9 +118,6 @@ class ShockCapsScenario(Scenario):
 
     def __init__(self, cfg=None):
         cfg = dict(cfg or {})
-        if cfg.get("lmax") is not None:
-            raise ValueError(f"dataset.lmax={cfg['lmax']!r} does not apply to shock_caps (finite volume, not band-limited): "
-                             "set the solver resolution with dataset.ny")
         sweep = {"K": [1, 2, 4, 8, 16], "delta": [0.0, 0.25, 0.5, 0.75, 1.0], "seeds": list(range(20))}
         for key, default in sweep.items():
             v = cfg.get(key)
@@ -133,7 +131,7 @@ class ShockCapsScenario(Scenario):
             raise ValueError(f"dataset.n_seeds={cfg['n_seeds']} disagrees with dataset.seeds={cfg['seeds']}: set only seeds")
         cfg["n_seeds"] = len(cfg["seeds"])
         super().__init__(cfg)
-        self.cfg["lmax"] = None
+        self.cfg["lmax"] = None  # not band-limited (band_limited = False)
         ny = self.cfg.get("ny")
         ny = self.grid.nlat + self.grid.nlat % 2 if ny is None else int(ny)
         if ny < 4 or ny % 2:
@@ -161,23 +159,12 @@ class ShockCapsScenario(Scenario):
 
     # ------------------------------------------------------------------ no band limit
     @property
-    def solver_lmax(self):
-        return None
-
-    @property
-    def stored_lmax(self):
-        return None
-
-    @property
     def reduced(self) -> bool:
         """True when the solver grid is coarser than the card's 256 x 512 cells."""
         return self.cfg["ny"] < FULL_NY
 
     def describe(self) -> dict:
         d = super().describe()
-        for key in ("solver_lmax", "min_solver_lmax"):
-            d.pop(key, None)
-        d["band_limited"] = False
         d["sweep"]["seed"] = [float(s) for s in self.cfg["seeds"]]
         return d
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from dandelion.sphere import SphereGrid
 
-from .storage import file_levels, is_surface, open_trajectory, read_field
+from .storage import file_levels, is_surface, open_trajectory, read_field, read_mask
 
 __all__ = ["compute_stats"]
 
@@ -42,6 +42,11 @@ class _Moments:
         return math.sqrt(self.m2 / self.w) if self.w > 0 else float("nan")
 
 
+def _weight_sum(w: np.ndarray, x: np.ndarray) -> float:
+    """Total weight of one vector frame x (nlat, nlon, 2): per-row weights (nlat, 1) or a masked (nlat, nlon) array."""
+    return float(w.sum()) * x.shape[1] if w.shape[1] == 1 else float(w.sum())
+
+
 def compute_stats(files: Iterable[str | os.PathLike], fields: Mapping[str, Mapping]) -> dict:
     """Area-weighted statistics over all frames of the given trajectory files (float64, streaming).
 
@@ -49,7 +54,8 @@ def compute_stats(files: Iterable[str | os.PathLike], fields: Mapping[str, Mappi
     means are area means; deltas are differences of consecutive frames of one trajectory. Scalar
     fields: ``mean``, ``std`` (population, area-weighted) and ``delta_mean``, ``delta_std``. Vector
     fields (u, v): ``rms = sqrt(mean(u^2 + v^2))`` and ``delta_rms`` of the one-step difference.
-    Moments are combined with the pairwise update of Chan, Golub & LeVeque (1979).
+    Moments are combined with the pairwise update of Chan, Golub & LeVeque (1979). In a masked
+    dataset (files with ``mask/wet``) the weights are zero on land: statistics cover wet points only.
 
     Fields with a level axis (leveled files, module docstring) get one value PER LEVEL: each entry
     is then a list of length L, in the file's level order (DATASETS.md §0.3: per-level
@@ -83,6 +89,9 @@ def compute_stats(files: Iterable[str | os.PathLike], fields: Mapping[str, Mappi
             if grid_key is None:
                 grid_key, level_key = key, lkey
                 w = SphereGrid(*key).weights.numpy()  # (nlat, 1)
+                wet = read_mask(f)
+                if wet is not None:  # masked dataset: statistics over wet points only
+                    w = w * wet
             elif key != grid_key:
                 raise ValueError(f"{path} is on grid {key}, other files on {grid_key}: one dataset has one grid")
             elif lkey != level_key:
@@ -108,10 +117,10 @@ def compute_stats(files: Iterable[str | os.PathLike], fields: Mapping[str, Mappi
                         for lev, xl in enumerate(xs):
                             s = sq[name][lev]
                             s[0] += float((w * (xl ** 2).sum(-1)).sum())
-                            s[1] += float(w.sum()) * xl.shape[1]
+                            s[1] += _weight_sum(w, xl)
                             if ps is not None:
                                 s[2] += float((w * ((xl - ps[lev]) ** 2).sum(-1)).sum())
-                                s[3] += float(w.sum()) * xl.shape[1]
+                                s[3] += _weight_sum(w, xl)
                     else:
                         m, dm = acc[name]
                         for lev, xl in enumerate(xs):

@@ -18,6 +18,9 @@ Trajectory file (the Well's layout, DATASETS.md §0.2, with our deviations)::
     t1_fields/<name>     (1, T, nlat, nlon, 2) float32 tangent vectors, component_names = ["u", "v"]
                          (u eastward, v northward)
     t2_fields/           empty
+    mask/wet             (nlat, nlon) uint8, 1 = ocean (wet), 0 = land; only in masked datasets (e.g.
+                         ``global_ocean``), stored once per file (static); attrs long_name, flag_values
+    mask/wet_fraction    (nlat, nlon) float32, the ocean fraction of each cell (``wet = fraction >= 0.5``)
 
 Leveled datasets (e.g. ``held_suarez``, DATASETS.md §0.2) add a vertical ``level`` axis as a third
 spatial dimension (the Well's convention):
@@ -60,6 +63,7 @@ __all__ = [
     "open_trajectory",
     "read_fields",
     "read_field",
+    "read_mask",
     "file_levels",
     "is_surface",
 ]
@@ -136,6 +140,9 @@ class TrajectoryWriter:
     level_fields : iterable of str, optional
         The fields that carry the level axis (default: all); the others are surface fields, stored
         with a size-1 level axis and ``dim_varying = [False, True, True]``.
+    mask : array (nlat, nlon), optional
+        Ocean fraction of each cell (0..1) of a masked dataset, written as ``mask/wet_fraction`` and
+        ``mask/wet`` (fraction >= 0.5); ``None`` (default) writes no mask group.
 
     Raises
     ------
@@ -146,7 +153,7 @@ class TrajectoryWriter:
 
     def __init__(self, path, *, dataset_name: str, grid: SphereGrid, lmax: int, trajectory_id: int,
                  times, time_units: str, scalars: Mapping[str, tuple[float, str]], fields: Mapping[str, Mapping],
-                 levels=None, level_units: str = "hPa", level_fields: Iterable[str] | None = None):
+                 levels=None, level_units: str = "hPa", level_fields: Iterable[str] | None = None, mask=None):
         self.path = Path(path)
         self.tmp = temp_path(self.path)
         self.grid = grid
@@ -216,6 +223,8 @@ class TrajectoryWriter:
         sizes = {"lat": nlat, "lon": nlon, **({"level": len(self.levels)} if leveled else {})}
         write_boundary_conditions(f, list(dims.attrs["spatial_dims"]), sizes)
 
+        if mask is not None:
+            _write_mask(f, np.asarray(mask, dtype=np.float64), (nlat, nlon))
         g0, g1 = f.create_group("t0_fields"), f.create_group("t1_fields")
         f.create_group("t2_fields").attrs["field_names"] = []
         g0.attrs["field_names"] = [k for k, s in self.fields.items() if s["kind"] == "scalar"]
@@ -309,6 +318,23 @@ def write_boundary_conditions(f: h5py.File, spatial_dims, sizes) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- reading
+def _write_mask(f: h5py.File, fraction: np.ndarray, shape: tuple[int, int]) -> None:
+    if fraction.shape != shape or not np.isfinite(fraction).all() or fraction.min() < 0 or fraction.max() > 1:
+        raise ValueError(f"mask must be an ocean fraction in [0, 1] of shape {shape}, got shape {fraction.shape}")
+    g = f.create_group("mask")
+    d = g.create_dataset("wet", data=(fraction >= 0.5).astype(np.uint8), track_times=False, **_COMPRESSION)
+    d.attrs["long_name"] = "ocean mask (1 = wet, 0 = land)"
+    d.attrs["flag_values"] = [0, 1]
+    d = g.create_dataset("wet_fraction", data=fraction.astype(np.float32), track_times=False, **_COMPRESSION)
+    d.attrs["long_name"] = "ocean fraction of the cell area"
+    d.attrs["units"] = "1"
+
+
+def read_mask(f: h5py.File) -> np.ndarray | None:
+    """The wet mask (nlat, nlon) bool of an open trajectory file, or ``None`` when it has none."""
+    return np.asarray(f["mask"]["wet"][()], dtype=bool) if "mask" in f else None
+
+
 def open_trajectory(path: str | os.PathLike, *, check_data: bool = False) -> h5py.File:
     """Open a trajectory file read-only after checking its layout.
 

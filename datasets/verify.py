@@ -13,6 +13,9 @@ Checks, each problem reported as one line naming the file:
 * no temporary leftovers or unlisted trajectory files lie in the split folders;
 * ``stats.yaml`` has finite entries for every field (one per level, lists of length L, for the
   level fields of a leveled dataset);
+* a masked dataset (``dataset.yaml`` ``masked: true``) has ``mask/wet`` (0/1, at least one wet point)
+  and ``mask/wet_fraction`` (in [0, 1]) of shape (nlat, nlon) in every file, the same in all files;
+  an unmasked dataset has no mask group;
 * in a leveled dataset (``dataset.yaml`` ``levels``), each file's ``dimensions/level`` equals the
   listed values and exactly the listed level fields carry the level axis (the others are surface
   fields with a size-1 level axis).
@@ -27,6 +30,8 @@ import json
 import math
 import sys
 from pathlib import Path
+
+import numpy as np
 
 from .generate import build_scenario
 from .folder import SPLITS, load_metadata, load_stats, read_checksums, sha256_file
@@ -82,6 +87,7 @@ def verify(path, *, check_data: bool = True) -> list[str]:
     if scenario is not None:
         problems += [f"{root / 'splits.json'}: {line}" for line in scenario.split_problems(splits)]
     listed = set()
+    masks: list = []
     for split in SPLITS:
         for tid in splits.get(split, []):
             rel = f"{split}/{trajectory_filename(tid)}"
@@ -93,6 +99,7 @@ def verify(path, *, check_data: bool = True) -> list[str]:
                 problems.append(f"{p}: missing (trajectory {tid} of split {split})")
                 continue
             problems += _check_file(p, int(tid), meta, fields, check_data, scenario)
+            problems += _check_mask(p, meta, masks)
         folder = root / split
         if folder.is_dir():
             for p in sorted(folder.iterdir()):
@@ -141,6 +148,32 @@ def _scenario(meta: dict):
         return build_scenario(dict((meta.get("config") or {}).get("dataset") or {}))
     except Exception:  # unknown or changed scenario: the parameter check is skipped
         return None
+
+
+def _check_mask(p: Path, meta: dict, masks: list) -> list[str]:
+    """Mask problems of one file; ``masks`` collects the first file's mask to compare the others with."""
+    try:
+        with open_trajectory(p) as f:
+            if not meta.get("masked", False):
+                return [f"{p}: has a mask group but dataset.yaml does not mark the dataset masked"] if "mask" in f else []
+            if "mask" not in f or "wet" not in f["mask"] or "wet_fraction" not in f["mask"]:
+                return [f"{p}: dataset.yaml marks the dataset masked but the file lacks mask/wet or mask/wet_fraction"]
+            wet, frac = f["mask"]["wet"][()], f["mask"]["wet_fraction"][()]
+            shape = (int(f.attrs["nlat"]), int(f.attrs["nlon"]))
+    except (CorruptFileError, OSError):
+        return []  # reported by _check_file
+    if wet.shape != shape or frac.shape != shape:
+        return [f"{p}: mask shapes {wet.shape}, {frac.shape}, expected {shape}"]
+    out = []
+    if not np.isin(wet, (0, 1)).all() or not wet.any():
+        out.append(f"{p}: mask/wet must hold 0 (land) or 1 (ocean) with at least one ocean point")
+    if not (np.isfinite(frac).all() and frac.min() >= 0 and frac.max() <= 1):
+        out.append(f"{p}: mask/wet_fraction must lie in [0, 1]")
+    if not masks:
+        masks.append((wet, frac))
+    elif not (np.array_equal(masks[0][0], wet) and np.array_equal(masks[0][1], frac)):
+        out.append(f"{p}: mask differs from the other files' (one dataset has one land mask)")
+    return out
 
 
 def _check_file(p: Path, tid: int, meta: dict, fields: dict, check_data: bool = True, scenario=None) -> list[str]:

@@ -26,6 +26,8 @@ import time
 import numpy as np
 import torch
 
+from dandelion.benchmarks.plotting import pyplot, save_figure
+from dandelion.runtime import write_json_atomic
 from dandelion.solvers.held_suarez import DAY, HeldSuarezSimulation
 from dandelion.sphere import SphereGrid
 
@@ -96,14 +98,9 @@ def write(a, lat, um, Tm, qm, days_done, wall, t_spin, complete):
     }
     print(json.dumps(res, indent=1), flush=True)
     np.savez(a.out + ".npz", lat=lat, pressure_hpa=np.array(LEVELS), u=um, T=Tm, q=qm)
-    with open(a.out + ".json", "w") as fh:
-        json.dump(res, fh, indent=1)
+    write_json_atomic(a.out + ".json", res)
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(1, 3, figsize=(15, 4.5), sharey=True)
     P = np.array(LEVELS)
     for axi, data, title, cmap, levs in ((ax[0], um, "zonal-mean u (m/s)", "RdBu_r", np.arange(-40, 41, 4)),
@@ -119,8 +116,7 @@ def write(a, lat, um, Tm, qm, days_done, wall, t_spin, complete):
     end = a.spinup_days + days_done
     fig.suptitle(f"Held-Suarez, T{a.lmax - 1} L{a.levels}, time mean over days {a.spinup_days:g}-{end:g}")
     fig.tight_layout()
-    fig.savefig(a.out + ".png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, a.out + ".png", dpi=110)
     print("wrote", a.out + ".png", flush=True)
 
 

@@ -14,7 +14,10 @@ import os
 import time
 
 import numpy as np
-import torch
+
+from dandelion.benchmarks.plotting import pyplot, save_figure
+from dandelion.solvers.galewsky import canonical_galewsky
+from dandelion.sphere import SphereGrid
 
 
 def main(argv=None):
@@ -26,14 +29,7 @@ def main(argv=None):
     ap.add_argument("--save-npz", default=None, help="optionally also save the vorticity field (npz)")
     args = ap.parse_args(argv)
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from dandelion.solvers.galewsky import canonical_galewsky
-    from dandelion.sphere import SphereGrid
-
+    plt = pyplot()
     t0 = time.time()
     sim = canonical_galewsky(args.lmax, dt=args.dt, nu=1e5, scheme="ars343")
     sim.advance_to(args.days * 86400.0)
@@ -62,9 +58,7 @@ def main(argv=None):
     ax.set_ylabel("latitude [deg]")
     ax.set_title("contours every 2e-5 1/s, zero omitted (compare Galewsky et al. 2004, Fig. 4)")
     fig.tight_layout()
-    tmp = args.out + ".tmp.png"
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, args.out)
+    save_figure(fig, args.out, dpi=110)
     print(f"wrote {args.out} (lmax {args.lmax}, dt {args.dt} s, {wall:.0f} s of simulation wall time); "
           f"vorticity range {vort.min():.3e} .. {vort.max():.3e} 1/s")
 

@@ -10,6 +10,7 @@ import math
 import pytest
 from omegaconf import OmegaConf
 
+import tiny_model  # noqa: F401  (registers "_pointwise_test")
 from dandelion.benchmarks import benchmark as B
 from dandelion.benchmarks import leaderboard as LB
 
@@ -19,8 +20,6 @@ N_FRAMES = 10
 @pytest.fixture
 def tiny_scale(make_tiny_dataset, tmp_path):
     """The cpu protocol, shrunk: a 16x32 tiny dataset (not generated), 2 models, 1 seed, a few steps."""
-    import tiny_model  # noqa: F401  (registers "_pointwise_test")
-
     data = make_tiny_dataset(tmp_path / "data", nlat=16, nlon=32, n_frames=N_FRAMES,
                              splits={"train": [0, 1], "valid": [2], "test": [3]})
     cfg = B.compose("benchmark", [

@@ -5,6 +5,7 @@ import torch
 import torch.nn as nn
 
 import tiny_model
+from dandelion import build_model
 from dandelion import checkpoint as ck
 
 GRID = {"nlat": 9, "nlon": 16, "grid": "equiangular"}
@@ -87,8 +88,6 @@ def test_load_errors_name_the_file(tmp_path):
 
 def test_checkpoint_without_grid_record_loads_and_is_still_checked(tmp_path):
     """A Dandelion checkpoint written before the model recorded its grid in the state_dict still loads."""
-    from dandelion import build_model
-
     spec = {"name": "dandelion", "preset": "tiny", "in_channels": 8, "out_channels": 2, "overrides": {}}
     torch.manual_seed(0)
     model = build_model("dandelion", "tiny", 8, 2, 9, 16, "equiangular")

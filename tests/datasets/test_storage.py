@@ -1,5 +1,6 @@
 """Storage: HDF5 layout round trip, deterministic bytes, damaged files, area-weighted statistics, splits."""
 
+import hashlib
 import math
 
 import numpy as np
@@ -191,8 +192,6 @@ def test_stats_refuse_empty_and_mixed_grids(tmp_path):
 def test_checksums_round_trip(tmp_path):
     (tmp_path / "x").write_text("hello")
     folder.write_checksums(tmp_path, ["x"])
-    import hashlib
-
     assert folder.read_checksums(tmp_path) == {"x": hashlib.sha256(b"hello").hexdigest()}
     line = (tmp_path / "checksums.sha256").read_text()
     assert line == f"{hashlib.sha256(b'hello').hexdigest()}  x\n"  # sha256sum format

@@ -2,11 +2,13 @@
 
 import pickle
 
+import h5py
 import numpy as np
 import pytest
 import torch
 import yaml
 
+from tiny_dataset import analytic_fields, compute_stats
 from dandelion.channels import ChannelLayout
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.metrics import loss_weights
@@ -70,8 +72,6 @@ def test_loss_weights_mean_one():
 
 
 def test_items_match_analytic_fields(make_tiny_dataset, tmp_path):
-    from tiny_dataset import analytic_fields
-
     path = _data(make_tiny_dataset, tmp_path, n_frames=9)
     ds = WindowDataset(path, "train", n_in=3, n_out=2, stride=2)
     assert len(ds) == 3 * ((9 - 5) // 2 + 1)
@@ -103,8 +103,6 @@ def test_train_split_is_normalised(make_tiny_dataset, tmp_path):
 
 
 def test_stats_come_from_train_split_only(make_tiny_dataset, tmp_path):
-    from tiny_dataset import compute_stats
-
     path = _data(make_tiny_dataset, tmp_path)
     ds_test = WindowDataset(path, "test")
     train_files = WindowDataset(path, "train").files
@@ -118,8 +116,6 @@ def test_stats_come_from_train_split_only(make_tiny_dataset, tmp_path):
 
 
 def test_errors_name_the_problem(make_tiny_dataset, tmp_path):
-    import h5py
-
     path = _data(make_tiny_dataset, tmp_path)
     with pytest.raises((ValueError, KeyError, FileNotFoundError), match="bogus"):
         WindowDataset(path, "bogus")

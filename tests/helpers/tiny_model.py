@@ -3,9 +3,14 @@
 Import this module (or pass ``plugins=[tiny_model]`` with ``tests/helpers`` on ``PYTHONPATH``) to register it.
 """
 
+import atexit
+import os
+from pathlib import Path
+
 import torch
 import torch.nn as nn
 
+from dandelion.benchmarks.trainer import parameter_hash
 from dandelion.registry import register_model
 
 
@@ -36,20 +41,12 @@ BUILT: list = []
 
 
 def _write_hash():
-    import os
-    from pathlib import Path
-
-    from dandelion.benchmarks.trainer import parameter_hash
-
     out = os.environ.get("DANDELION_TEST_HASH_DIR")
     if out and BUILT:
         Path(out, f"rank{os.environ.get('RANK', '0')}.txt").write_text(parameter_hash(BUILT[-1]))
 
 
 def _register_probe():
-    import atexit
-    import os
-
     if os.environ.get("DANDELION_TEST_HASH_DIR"):
         atexit.register(_write_hash)
 

@@ -1,0 +1,86 @@
+"""A wind-driven single-basin gyre in the two-layer ocean against Sverdrup (1947) and Munk (1950).
+
+Dedicated configuration: a closed sector basin 15-45 N (walls on all sides), uniform upper-layer T and
+S (no restoring), interface diffusion and diapycnal flux off, a single-gyre wind
+``tau_x = -tau0 cos(pi (phi - 15 deg) / 30 deg)``. Both baroclinic modes are made fast (reduced gravities
+0.5 and ~2 m/s^2, layers 250 and 1000 m: deformation radii of several hundred km) so that the long
+Rossby waves cross the basin in days and the gyre equilibrates in a short run.
+
+Checks at 30 N (Munk 1950, *J. Meteorol.* 7, 80-93; Pedlosky 1996, *Ocean Circulation Theory*, §2.5):
+
+* total (both layers) meridional transport east of 5 Munk widths from the western wall, against the
+  Sverdrup transport ``curl tau / (rho0 beta)`` integrated over the same longitudes (within 20%);
+* the western boundary current's width: the Munk solution's meridional velocity
+  ``v ~ exp(-x / 2 delta) sin(sqrt(3) x / 2 delta)`` first changes sign at ``x0 = 2 pi delta / sqrt(3)``;
+  the measured ``x0 sqrt(3) / (2 pi)`` must lie within a factor 1.5 of ``delta = (A / beta)^(1/3)``.
+"""
+
+import math
+
+import pytest
+import torch
+
+from dandelion.solvers.ocean import RHO0, OceanModel, OceanParams, forced_stable_dt
+from dandelion.solvers.ocean_grid import OceanGrid
+
+SOUTH, NORTH = 15.0, 45.0
+
+
+def wind(lat, t, tau0):
+    return -tau0 * torch.cos(math.pi * (torch.rad2deg(lat) - SOUTH) / (NORTH - SOUTH))
+
+
+def curl_tau(phi: float, radius: float, tau0: float) -> float:
+    """Wind-stress curl on the sphere, -(1 / (a cos phi)) d(tau cos phi)/d phi, by autograd."""
+    x = torch.tensor(phi, dtype=torch.float64, requires_grad=True)
+    (wind(x, 0.0, tau0) * torch.cos(x)).backward()
+    return float(-x.grad / (radius * math.cos(phi)))
+
+
+def gyre(res_deg: float, width_deg: float, munk_cells: float, days: float):
+    """Run the basin; return (interior transport / Sverdrup, measured WBC width / Munk width, Munk width in cells)."""
+    nx, ny = round(width_deg / res_deg), round((NORTH - SOUTH) / res_deg)
+    wet = torch.ones(ny, nx + 1, dtype=torch.bool)
+    wet[:, -1] = False  # closes the sector
+    g = OceanGrid(ny, nx + 1, wet=wet, lat_bounds=(SOUTH, NORTH), lon_bounds=(0.0, width_deg + res_deg))
+    j = int(torch.argmin((g.lat_edges - math.radians(30.0)).abs()))
+    phi = float(g.lat_edges[j])
+    beta = 2.0 * g.omega * math.cos(phi) / g.radius
+    munk = munk_cells * g.dy  # Munk width set to munk_cells meridional cells (the larger cell side)
+    A = beta * munk ** 3
+    const = lambda v: (lambda lat, t: torch.full_like(lat, v))  # noqa: E731
+    p = OceanParams(n_layers=2, H=(250.0, 1000.0), g2=0.5, alpha=0.02, beta_S=0.0, T2=-5.0, visc=A, kappa_gm=0.0,
+                    kappa_d=0.0, kappa_T=0.0, tau_T=math.inf, tau_S=math.inf, tau0=0.05, wind=wind,
+                    t_star=const(5.0), s_star=const(35.0))
+    dt = 86400.0 / math.ceil(86400.0 / forced_stable_dt(g, p)[0])
+    m = OceanModel(g, p, 1, dt)
+    s, t = m.rest_state(), 0.0
+    for _ in range(round(days * 86400.0 / dt)):
+        s = m.step(s, t)
+        t += dt
+    dxv = float(g.dx_v[j, 0])
+    V = (s.v[0, :, j, :nx] * g.to_v_rows(s.h)[0, :, j, :nx]).sum(0) * dxv  # m^3/s per column
+    i0 = math.ceil(5.0 * munk / dxv)
+    sverdrup = curl_tau(phi, g.radius, p.tau0) / (RHO0 * beta) * dxv * (nx - i0)
+    ratio = float(V[i0:].sum()) / sverdrup
+    ic = int(torch.nonzero(V[1:] < 0)[0])  # last northward column of the boundary current
+    x0 = (ic + 0.5 + float(V[ic] / (V[ic] - V[ic + 1]))) * dxv  # from the wall to the sign change
+    width = x0 * math.sqrt(3.0) / (2.0 * math.pi)
+    assert float(V[0]) > 0 and sverdrup < 0  # northward western boundary current, southward interior
+    return ratio, width / munk, munk / dxv
+
+
+@pytest.mark.slow
+def test_gyre_sverdrup_transport_and_munk_width():
+    """1-degree cells, Munk width 3 cells, 40 days (about 3 minutes on one loaded core)."""
+    ratio, width, cells = gyre(1.0, 30.0, 3.0, 40.0)
+    assert cells >= 3.0
+    assert abs(ratio - 1.0) < 0.2, ratio
+    assert 1 / 1.5 < width < 1.5, width
+
+
+def test_gyre_cheap_check():
+    """CI version: 2-degree cells, Munk width 1.5 cells, 12 days: same bounds, coarser and shorter."""
+    ratio, width, _ = gyre(2.0, 40.0, 1.5, 12.0)
+    assert abs(ratio - 1.0) < 0.2, ratio
+    assert 1 / 1.5 < width < 1.5, width
