@@ -287,7 +287,8 @@ def plot_error_vs_lead_log(models: dict, path, title: str) -> Path:
                 continue
             x = e["lead_time_hours"] or list(range(1, len(y) + 1))
             ax.semilogy(x, y, ls=ls, color=c, marker="o" if ls == "-" else None, ms=3, label=f"{m}, {METRICS[metric].label}")
-    ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
+    for ref in sorted({METRICS[m].reference for m in metric_names(curve=True)} - {None}):
+        ax.axhline(ref, color="0.5", lw=0.8, ls=":")
     ax.set_xlabel("lead time [h]" if next(iter(models.values()))["lead_time_hours"] else "lead step")
     ax.set_ylabel("VRMSE, mean over fields and seeds")
     ax.set_title(f"{title}: error vs lead (solid area-weighted, dashed the Well's)", fontsize=9)
