@@ -53,6 +53,8 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from dandelion.cli import check_choice, check_device, check_positive, run
+
 __all__ = ["bench", "bench_models", "bench_solvers", "measure_model", "measure_solver", "memory_bandwidth", "warp_roofline", "main"]
 
 
@@ -352,20 +354,21 @@ def bench(cfg) -> dict:
     return out
 
 
-def main() -> None:
-    """``dandelion-bench target=models|solvers [device=..] [output=..] [models.* / solvers.* overrides]``."""
-    if len(sys.argv) >= 4 and sys.argv[1] == "--single":  # one measurement in a fresh process (internal)
+def main(argv: list[str] | None = None) -> None:
+    """``dandelion-bench target=models|solvers [device=..] [output=..] [models.* / solvers.* overrides]`` (``--help``)."""
+    if argv is None and len(sys.argv) >= 4 and sys.argv[1] == "--single":  # one measurement in a fresh process (internal)
         spec = json.loads(sys.argv[3])
         row = measure_model(spec) if sys.argv[2] == "model" else measure_solver(spec)
         print(json.dumps(row, default=str))
         return
-    import hydra
+    run("dandelion-bench", "bench", bench, check=check, argv=argv)
 
-    @hydra.main(config_path="pkg://dandelion.configs", config_name="bench", version_base="1.3")
-    def _app(cfg: DictConfig) -> None:
-        bench(cfg)
 
-    _app()
+def check(cfg, overrides=()) -> None:
+    """What ``dandelion-bench`` checks before measuring: the target, the device, the thread count."""
+    check_choice(cfg.get("target", "models"), ("models", "solvers"), "target")
+    check_device(cfg.get("device", "cpu"))
+    check_positive(cfg, ["threads", "timeout_s"])
 
 
 if __name__ == "__main__":
