@@ -24,7 +24,13 @@ import sys
 from importlib import resources
 from pathlib import Path
 
+import hydra
+import torch
 import yaml
+from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 __all__ = ["UsageError", "USER_ERRORS", "compose_config", "run", "guard", "fail", "help_text", "config_keys",
@@ -54,9 +60,6 @@ def compose_config(name: str, overrides: list[str] | None = None, return_hydra_c
 
     Works inside an initialised hydra context too (then that context's search path is used).
     """
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-
     overrides = list(overrides or [])
     if GlobalHydra.instance().is_initialized():
         return compose(config_name=name, overrides=overrides, return_hydra_config=return_hydra_config)
@@ -65,9 +68,6 @@ def compose_config(name: str, overrides: list[str] | None = None, return_hydra_c
 
 
 def _group_options(group: str) -> list[str]:
-    from hydra import initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-
     if GlobalHydra.instance().is_initialized():
         return sorted(GlobalHydra.instance().config_loader().get_group_options(group))
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
@@ -106,12 +106,8 @@ def _override_key(override: str) -> str:
 
 def _explain_compose_error(err: Exception, prog: str, name: str, overrides: list[str]) -> str:
     """One line for a hydra composition error: the bad override and, where one is close, a suggestion."""
-    from hydra.errors import MissingConfigException, OverrideParseException
-
     text = str(err)
     if isinstance(err, OverrideParseException):
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
         parser = OverridesParser.create()
         bad = None
         for o in overrides:
@@ -173,8 +169,6 @@ def guard(prog: str, debug: bool = False, *, name: str | None = None, overrides:
     (full traceback). Other exceptions (bugs, numerical failures) propagate unchanged. ``in_job``
     adds a pointer to ``--debug`` (the error came from inside the job, where a traceback may help).
     """
-    from hydra.errors import HydraException
-
     try:
         yield
     except HydraException as err:
@@ -241,8 +235,6 @@ def run(prog: str, name: str, job, *, check=None, argv: list[str] | None = None)
     hydra creates anything. With a flag of hydra's own (``--cfg``, ``--multirun``, ...) the
     arguments go to hydra unchecked.
     """
-    import hydra
-
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = _debug_requested(argv)
     argv = [a for a in argv if a != "--debug"]
@@ -373,8 +365,6 @@ def check_new_file(path, *, key: str = "output", overwrite: bool = False) -> Pat
 
 def check_device(name, key: str = "device") -> str:
     """``cpu``, ``auto``, ``cuda`` or ``cuda:N`` that this machine has."""
-    import torch
-
     name = str(name)
     if name in ("cpu", "auto"):
         return name

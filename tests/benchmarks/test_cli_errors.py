@@ -6,7 +6,7 @@ checks of :mod:`dandelion.cli` run before hydra creates any folder and before an
 
 import pytest
 
-from dandelion.benchmarks import bench, export, quickstart, report, rollout
+from dandelion.benchmarks import bench, benchmark, export, quickstart, report, rollout, train
 from dandelion.datasets import generate, verify
 
 
@@ -69,6 +69,34 @@ def test_verify_missing_folder(tmp_path, capsys):
 def test_verify_foreign_folder(tmp_path, capsys):
     err = _fails(verify.main, [str(tmp_path)], capsys)
     assert "not a Dandelion dataset folder" in err
+
+
+# ------------------------------------------------------------------------------------------ dandelion-train
+def test_train_missing_dataset_leaves_no_run_folder(tmp_path, capsys):
+    run = tmp_path / "run"
+    err = _fails(train.main, [f"dataset.path={tmp_path / 'nowhere'}", f"run_dir={run}", "trainer=quick"], capsys)
+    assert "does not exist" in err and "dandelion-generate dataset=NAME" in err
+    assert not run.exists() and sorted(tmp_path.iterdir()) == []
+
+
+def test_train_unknown_model_and_key(make_tiny_dataset, tmp_path, capsys):
+    data = make_tiny_dataset(tmp_path / "data")
+    run = tmp_path / "run"
+    err = _fails(train.main, [f"dataset.path={data}", f"run_dir={run}", "model.name=dandelon"], capsys)
+    assert "did you mean model.name=dandelion" in err
+    err = _fails(train.main, [f"dataset.path={data}", f"run_dir={run}", "trainer.lrr=0.1"], capsys)
+    assert "did you mean 'trainer.lr'" in err
+    err = _fails(train.main, [f"dataset.path={data}", f"run_dir={run}", f"resume={run / 'last.pt'}"], capsys)
+    assert "resume=" in err and "does not exist" in err
+    assert not run.exists()
+
+
+# ------------------------------------------------------------------------------------------ dandelion-benchmark
+def test_benchmark_unknown_dataset_key(capsys):
+    err = _fails(benchmark.main, ["scale=cpu", "only.datasets=[galewsky_32x32]", "dry_run=true"], capsys)
+    assert "did you mean only.datasets=galewsky_32x64" in err
+    err = _fails(benchmark.main, ["scale=cpuu"], capsys)
+    assert "scale=cpu" in err
 
 
 # ------------------------------------------------------------------------------------------ dandelion-rollout
@@ -159,6 +187,8 @@ def test_quickstart_unknown_key_and_model(tmp_path, capsys):
 # ------------------------------------------------------------------------------------------ --help
 @pytest.mark.parametrize("main,own,foreign", [
     (generate.main, ["dataset:", "batch_size"], ["model:", "trainer:", "scale:", "checkpoint"]),
+    (train.main, ["dataset:", "model:", "trainer:", "experiment:", "run_dir"], ["scale:", "rollouts"]),
+    (benchmark.main, ["scale:", "only:"], ["dataset:", "model:", "trainer:"]),
     (export.main, ["dataset:", "checkpoint", "overwrite"], ["model:", "trainer:", "scale:"]),
     (bench.main, ["target", "models:"], ["dataset:", "trainer:", "scale:"]),
     (report.main, ["scale:", "rollouts"], ["dataset:", "model:", "trainer:"]),
