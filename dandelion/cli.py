@@ -214,9 +214,9 @@ def help_text(prog: str, name: str, intro: str | None = None) -> str:
     groups = _own_groups(name)
     if groups:
         parts.append("Config groups (GROUP=OPTION):")
-        for g, default in groups.items():
+        for g, default in reversed(list(groups.items())):  # in the order of the defaults list
             opts = [f"{o} (default)" if o == default else o for o in _group_options(g)]
-            parts.append(f"  {g}: {', '.join(opts)}")
+            parts.append(f"  {g}: {', '.join(opts)}" + (" (none by default)" if default is None else ""))
         parts.append(f"  (the keys of an option: {prog} GROUP=OPTION --cfg job)")
         parts.append("")
     parts += ["Keys (KEY=VALUE; default and meaning):", *("  " + line if line else "" for line in body), ""]
