@@ -292,6 +292,16 @@ def explicit_choice(overrides: list[str], group: str) -> str | None:
     return None
 
 
+def _near(p: Path) -> str:
+    """`` (did you mean SIBLING?)`` for a missing path whose folder holds a close name, else ``""``."""
+    try:
+        siblings = [c.name for c in p.parent.iterdir()] if p.parent.is_dir() else []
+    except OSError:
+        return ""
+    close = _suggest(p.name, siblings)
+    return f" (did you mean {p.parent / close}?)" if close else ""
+
+
 def check_dataset_folder(path, *, key: str = "dataset.path", name: str | None = None, split: str | None = None) -> Path:
     """A complete dataset folder written by ``dandelion-generate`` (and of dataset ``name`` when given).
 
@@ -304,7 +314,8 @@ def check_dataset_folder(path, *, key: str = "dataset.path", name: str | None = 
     p = Path(str(path)).expanduser()
     make = f"dandelion-generate dataset={name or 'NAME'} dataset.path={p}"
     if not p.exists():
-        raise UsageError(f"{key}={p} does not exist: pass the folder written by dandelion-generate, or make it with `{make}`")
+        raise UsageError(f"{key}={p} does not exist{_near(p)}: pass the folder written by dandelion-generate, or make it "
+                         f"with `{make}`")
     if not p.is_dir():
         raise UsageError(f"{key}={p} is a file, not a dataset folder: pass the folder written by dandelion-generate")
     meta_file = p / "dataset.yaml"
@@ -336,7 +347,7 @@ def check_checkpoint(path, key: str = "checkpoint") -> Path:
         raise UsageError(f"{key} is not set: pass {key}=RUN_DIR/best.pt (written by dandelion-train)")
     p = Path(str(path)).expanduser()
     if not p.exists():
-        raise UsageError(f"{key}={p} does not exist: pass the best.pt or last.pt of a dandelion-train run folder")
+        raise UsageError(f"{key}={p} does not exist{_near(p)}: pass the best.pt or last.pt of a dandelion-train run folder")
     if p.is_dir():
         hint = f" (did you mean {key}={p / 'best.pt'}?)" if (p / "best.pt").is_file() else ""
         raise UsageError(f"{key}={p} is a folder: pass a checkpoint file, RUN_DIR/best.pt or RUN_DIR/last.pt{hint}")

@@ -108,6 +108,12 @@ def test_rollout_missing_checkpoint(make_tiny_dataset, tmp_path, capsys):
     assert not out.exists()
 
 
+def test_rollout_misspelt_dataset_folder_suggests_the_sibling(make_tiny_dataset, tmp_path, capsys):
+    data = make_tiny_dataset(tmp_path / "galewsky_small")
+    err = _fails(rollout.main, [f"checkpoint={_checkpoint(tmp_path)}", f"dataset.path={tmp_path / 'galewsky_smal'}"], capsys)
+    assert f"did you mean {data}?" in err
+
+
 def test_rollout_foreign_dataset(make_tiny_dataset, tmp_path, capsys):
     data = make_tiny_dataset(tmp_path / "data")  # a dataset named "tiny"
     ckpt = _checkpoint(tmp_path)
