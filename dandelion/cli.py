@@ -100,10 +100,6 @@ def _suggest(word: str, candidates) -> str | None:
     return found[0] if found else None
 
 
-def _override_key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
-
-
 def _explain_compose_error(err: Exception, prog: str, name: str, overrides: list[str]) -> str:
     """One line for a hydra composition error: the bad override and, where one is close, a suggestion."""
     text = str(err)
@@ -145,7 +141,7 @@ def _explain_compose_error(err: Exception, prog: str, name: str, overrides: list
         hint = f"did you mean {close!r}? " if close else ""
         return f"unknown key {key!r}: {hint}({prog} --help lists the keys; +{key}=VALUE adds a new one)"
     cause = f" ({err.__cause__})" if err.__cause__ is not None else ""
-    return f"bad override: {' '.join(text.split())}{' '.join(cause.split())}"
+    return f"bad override: {' '.join((text + cause).split())}"
 
 
 # ---------------------------------------------------------------------------------------------- errors
@@ -178,8 +174,7 @@ def guard(prog: str, debug: bool = False, *, name: str | None = None, overrides:
     except USER_ERRORS as err:
         if debug:
             raise
-        msg = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
-        fail(prog, f"{msg}{' (--debug shows the traceback)' if in_job else ''}")
+        fail(prog, f"{err}{' (--debug shows the traceback)' if in_job else ''}")
 
 
 # ---------------------------------------------------------------------------------------------- help
