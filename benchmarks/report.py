@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, ScalarFormatter
+from matplotlib.ticker import ScalarFormatter
 from omegaconf import OmegaConf
 
 from dandelion.cli import UsageError, check_choice, require, run
@@ -25,7 +25,7 @@ from dandelion.metrics import METRICS
 from dandelion.metrics import METRICS
 
 from .leaderboard import leaderboard
-from .plotting import pyplot, save_figure
+from .plotting import plain_log_ticks, pyplot, save_figure
 
 __all__ = ["plot_maps", "plot_error_vs_lead", "plot_spectra", "report", "check", "main"]
 
@@ -187,18 +187,6 @@ def _lead_axis(res: dict, n: int, unit=None) -> tuple[np.ndarray, str]:
     return np.arange(1, n + 1, dtype=float), "lead step"
 
 
-def _plain_log_ticks(ax) -> None:
-    """On a log y axis spanning less than about 1.5 decades, label ticks as plain numbers (0.004, 0.005, ...;
-    at 1-2-5 steps above a factor 3), which read better than powers of ten that may not appear at all."""
-    lo, hi = (float(v) for v in ax.dataLim.intervaly)
-    if not (0 < lo < hi) or hi / lo > 30:
-        return
-    subs = (1.0, 2.0, 5.0) if hi / lo > 3 else tuple(range(1, 10))
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.2g}"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
-
-
 def _is_vector(res: dict, var: str) -> bool:
     """Whether a scored variable is a vector field's frame-independent error (named after the field; such
     variables have units but no per-component metrics such as ACC)."""
@@ -276,7 +264,7 @@ def plot_error_vs_lead(results: dict, path, metric: str = "vrmse", variables=Non
     if log:
         for ax in axes.flat[: len(variables)]:
             ax.set_yscale("log")
-            _plain_log_ticks(ax)
+            plain_log_ticks(ax)
     _shared_legend(fig, axes)
     n = first.get("n_forecasts")
     fig.suptitle(f"{label} vs lead time: {first.get('dataset', '')} {first.get('split', '')} split"
