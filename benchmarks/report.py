@@ -22,7 +22,6 @@ from omegaconf import OmegaConf
 from dandelion.cli import UsageError, check_choice, require, run
 from dandelion.metrics import METRICS
 
-
 from .leaderboard import leaderboard
 from .plotting import plain_log_ticks, pyplot, save_figure
 
