@@ -32,18 +32,18 @@ import sys
 import time
 from pathlib import Path
 
-import hydra
 import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from dandelion.cli import check_choice, check_device, check_positive, run
 from dandelion.runtime import machine, versions, write_json_atomic
 
 from .bench_models import bench_models
 from .bench_profile import bench_profile
 from .bench_solvers import bench_solvers
 
-__all__ = ["TARGETS", "bench", "default_output", "main"]
+__all__ = ["TARGETS", "bench", "default_output", "check", "main"]
 
 #: target name -> (job, config section)
 TARGETS = {"models": (bench_models, "models"), "solvers": (bench_solvers, "solvers"), "profile": (bench_profile, "profile")}
@@ -104,14 +104,21 @@ def bench(cfg, run_dir: str | Path | None = None) -> dict:
     return out
 
 
-@hydra.main(config_path="pkg://dandelion.configs", config_name="bench", version_base="1.3")
-def _app(cfg: DictConfig) -> None:
+def _job(cfg: DictConfig) -> None:
     bench(cfg, run_dir=HydraConfig.get().runtime.output_dir)
 
 
-def main() -> None:
-    """``dandelion-bench target=models|solvers|profile [device=..] [output=..] [models.*|solvers.*|profile.* overrides]``."""
-    _app()
+def check(cfg, overrides=()) -> None:
+    """What ``dandelion-bench`` checks before measuring: the target, the device, the thread count."""
+    check_choice(cfg.get("target", "models"), tuple(TARGETS), "target")
+    check_device(cfg.get("device", "cpu"))
+    check_positive(cfg, ["threads"])
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``dandelion-bench target=models|solvers|profile [device=..] [output=..] [models.*|solvers.*|profile.* overrides]``
+    (``--help``)."""
+    run("dandelion-bench", "bench", _job, check=check, argv=argv)
 
 
 if __name__ == "__main__":

@@ -42,9 +42,10 @@ import time
 from importlib.resources import files
 from pathlib import Path
 
-import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
+
+from dandelion.cli import check_choice, check_device, run
 
 from dandelion.datasets.folder import load_metadata
 from dandelion.datasets.generate import generate
@@ -59,7 +60,7 @@ from .compose import compose
 from .rollout import evaluate, rollout
 from .train import train
 
-__all__ = ["benchmark", "run_cell", "ensure_dataset", "persistence_reference", "main"]
+__all__ = ["benchmark", "run_cell", "ensure_dataset", "persistence_reference", "check", "main"]
 
 
 def _device(cfg) -> str:
@@ -267,18 +268,27 @@ def benchmark(cfg) -> dict:
     return {"cells": [{k: (str(v) if isinstance(v, Path) else v) for k, v in c.items()} for c in grid], "ran": ran, "skipped": skipped}
 
 
-def main() -> None:
-    """``dandelion-benchmark scale=cpu|full [only.datasets=[..]] [only.models=[..]] [device=..] [dry_run=true]``."""
-    argv = list(sys.argv[1:])
+def check(cfg, overrides=()) -> None:
+    """What ``dandelion-benchmark`` checks before any work: the device, and that ``only.*`` names datasets and
+    models of the scale. Raises :class:`dandelion.cli.UsageError` (with the closest name)."""
+    check_device(cfg.get("device") or cfg.scale.get("device") or "cpu")
+    only = cfg.get("only") or {}
+    for key, choices in (("datasets", list(cfg.scale.datasets)), ("models", [str(m) for m in cfg.scale.models])):
+        for name in only.get(key) or []:
+            check_choice(name, choices, f"only.{key}")
 
-    @hydra.main(config_path="pkg://dandelion.configs", config_name="benchmark", version_base="1.3")
-    def _app(cfg: DictConfig) -> None:
+
+def main(argv: list[str] | None = None) -> None:
+    """``dandelion-benchmark scale=cpu|full [only.datasets=[..]] [only.models=[..]] [device=..] [dry_run=true]`` (``--help``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+
+    def _job(cfg: DictConfig) -> None:
         OmegaConf.set_struct(cfg, False)
-        cfg._argv = argv
+        cfg._argv = [a for a in argv if a != "--debug"]
         out = benchmark(cfg)
         print(json.dumps({k: v for k, v in out.items() if k != "cells"}))
 
-    _app()
+    run("dandelion-benchmark", "benchmark", _job, check=check, argv=argv)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@ Layout of an exported file (CF-1.8 conventions):
   ``init_time - 2000-01-01`` = time since the trajectory started. Non-dimensional datasets store a
   float (``units = "1"``, time since the trajectory start);
 * ``valid_time(init_time, lead_time) = init_time + lead_time`` (``standard_name = time``);
-* every variable has ``units`` and ``long_name``; vector fields are split into eastward and northward
+* every variable has ``units`` and ``long_name``, and a CF ``standard_name`` where the quantity has one
+  (``air_temperature``, ``eastward_wind``, ...: the table per dataset field of
+  :mod:`dandelion.benchmarks.cf_names`); vector fields are split into eastward and northward
   variables (``u``/``v`` for ``velocity``, ``<field>_u``/``<field>_v`` otherwise,
   :func:`dandelion.metrics.variable_names`) with ``eastward ...``/``northward ...`` long names;
 * float32 data, zlib level 4 with byte shuffle, chunks of one full map, no ``_FillValue``
@@ -42,12 +44,13 @@ import os
 import shutil
 from pathlib import Path
 
-import hydra
 import numpy as np
 import xarray as xr
 
 from dandelion import __version__
 from dandelion.checkpoint import load_model
+from dandelion.cli import (check_checkpoint, check_dataset_folder, check_device, check_new_file, check_positive,
+                           explicit_choice, require, run)
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.forecast import Forecast, forecast
 from dandelion.metrics import variable_names
@@ -55,8 +58,10 @@ from dandelion.registry import import_plugins
 from dandelion.runtime import temp_path
 from dandelion.sphere import SphereGrid
 
+from .cf_names import cf_attributes
+
 __all__ = ["EPOCH", "FORMATS", "CONVENTIONS", "WB2_NAMES", "forecasts_to_xarray", "to_xarray", "to_convention", "write_netcdf",
-           "write_zarr", "write_forecasts", "export_forecasts", "write_forecast", "export", "main"]
+           "write_zarr", "write_forecasts", "export_forecasts", "write_forecast", "export", "check", "main"]
 
 #: Output formats of ``dandelion-export`` and naming conventions of the written variables.
 FORMATS = ("netcdf", "zarr")
@@ -91,6 +96,7 @@ def forecasts_to_xarray(
     levels=None,
     truth: dict | None = None,
     attrs: dict | None = None,
+    dataset: str | None = None,
 ) -> xr.Dataset:
     """Forecasts in physical units to a CF-annotated :class:`xarray.Dataset`.
 
@@ -118,6 +124,10 @@ def forecasts_to_xarray(
         The true fields, same shapes; written as ``<variable>_truth``.
     attrs : dict, optional
         Extra global attributes (plain str/int/float values).
+    dataset : str, optional
+        The dataset's name, for the CF ``standard_name`` and ``long_name`` of each variable
+        (:data:`dandelion.benchmarks.cf_names.CF_NAMES`); default ``attrs["dataset"]``. A dataset
+        or field not in that table keeps the long names of ``fields``, without standard names.
 
     Returns
     -------
@@ -128,6 +138,7 @@ def forecasts_to_xarray(
     ValueError
         For a field missing from ``fields``, an unknown time unit or shapes that do not match.
     """
+    dataset = dataset if dataset is not None else (attrs or {}).get("dataset")
     if time_units not in ("s", "nondimensional"):
         raise ValueError(f"time_units={time_units!r}: expected 's' (seconds) or 'nondimensional' (see dataset.yaml)")
     init = np.asarray(_to_numpy(init_time), dtype=np.float64).reshape(-1)
@@ -172,7 +183,7 @@ def forecasts_to_xarray(
             if kind == "vector" and a.shape[-1] != 2:
                 raise ValueError(f"vector field {name!r} has {a.shape[-1]} components: expected 2 (u east, v north)")
             names = variable_names(name, kind, tuple(meta.get("components", ("u", "v"))))
-            for var, comp, direction in zip(names, comps, ("eastward ", "northward ") if kind == "vector" else ("",)):
+            for i, (var, comp) in enumerate(zip(names, comps)):
                 if list(comp.shape[:n_lead_axes]) != expected or tuple(comp.shape[-2:]) != grid.shape:
                     raise ValueError(
                         f"field {name!r} has shape {tuple(a.shape)}: expected ({', '.join(lead_dims)}) = {tuple(expected)} "
@@ -184,8 +195,12 @@ def forecasts_to_xarray(
                 if extra not in (0, 1):
                     raise ValueError(f"field {name!r} has shape {tuple(a.shape)} with unexpected extra axes")
                 dims = lead_dims + (["level"] if extra == 1 else []) + ["lat", "lon"]
-                long_name = meta.get("long_name", name)
-                var_attrs = {"units": str(meta.get("units", "1")), "long_name": f"{direction}{long_name}" + (" (ground truth)" if suffix else "")}
+                cf = cf_attributes(dataset, name, None if kind == "scalar" else i)
+                long_name = cf.get("long_name") or (meta.get("long_name", name) if kind == "scalar"
+                                                    else f"{('eastward', 'northward')[i]} component of {meta.get('long_name', name)}")
+                var_attrs = {"units": str(meta.get("units", "1")), "long_name": long_name + (" (ground truth)" if suffix else "")}
+                if "standard_name" in cf:
+                    var_attrs["standard_name"] = cf["standard_name"]
                 data_vars[var + suffix] = (dims, np.ascontiguousarray(comp[..., ::-1, :]), var_attrs)
 
     global_attrs = {"Conventions": "CF-1.8", "title": "Dandelion forecasts", "grid": grid.grid, "nlat": grid.nlat, "nlon": grid.nlon,
@@ -390,7 +405,14 @@ def export(cfg) -> dict:
     Returns
     -------
     dict with ``path`` (the netCDF file or Zarr store) and ``n_forecasts``.
+
+    Raises
+    ------
+    FileExistsError
+        If ``output`` exists and ``overwrite`` is false (checked before any model or data is loaded).
     """
+    overwrite = bool(cfg.get("overwrite", False))
+    output = check_new_file(require(cfg, "output", "pass output=FILE.nc (the netCDF file to write)"), overwrite=overwrite)
     import_plugins(cfg.get("plugins"))
 
     ds = WindowDataset(cfg.dataset.path, cfg.get("split", "test"), n_in=4, n_out=1)
@@ -401,16 +423,25 @@ def export(cfg) -> dict:
     )
     chunks = cfg.get("chunks")
     chunks = {str(k): int(v) for k, v in chunks.items()} if chunks else None
-    out = write_forecast(fc, cfg.output, overwrite=bool(cfg.get("overwrite", False)), include_truth=bool(cfg.get("include_truth", False)),
+    out = write_forecast(fc, output, overwrite=overwrite, include_truth=bool(cfg.get("include_truth", False)),
                          format=str(cfg.get("format", "netcdf")), convention=str(cfg.get("convention", "cf")), chunks=chunks)
     n = int(np.prod([len(fc.trajectory), len(fc.init_time)]))
     print(f"wrote {n} forecasts of {len(fc.lead_time)} steps to {out}")
     return {"path": str(out), "n_forecasts": n}
 
 
-def main():  # pragma: no cover - thin hydra wrapper, tested by a subprocess smoke test
-    @hydra.main(config_path="pkg://dandelion.configs", config_name="export", version_base="1.3")
-    def _main(cfg):
-        export(cfg)
+def check(cfg, overrides=()) -> None:
+    """What ``dandelion-export`` checks before any work: the output file is new (or ``overwrite``), the
+    checkpoint exists, the dataset folder is complete (and of the ``dataset=`` named on the command
+    line), the device exists, the step counts are positive. Raises :class:`dandelion.cli.UsageError`."""
+    check_new_file(require(cfg, "output", "pass output=FILE.nc (the netCDF file to write)"), overwrite=bool(cfg.get("overwrite", False)))
+    check_checkpoint(require(cfg, "checkpoint", "pass checkpoint=RUN_DIR/best.pt (written by dandelion-train)"))
+    path = require(cfg, "dataset.path", "pass dataset.path=DIR (the folder written by dandelion-generate)")
+    check_dataset_folder(path, name=explicit_choice(list(overrides), "dataset"), split=cfg.get("split", "test"))
+    check_device(cfg.get("device", "cpu"))
+    check_positive(cfg, ["n_steps", "init_stride", "batch_size", "max_inits", "max_trajectories"])
 
-    _main()
+
+def main(argv: list[str] | None = None) -> None:
+    """``dandelion-export checkpoint=RUN/best.pt dataset.path=DIR output=FILE.nc [...]`` (``--help``)."""
+    run("dandelion-export", "export", export, check=check, argv=argv)

@@ -31,7 +31,7 @@ from dandelion.runtime import write_text_atomic
 
 from .cells import load_cells
 from .compose import compose
-from .plotting import pyplot, save_figure
+from .plotting import plain_log_ticks, pyplot, save_figure
 
 __all__ = ["load_cells", "aggregate", "render_markdown", "plot_error_vs_resolution", "leaderboard", "bold_best"]
 
@@ -278,6 +278,7 @@ def plot_error_vs_lead_log(models: dict, path, title: str) -> Path:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.6, 3.8))
     fig.subplots_adjust(left=0.13, right=0.97, bottom=0.14, top=0.9)
+    top = 0.0
     for i, (m, e) in enumerate(models.items()):
         c = f"C{i}"
         for j, metric in enumerate(metric_names(curve=True)):
@@ -287,8 +288,11 @@ def plot_error_vs_lead_log(models: dict, path, title: str) -> Path:
                 continue
             x = e["lead_time_hours"] or list(range(1, len(y) + 1))
             ax.semilogy(x, y, ls=ls, color=c, marker="o" if ls == "-" else None, ms=3, label=f"{m}, {METRICS[metric].label}")
+            top = max([top, *(v for v in y if v == v)])
     for ref in sorted({METRICS[m].reference for m in metric_names(curve=True)} - {None}):
-        ax.axhline(ref, color="0.5", lw=0.8, ls=":")
+        if top > 0.3 * ref:  # a reference line (VRMSE 1: forecasting the spatial mean) only when the curves come near it
+            ax.axhline(ref, color="0.5", lw=0.8, ls=":")
+    plain_log_ticks(ax)
     ax.set_xlabel("lead time [h]" if next(iter(models.values()))["lead_time_hours"] else "lead step")
     ax.set_ylabel("VRMSE, mean over fields and seeds")
     ax.set_title(f"{title}: error vs lead (solid area-weighted, dashed the Well's)", fontsize=9)

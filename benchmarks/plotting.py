@@ -7,14 +7,27 @@ from pathlib import Path
 
 import matplotlib
 import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-__all__ = ["pyplot", "save_figure"]
+__all__ = ["pyplot", "save_figure", "plain_log_ticks"]
 
 
 def pyplot():
     """``matplotlib.pyplot`` on the non-interactive Agg backend (unless the caller chose a backend already)."""
     matplotlib.use("Agg", force=False)
     return plt
+
+
+def plain_log_ticks(ax) -> None:
+    """On a log y axis spanning less than about 1.5 decades, label ticks as plain numbers (0.004, 0.005, ...;
+    at 1-2-5 steps above a factor 3), which read better than powers of ten that may not appear at all."""
+    lo, hi = (float(v) for v in ax.dataLim.intervaly)
+    if not (0 < lo < hi) or hi / lo > 30:
+        return
+    subs = (1.0, 2.0, 5.0) if hi / lo > 3 else tuple(range(1, 10))
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.2g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def save_figure(fig, path, dpi: int = 100) -> Path:

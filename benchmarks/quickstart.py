@@ -3,7 +3,10 @@
 Steps (configs/experiment/quickstart.yaml, the embedded default):
 
 1. generate a small reduced Galewsky dataset at 32x64 (``dandelion.datasets.generate.generate``);
-2. train the ``tiny`` Dandelion and the ``tiny`` SFNO a few minutes each (``dandelion.benchmarks.train.train``);
+2. train the ``tiny`` Dandelion and the ``tiny`` SFNO for a fixed number of optimiser steps each
+   (``dandelion.benchmarks.train.train``; 600 steps, so the table does not depend on the machine's speed or
+   load; ``trainer.max_minutes`` is a safety stop, and a model it cuts is flagged "stopped early at step N of
+   M" in the console and in the table);
 3. roll each out on the test split and score it (``dandelion.benchmarks.rollout.rollout``), writing
    the forecasts as CF netCDF (``forecasts.nc``) and PNG plots;
 4. print a comparison table (next-step and 1:20 VRMSE per model, area-weighted and the Well's) and the
@@ -11,51 +14,67 @@ Steps (configs/experiment/quickstart.yaml, the embedded default):
 
 Use::
 
-    dandelion-quickstart                               # the full form (about 10 minutes on 2 cores)
+    dandelion-quickstart                               # the full form (minutes on 2 cores)
     dandelion-quickstart --fast                        # the reduced form the test suite runs (seconds)
-    dandelion-quickstart quickstart.output_dir=DIR device=cuda trainer.max_minutes=10
+    dandelion-quickstart quickstart.output_dir=DIR device=cuda
 
-Arguments other than ``--fast`` are hydra overrides of ``train.yaml`` with ``experiment=quickstart``.
+``--debug`` shows the traceback of an error (otherwise one line, exit status 2). Arguments other than
+``--fast`` and ``--debug`` are hydra overrides of ``train.yaml`` with ``experiment=quickstart``.
 A second run reuses a complete dataset folder (generation resumes) and retrains the models.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from dandelion.cli import UsageError, check_choice, check_device, check_positive, compose_config, guard
 from dandelion.datasets.generate import generate
+from dandelion.registry import available_models
 from dandelion.runtime import device_name, write_json_atomic, write_text_atomic
 
-from .compose import compose as _compose
 from .report import plot_error_vs_lead
 from .rollout import rollout
 from .train import train
 
-__all__ = ["compose_quickstart", "quickstart", "main"]
+__all__ = ["compose_quickstart", "quickstart", "check", "main"]
+
+PROG = "dandelion-quickstart"
 
 
 def compose_quickstart(overrides: list[str] | None = None, fast: bool = False):
     """The quickstart configuration: ``train.yaml`` + ``experiment=quickstart`` + ``overrides``
     (+ ``quickstart.fast_overrides`` when ``fast`` or ``quickstart.fast=true``)."""
     overrides = ["experiment=quickstart", *(overrides or [])]
-    cfg = _compose("train", overrides)
+    cfg = compose_config("train", overrides)
     if fast or cfg.quickstart.get("fast", False):
-        cfg = _compose("train", [overrides[0], *list(cfg.quickstart.fast_overrides), *overrides[1:], "quickstart.fast=true"])
+        cfg = compose_config("train", [overrides[0], *list(cfg.quickstart.fast_overrides), *overrides[1:], "quickstart.fast=true"])
     return cfg
 
 
+def _stopped_early(r: dict) -> str | None:
+    """The warning line of a model whose training the wall-clock safety stop cut, else None."""
+    if r.get("stopped") != "max_minutes":
+        return None
+    return (f"WARNING: {r['model']} stopped early at step {r['step']} of {r['total_steps']} (trainer.max_minutes="
+            f"{r['max_minutes']:g} ran out): its numbers are not the quickstart's; rerun on a less busy machine or "
+            "raise trainer.max_minutes")
+
+
 def _fmt_table(rows: list[dict], n20: int) -> str:
-    head = ["model", "params", "train min", "VRMSE next", f"VRMSE 1:{n20}", "Well VRMSE next", f"Well VRMSE 1:{n20}"]
-    lines = [head] + [[r["model"], f"{r['n_parameters']:,}", f"{r['minutes']:.1f}", f"{r['next']:.4f}", f"{r['mean']:.4f}",
-                       f"{r['well_next']:.4f}", f"{r['well_mean']:.4f}"] for r in rows]
+    head = ["model", "params", "steps", "train min", "VRMSE next", f"VRMSE 1:{n20}", "Well VRMSE next", f"Well VRMSE 1:{n20}"]
+    lines = [head] + [[r["model"], f"{r['n_parameters']:,}", f"{r['step']}/{r['total_steps']}" + (" STOPPED EARLY" if _stopped_early(r) else ""),
+                       f"{r['minutes']:.1f}", f"{r['next']:.4f}", f"{r['mean']:.4f}", f"{r['well_next']:.4f}", f"{r['well_mean']:.4f}"]
+                      for r in rows]
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
     fmt = lambda line: "| " + " | ".join(str(c).ljust(w) for c, w in zip(line, widths)) + " |"  # noqa: E731
-    return "\n".join([fmt(lines[0]), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(fmt, lines[1:])])
+    notes = [w for w in map(_stopped_early, rows) if w]
+    return "\n".join([fmt(lines[0]), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(fmt, lines[1:]), *(["", *notes] if notes else [])])
 
 
 def quickstart(cfg) -> dict:
@@ -100,7 +119,7 @@ def quickstart(cfg) -> dict:
 
         t0 = time.perf_counter()
         print(f"[3/4] rolling out {name} on the test split", flush=True)
-        rcfg = _compose("rollout", [
+        rcfg = compose_config("rollout", [
             f"checkpoint={res['best']}", f"dataset={cfg.dataset.name}", f"dataset.path={data_path}", f"device={device}",
             f"n_steps={int(q.n_steps)}", f"init_stride={int(q.init_stride)}", f"max_inits={q.max_inits if q.max_inits is not None else 'null'}",
             f"output_dir={out / ('rollout_' + str(name))}", "save_forecasts=true", "include_truth=true",
@@ -115,7 +134,10 @@ def quickstart(cfg) -> dict:
         rows.append({"model": str(name), "n_parameters": int(res.get("n_parameters", 0)), "minutes": float(res.get("minutes", 0.0)),
                      "next": s["next_step"]["vrmse"]["mean"], "mean": s[n20]["vrmse"]["mean"],
                      "well_next": s["next_step"]["vrmse_well"]["mean"], "well_mean": s[n20]["vrmse_well"]["mean"],
-                     "stopped": res.get("stopped"), "step": res.get("step")})
+                     "stopped": res.get("stopped"), "step": int(res.get("step", 0)), "total_steps": int(res.get("total_steps", 0)),
+                     "max_minutes": float(cfg.trainer.get("max_minutes") or 0)})
+        if _stopped_early(rows[-1]):
+            print("\n" + "!" * 100 + "\n" + _stopped_early(rows[-1]) + "\n" + "!" * 100 + "\n", flush=True)
         netcdf[str(name)] = r["paths"]["forecasts"]
         plots.update({f"{name}_{k}": v for k, v in r["paths"].items() if v.endswith(".png")})
         rollout_dirs[str(name)] = r["results"]
@@ -143,16 +165,33 @@ def quickstart(cfg) -> dict:
     return summary
 
 
+def check(cfg) -> None:
+    """What ``dandelion-quickstart`` checks before generating: the device, the models, the output folder,
+    the step counts. Raises :class:`dandelion.cli.UsageError`."""
+    check_device(cfg.get("device", "cpu"))
+    for name in cfg.quickstart.models:
+        check_choice(name, available_models(), "quickstart.models")
+    out = Path(str(cfg.quickstart.output_dir))
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"quickstart.output_dir={out} is a file: pass quickstart.output_dir=DIR (a new or earlier quickstart folder)")
+    check_positive(cfg, ["quickstart.n_steps", "quickstart.init_stride", "trainer.max_steps", "trainer.batch_size"])
+
+
 def main(argv: list[str] | None = None) -> None:
-    """``dandelion-quickstart [--fast] [hydra overrides...]``."""
+    """``dandelion-quickstart [--fast] [--debug] [hydra overrides...]``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in argv):
         print(__doc__)
         return
+    debug = "--debug" in argv or os.environ.get("HYDRA_FULL_ERROR", "") not in ("", "0")
     fast = "--fast" in argv
-    argv = [a for a in argv if a != "--fast"]
+    argv = [a for a in argv if a not in ("--fast", "--debug")]
     t0 = time.perf_counter()
-    quickstart(compose_quickstart(argv, fast=fast))
+    with guard(PROG, debug, name="train", overrides=["experiment=quickstart", *argv]):
+        cfg = compose_quickstart(argv, fast=fast)
+        check(cfg)
+    with guard(PROG, debug, in_job=True):
+        quickstart(cfg)
     print(f"quickstart done in {(time.perf_counter() - t0) / 60:.1f} min")
 
 

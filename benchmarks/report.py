@@ -13,39 +13,73 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import hydra
 import numpy as np
 import xarray as xr
+from matplotlib.lines import Line2D
 from matplotlib.ticker import ScalarFormatter
+from omegaconf import OmegaConf
 
+from dandelion.cli import UsageError, check_choice, require, run
 from dandelion.metrics import METRICS
 
 from .leaderboard import leaderboard
-from .plotting import pyplot, save_figure
+from .plotting import plain_log_ticks, pyplot, save_figure
 
-__all__ = ["plot_maps", "plot_error_vs_lead", "plot_spectra", "report", "main"]
+__all__ = ["plot_maps", "plot_error_vs_lead", "plot_spectra", "report", "check", "main"]
 
 
-def _panel_grid(plt, n: int):
-    """A figure with ``n`` panels in rows of at most 3 (unused cells hidden); returns ``(fig, axes)``."""
+#: y-axis labels: which error each built-in metric of metrics.json is (dandelion.metrics); a registered
+#: metric without an entry is labelled with its leaderboard title or its label.
+METRIC_LABELS = {
+    "rmse": "RMSE (area-weighted)",
+    "vrmse": "VRMSE (area-weighted)",
+    "vrmse_well": "VRMSE (the Well's, unweighted)",
+    "acc": "ACC (area-weighted, uncentred)",
+}
+
+
+def _panel_grid(plt, n: int, top_in: float = 0.0):
+    """A figure with ``n`` panels in rows of at most 3 (unused cells hidden) and ``top_in`` inches kept
+    free above them (a title and a shared legend); returns ``(fig, axes)``."""
     ncols = min(3, n)
     nrows = -(-n // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.6 * nrows), squeeze=False)
-    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.15 / nrows, top=1 - 0.1 / nrows, hspace=0.4, wspace=0.3)
+    height = 3.4 * nrows + top_in
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, height), squeeze=False)
+    fig.subplots_adjust(left=0.09 if ncols > 1 else 0.17, right=0.97, bottom=0.55 / height, top=1 - (0.35 + top_in) / height,
+                        hspace=0.45, wspace=0.32)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, axes
 
 
-def _lead_label(lead) -> str:
-    if isinstance(lead, np.timedelta64):
-        hours = lead / np.timedelta64(1, "h")
-        return f"+{hours:.3g} h" if hours < 48 else f"+{hours / 24:.3g} d"
-    return f"+{float(lead):g}"
+def _lead_unit(max_hours: float) -> tuple[str, float]:
+    """One unit for every lead of a figure: hours up to 3 days, days beyond; ``(name, hours per unit)``."""
+    return ("h", 1.0) if max_hours <= 72 else ("d", 24.0)
+
+
+def _hours(t) -> float:
+    """A time coordinate value (timedelta64, or datetime64 since the trajectory start) in hours."""
+    if isinstance(t, np.datetime64):
+        t = t - np.datetime64("2000-01-01T00:00:00", "ns")  # the export's epoch = the trajectory start
+    return float(t / np.timedelta64(1, "h"))
+
+
+def _fmt(value: float, unit: str) -> str:
+    return f"{value:.2f} {unit}" if unit == "d" else f"{value:.3g} {unit}".rstrip()
+
+
+def _squared_units(units: str) -> str:
+    units = str(units or "").strip()
+    if units in ("", "1"):
+        return "dimensionless"
+    return f"({units})²" if any(c in units for c in " /*") or "-" in units else f"{units}²"
 
 
 def plot_maps(sample, path, variables=None, leads=(1, 5, 20), trajectory: int = 0, init: int = 0, level: float = 500.0) -> Path:
     """Maps of truth, prediction and error at chosen leads, one row per (variable, lead).
+
+    The figure title names the model, the dataset and split, the trajectory id and the initial time
+    (since the trajectory start); every lead is given in one unit (hours up to 3 days, else days).
 
     Parameters
     ----------
@@ -61,6 +95,11 @@ def plot_maps(sample, path, variables=None, leads=(1, 5, 20), trajectory: int = 
     Returns
     -------
     Path of the PNG.
+
+    Raises
+    ------
+    ValueError
+        If the file holds no ``<var>_truth`` variables.
     """
     plt = pyplot()
     ds = xr.open_dataset(sample) if not isinstance(sample, xr.Dataset) else sample
@@ -69,27 +108,41 @@ def plot_maps(sample, path, variables=None, leads=(1, 5, 20), trajectory: int = 
     if not variables:
         raise ValueError("the forecast file has no '<var>_truth' variables: export it with include_truth=true")
     sel = {"init_time": init}
+    tid = None
     if "trajectory" in ds.dims:
         sel["trajectory"] = trajectory
+        tid = int(ds.trajectory.values[trajectory])
     n_lead = ds.sizes["lead_time"]
     leads = [k for k in leads if 1 <= k <= n_lead] or [1]
+    timed = np.issubdtype(ds.lead_time.dtype, np.timedelta64)
+    if timed:  # the initial time and every lead in one unit
+        t0 = _hours(ds.init_time.values[init])
+        unit, per = _lead_unit(max([t0] + [_hours(ds.lead_time.values[k - 1]) for k in leads]))
+        lead_text = {k: "+" + _fmt(_hours(ds.lead_time.values[k - 1]) / per, unit) for k in leads}
+        init_text = _fmt(t0 / per, unit)
+    else:
+        lead_text = {k: f"+{float(ds.lead_time.values[k - 1]):.3g} (non-dimensional)" for k in leads}
+        init_text = f"{float(ds.init_time.values[init]):.3g} (non-dimensional time)"
     rows = [(v, k) for v in variables for k in leads]
-    fig, axes = plt.subplots(len(rows), 3, figsize=(14, 2.7 * len(rows) + 0.4), squeeze=False)
-    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.35 / (2.7 * len(rows) + 0.4) + 0.04, top=1 - 0.3 / (2.7 * len(rows) + 0.4),
-                        hspace=0.45, wspace=0.18)
+    height = 2.7 * len(rows) + 1.0
+    fig, axes = plt.subplots(len(rows), 3, figsize=(14, height), squeeze=False)
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.5 / height, top=1 - 0.85 / height, hspace=0.45, wspace=0.18)
+    a = ds.attrs
+    who = f"{a.get('model', 'model')} on {a.get('dataset', 'the dataset')}" + (f" ({a['split']} split)" if a.get("split") else "")
+    where = (f"trajectory {tid}, " if tid is not None else "") + f"initialised at t = {init_text} after the trajectory start"
+    fig.suptitle(f"{who}: {where}", fontsize=11, y=1 - 0.2 / height, va="top")
     lon, lat = ds.lon.values, ds.lat.values
     for r, (var, k) in enumerate(rows):
         lsel, ltag = {}, ""
         if "level" in ds[var].dims:  # leveled data: one level per map
             i = int(np.argmin(np.abs(ds.level.values - float(level))))
-            lsel, ltag = {"level": i}, f" {float(ds.level.values[i]):g} {ds.level.attrs.get('units', '')}".rstrip()
+            lsel, ltag = {"level": i}, f" at {float(ds.level.values[i]):g} {ds.level.attrs.get('units', '')}".rstrip()
         pred = ds[var].isel(**sel, **lsel, lead_time=k - 1).values
         true = ds[f"{var}_truth"].isel(**sel, **lsel, lead_time=k - 1).values
         err = pred - true
         vmin, vmax = float(np.nanmin(true)), float(np.nanmax(true))
         emax = float(np.nanmax(np.abs(err))) or 1.0
         units = ds[var].attrs.get("units", "")
-        label = _lead_label(ds.lead_time.values[k - 1])
         for c, (data, title, kw) in enumerate([
             (true, "truth", dict(cmap="viridis", vmin=vmin, vmax=vmax)),
             (pred, "prediction", dict(cmap="viridis", vmin=vmin, vmax=vmax)),
@@ -97,16 +150,16 @@ def plot_maps(sample, path, variables=None, leads=(1, 5, 20), trajectory: int = 
         ]):
             ax = axes[r, c]
             im = ax.pcolormesh(lon, lat, data, shading="nearest", **kw)
-            ax.set_title(f"{var}{ltag} {title}, lead {label}", fontsize=9)
+            ax.set_title(f"{var}{ltag}, {title}, lead {lead_text[k]}", fontsize=9)
             ax.set_xlim(0, 360)
             ax.set_ylim(-90, 90)
             ax.set_xticks([0, 90, 180, 270, 360])
             ax.set_yticks([-90, -45, 0, 45, 90])
             if c == 0:
-                ax.set_ylabel("latitude [deg N]")
+                ax.set_ylabel("latitude [°N]")
             if r == len(rows) - 1:
-                ax.set_xlabel("longitude [deg E]")
-            fig.colorbar(im, ax=ax, shrink=0.9, label=units)
+                ax.set_xlabel("longitude [°E]")
+            fig.colorbar(im, ax=ax, shrink=0.9, label=f"{var} [{units}]" if units else var)
     return save_figure(fig, path)
 
 
@@ -121,8 +174,43 @@ def _load_metrics(m):
     return json.loads(p.read_text())
 
 
+def _lead_axis(res: dict, n: int, unit=None) -> tuple[np.ndarray, str]:
+    """Lead times of a rollout's curves and the x-axis label (hours or days, non-dimensional, or steps)."""
+    hours = res.get("lead_time_hours")
+    if hours:
+        unit = unit or _lead_unit(max(hours[:n]))
+        return np.asarray(hours[:n], dtype=float) / unit[1], f"lead time [{unit[0]}]"
+    if res.get("time_units") == "nondimensional" and res.get("lead_time"):
+        return np.asarray(res["lead_time"][:n], dtype=float), "lead time (non-dimensional)"
+    return np.arange(1, n + 1, dtype=float), "lead step"
+
+
+def _is_vector(res: dict, var: str) -> bool:
+    """Whether a scored variable is a vector field's frame-independent error (named after the field; such
+    variables have units but no per-component metrics such as ACC)."""
+    return var != "mean" and var in res.get("units", {}) and "acc" in res.get("metrics", {}) and var not in res["metrics"]["acc"]
+
+
+def _shared_legend(fig, axes):
+    """One legend for the whole figure, centred under the title (the panels share their lines)."""
+    handles, labels = [], []
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    if handles:
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.5 / fig.get_figheight()),
+                   ncol=min(len(labels), 4), fontsize=9, frameon=False)
+
+
 def plot_error_vs_lead(results: dict, path, metric: str = "vrmse", variables=None) -> Path:
-    """Error versus lead time, one panel per variable, one line per model.
+    """Error versus lead time, one panel per variable, one line per model, one legend for all panels.
+
+    Errors (RMSE, VRMSE) are drawn on a logarithmic y axis (they grow by orders of magnitude over a
+    rollout, and curves of 0.004 and 0.1 stay apart); ACC on an auto-scaled linear axis. The y label
+    says which error (area-weighted or the Well's unweighted VRMSE, :data:`METRIC_LABELS`); the
+    title names the dataset, split and number of forecasts.
 
     Parameters
     ----------
@@ -134,41 +222,70 @@ def plot_error_vs_lead(results: dict, path, metric: str = "vrmse", variables=Non
     Raises
     ------
     ValueError
-        If the first model's metrics hold no ``metric`` (the message lists those they hold).
+        If ``metric`` is not in the first model's metrics (the message lists those they hold).
     """
     plt = pyplot()
     results = {k: _load_metrics(v) for k, v in results.items()}
     first = next(iter(results.values()))
     if metric not in first["metrics"]:
-        raise ValueError(f"metric {metric!r} not in the rollout metrics {sorted(first['metrics'])}")
+        raise ValueError(f"metric {metric!r} not in the rollout metrics {sorted(first['metrics'])}: "
+                         f"use metric={' or '.join(sorted(first['metrics']))}")
     variables = variables or list(first["metrics"][metric])
     spec = METRICS.get(metric)  # None for a metric of an older metrics.json that is no longer registered
-    fig, axes = _panel_grid(plt, len(variables))
+    fig, axes = _panel_grid(plt, len(variables), top_in=0.8)
+    hours = first.get("lead_time_hours")
+    unit = _lead_unit(max(hours)) if hours else None
+    label = METRIC_LABELS.get(metric) or ((spec.title or spec.label) if spec is not None else metric)
+    log = metric != "acc"
     for ax, var in zip(axes.flat, variables):
-        for label, res in results.items():
+        top = 0.0
+        for i, (model, res) in enumerate(results.items()):
             vals = res["metrics"][metric].get(var)
             if vals is None:
                 continue
-            steps = np.arange(1, len(vals) + 1)
-            x = np.asarray(res.get("lead_time_hours") or steps, dtype=float)
-            ax.plot(x, vals, marker="o", ms=3, label=label)
+            vals = np.asarray(vals, dtype=float)
+            x, xlabel = _lead_axis(res, len(vals), unit)
+            ax.plot(x, vals, marker="o", ms=3, color=f"C{i}", label=model)
+            top = max(top, float(np.nanmax(vals)) if vals.size else 0.0)
+            log = log and bool(np.all(vals[np.isfinite(vals)] > 0))
         units = first.get("units", {}).get(var, "") if spec is not None and spec.units else ""
-        ax.set_title(f"{metric}, " + ("mean over the fields" if var == "mean" else var) + (f" [{units}]" if units else ""), fontsize=10)
-        ax.set_xlabel("lead time [h]" if first.get("lead_time_hours") else "lead step")
-        ax.grid(alpha=0.3)
-        if spec is not None and spec.reference is not None:
-            ax.axhline(spec.reference, color="0.5", lw=0.8, ls="--")
-    axes[0, 0].legend(fontsize=8)
+        ax.set_title({"mean": "mean over the variables (fields and components)"}.get(var, f"{var} (vector error)" if _is_vector(first, var) else var),
+                     fontsize=10)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(label + (f" [{units}]" if units else ""), fontsize=9)
+        ref = spec.reference if spec is not None else None
+        if ref is not None and top > 0.3 * ref:  # only when the curves come near it
+            ax.axhline(ref, color="0.5", lw=0.8, ls="--", label=f"{spec.label} = {ref:g}" + (" (error of forecasting the spatial mean)"
+                                                                                          if metric in ("vrmse", "vrmse_well") else ""))
+        ax.grid(alpha=0.35, which="major")
+        ax.grid(alpha=0.1, which="minor")
+    if log:
+        for ax in axes.flat[: len(variables)]:
+            ax.set_yscale("log")
+            plain_log_ticks(ax)
+    _shared_legend(fig, axes)
+    n = first.get("n_forecasts")
+    fig.suptitle(f"{label} vs lead time: {first.get('dataset', '')} {first.get('split', '')} split"
+                 + (f", mean over {n} forecast{'s' if n != 1 else ''}" if n else ""), fontsize=11, y=1 - 0.15 / fig.get_figheight(), va="top")
     return save_figure(fig, path)
 
 
 def plot_spectra(result, path, variables=None) -> Path:
-    """Angular power spectra of truth and prediction at the rollout's spectrum leads.
+    """Angular power spectra of truth (solid) and prediction (dashed) at the rollout's spectrum leads.
+
+    ``P(l)`` per spherical-harmonic degree, in squared units of the field
+    (:func:`dandelion.benchmarks.metrics.power_spectrum`: ``sum_l P(l)`` = the area-weighted mean of
+    the squared field), averaged over the forecasts; one colour per lead, one legend for all panels.
 
     Parameters
     ----------
     result : metrics dict (``metrics.json``) or its path/folder, with a ``spectra`` entry.
     path : output PNG path.
+
+    Raises
+    ------
+    ValueError
+        If the metrics hold no spectra.
     """
     plt = pyplot()
     res = _load_metrics(result)
@@ -176,27 +293,39 @@ def plot_spectra(result, path, variables=None) -> Path:
     if not spec:
         raise ValueError("the rollout metrics hold no spectra: run dandelion-rollout with spectra_leads set")
     variables = variables or list(spec["true"])
-    fig, axes = _panel_grid(plt, len(variables))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, axes = _panel_grid(plt, len(variables), top_in=0.8)
+    hours = res.get("lead_time_hours")
+    steps = [int(k) for k in spec["leads"]]
+    if hours:
+        unit, per = _lead_unit(max(hours[k - 1] for k in steps if k <= len(hours)))
+        lead_text = [("+" + _fmt(hours[k - 1] / per, unit)) if k <= len(hours) else f"step {k}" for k in steps]
+    else:
+        lead_text = [f"step {k}" for k in steps]
     for ax, var in zip(axes.flat, variables):
-        top = max(float(np.max(spec["true"][var][i][1:] or [1.0])) for i in range(len(spec["leads"])))
-        for i, lead in enumerate(spec["leads"]):
-            c = colors[i % len(colors)]
+        top = max(float(np.max(spec[w][var][i][1:] or [1.0])) for i in range(len(steps)) for w in ("true", "pred"))
+        floor = min(float(np.max(spec["true"][var][i][1:] or [1.0])) for i in range(len(steps))) * 1e-10
+        for i in range(len(steps)):
             t = np.asarray(spec["true"][var][i])
             p = np.asarray(spec["pred"][var][i])
             deg = np.arange(len(t))
-            ax.loglog(deg[1:], np.maximum(t[1:], 1e-300), color=c, ls="-", label=f"truth, step {lead}")
-            ax.loglog(deg[1:], np.maximum(p[1:], 1e-300), color=c, ls="--", label=f"prediction, step {lead}")
-        ax.set_ylim(max(top * 1e-10, 1e-300), top * 3)
+            ax.loglog(deg[1:], np.maximum(t[1:], 1e-300), color=f"C{i}", ls="-")
+            ax.loglog(deg[1:], np.maximum(p[1:], 1e-300), color=f"C{i}", ls="--")
+        ax.set_ylim(max(floor, 1e-300), top * 3)
         n_deg = len(spec["true"][var][0])
         ax.set_xticks([t for t in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000) if t < n_deg])
         ax.xaxis.set_major_formatter(ScalarFormatter())
         ax.xaxis.set_minor_formatter(plt.NullFormatter())
-        ax.set_title(f"power spectrum of {var}", fontsize=10)
-        ax.set_xlabel("degree l")
-        ax.set_ylabel("P(l)")
+        ax.set_title(var, fontsize=10)
+        ax.set_xlabel("spherical-harmonic degree l")
+        ax.set_ylabel(f"P(l) [{_squared_units(res.get('units', {}).get(var, ''))}]", fontsize=9)
         ax.grid(alpha=0.3, which="both")
-    axes[0, 0].legend(fontsize=7)
+    handles = [Line2D([], [], color=f"C{i}", label=f"lead {text}") for i, text in enumerate(lead_text)]
+    handles += [Line2D([], [], color="0.3", ls="-", label="truth"), Line2D([], [], color="0.3", ls="--", label="prediction")]
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.5 / fig.get_figheight()), ncol=min(len(handles), 5),
+               fontsize=9, frameon=False)
+    n = res.get("n_forecasts")
+    fig.suptitle(f"Angular power spectra: {res.get('model', '')} on {res.get('dataset', '')} {res.get('split', '')} split"
+                 + (f", mean over {n} forecast{'s' if n != 1 else ''}" if n else ""), fontsize=11, y=1 - 0.15 / fig.get_figheight(), va="top")
     return save_figure(fig, path)
 
 
@@ -240,9 +369,27 @@ def report(cfg) -> dict:
     return {k: str(v) for k, v in paths.items()}
 
 
-def main():  # pragma: no cover - thin hydra wrapper
-    @hydra.main(config_path="pkg://dandelion.configs", config_name="report", version_base="1.3")
-    def _main(cfg):
-        report(cfg)
+def check(cfg, overrides=()) -> None:
+    """What ``dandelion-report`` checks before plotting: the target, and that every rollout folder holds a
+    ``metrics.json`` (target=rollouts) or that the results folder exists (target=leaderboard).
+    Raises :class:`dandelion.cli.UsageError`."""
+    target = check_choice(cfg.get("target", "rollouts"), ("rollouts", "leaderboard"), "target")
+    if target == "leaderboard":
+        results = cfg.get("results_dir") or OmegaConf.select(cfg, "scale.results_dir")
+        if not results or not Path(str(results)).is_dir():
+            raise UsageError(f"results_dir={results} does not exist: run dandelion-benchmark first, or pass results_dir=DIR")
+        return
+    rollouts = require(cfg, "rollouts", "pass rollouts=[DIR,...] (folders written by dandelion-rollout)")
+    folders = [rollouts] if isinstance(rollouts, str) else list(rollouts.values()) if hasattr(rollouts, "values") else list(rollouts)
+    if not folders:
+        raise UsageError("rollouts=[] is empty: pass rollouts=[DIR,...] (folders written by dandelion-rollout)")
+    for d in folders:
+        if not (Path(str(d)) / "metrics.json").is_file():
+            what = "does not exist" if not Path(str(d)).exists() else "holds no metrics.json"
+            raise UsageError(f"rollout folder {d} {what}: pass the output_dir of a dandelion-rollout run "
+                             "(by default RUN_DIR/rollout_test)")
 
-    _main()
+
+def main(argv: list[str] | None = None) -> None:
+    """``dandelion-report 'rollouts=[DIR,...]' [output_dir=DIR]`` or ``target=leaderboard scale=cpu`` (``--help``)."""
+    run("dandelion-report", "report", report, check=check, argv=argv)

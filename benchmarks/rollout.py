@@ -32,12 +32,12 @@ import io
 import json
 from pathlib import Path
 
-import hydra
 import numpy as np
 import torch
 
 from dandelion import metrics as M
 from dandelion.checkpoint import load_model
+from dandelion.cli import UsageError, check_checkpoint, check_dataset_folder, check_device, check_positive, explicit_choice, require, run
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.forecast import collect_forecast, iter_rollout
 from dandelion.registry import import_plugins
@@ -46,7 +46,7 @@ from dandelion.runtime import write_text_atomic
 from . import report
 from .export import write_forecast
 
-__all__ = ["evaluate", "rollout", "write_results", "main"]
+__all__ = ["evaluate", "rollout", "write_results", "check", "main"]
 
 
 def _climatology(dataset) -> dict:
@@ -260,9 +260,23 @@ def rollout(cfg) -> dict:
     return {"results": results, "output_dir": str(out_dir), "paths": {k: str(v) for k, v in paths.items()}}
 
 
-def main():  # pragma: no cover - thin hydra wrapper, tested by a subprocess smoke test
-    @hydra.main(config_path="pkg://dandelion.configs", config_name="rollout", version_base="1.3")
-    def _main(cfg):
-        rollout(cfg)
+def check(cfg, overrides=()) -> None:
+    """What ``dandelion-rollout`` checks before any work: the checkpoint exists, the dataset folder is
+    complete (and of the ``dataset=`` named on the command line), the device exists, the step counts
+    are positive, and ``forecasts.nc`` is new when ``save_forecasts`` (or ``overwrite``).
+    Raises :class:`dandelion.cli.UsageError`."""
+    ckpt = check_checkpoint(require(cfg, "checkpoint", "pass checkpoint=RUN_DIR/best.pt (written by dandelion-train)"))
+    path = require(cfg, "dataset.path", "pass dataset.path=DIR (the folder written by dandelion-generate)")
+    split = str(cfg.get("split", "test"))
+    check_dataset_folder(path, name=explicit_choice(list(overrides), "dataset"), split=split)
+    check_device(cfg.get("device", "cpu"))
+    check_positive(cfg, ["n_steps", "init_stride", "batch_size", "max_inits", "max_trajectories"])
+    if cfg.get("save_forecasts", False):
+        out_dir = Path(cfg.get("output_dir") or ckpt.parent / f"rollout_{'valid' if split == 'val' else split}")
+        if (out_dir / "forecasts.nc").exists() and not cfg.get("overwrite", False):
+            raise UsageError(f"{out_dir / 'forecasts.nc'} exists: choose another output_dir or pass overwrite=true to replace it")
 
-    _main()
+
+def main(argv: list[str] | None = None) -> None:
+    """``dandelion-rollout checkpoint=RUN/best.pt dataset.path=DIR [...]`` (``--help``)."""
+    run("dandelion-rollout", "rollout", rollout, check=check, argv=argv)

@@ -49,12 +49,16 @@ import json
 import os
 import sys
 
-import hydra
 from omegaconf import DictConfig
+
+from dandelion.cli import (check_checkpoint, check_choice, check_dataset_folder, check_device, check_positive, explicit_choice,
+                           is_set, require, run)
+from dandelion.forecast import INPUTS, TARGETS
+from dandelion.registry import available_models, import_plugins
 
 from .trainer import Trainer
 
-__all__ = ["train", "main"]
+__all__ = ["train", "check", "main"]
 
 
 def train(cfg) -> dict:
@@ -73,17 +77,33 @@ def _check_torchrun_argv(argv: list[str]) -> None:
                          "directory (a default made from each process's clock could differ between ranks)")
 
 
-def main() -> None:
-    """``dandelion-train`` (hydra: ``model=``, ``dataset=NAME dataset.path=DIR``, ``trainer=``, ``experiment=``, ...)."""
-    _check_torchrun_argv(sys.argv[1:])
+def check(cfg, overrides=()) -> None:
+    """What ``dandelion-train`` checks before building anything: the dataset folder (complete, and of the
+    ``dataset=`` named on the command line), the device, the checkpoint to resume, the model name (after
+    importing ``plugins``), the trainer's target, inputs and sizes. Raises :class:`dandelion.cli.UsageError`."""
+    path = require(cfg, "dataset.path", "pass dataset=NAME dataset.path=DIR (a folder written by dandelion-generate)")
+    check_dataset_folder(path, name=explicit_choice(list(overrides), "dataset"))
+    check_device(cfg.get("device", "auto"))
+    if is_set(cfg, "resume"):
+        check_checkpoint(cfg.resume, key="resume")
+    import_plugins(cfg.get("plugins"))
+    check_choice(cfg.model.name, available_models(), "model.name")
+    check_choice(cfg.trainer.get("target", "frame"), TARGETS, "trainer.target")
+    check_choice(cfg.trainer.get("inputs", "frames"), INPUTS, "trainer.inputs")
+    check_positive(cfg, ["trainer.n_in", "trainer.batch_size", "trainer.max_steps", "trainer.max_batches_per_epoch"])
 
-    @hydra.main(config_path="pkg://dandelion.configs", config_name="train", version_base="1.3")
-    def _app(cfg: DictConfig) -> None:
-        result = train(cfg)
-        if int(os.environ.get("RANK", "0")) == 0:
-            print(json.dumps(result, indent=1))
 
-    _app()
+def _job(cfg: DictConfig) -> None:
+    result = train(cfg)
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(json.dumps(result, indent=1))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``dandelion-train`` (hydra: ``model=``, ``dataset=NAME dataset.path=DIR``, ``trainer=``, ``experiment=``, ...; ``--help``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    _check_torchrun_argv(argv)
+    run("dandelion-train", "train", _job, check=check, argv=argv)
 
 
 if __name__ == "__main__":

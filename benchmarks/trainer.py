@@ -316,8 +316,10 @@ class Trainer:
     def fit(self) -> dict:
         """Train (or continue) until the plan, ``max_steps``, ``stop_at_step`` or ``max_minutes`` ends it.
 
-        Returns a dict: run_dir, best and last checkpoint paths, step, epoch, stop reason, last train
-        loss, val_loss and val_vrmse of the final model, best_val_loss, n_parameters.
+        Returns a dict: run_dir, best and last checkpoint paths, step, total_steps (the plan), epoch,
+        stop reason, last train loss, val_loss and val_vrmse of the final model, best_val_loss,
+        n_parameters, minutes. When ``max_minutes`` cuts the plan, rank 0 prints a warning
+        "stopped early at step N of M" (and logs it).
         """
         t_start = time.perf_counter()
         reason = self._stop_reason(t_start, check_time=False)
@@ -388,12 +390,17 @@ class Trainer:
         if self.writer is not None:
             self.writer.close()
         result = {"run_dir": str(self.run_dir), "best": str(self.run_dir / "best.pt"), "last": str(self.run_dir / "last.pt"),
-                  "step": self.step, "epoch": self.epoch, "stopped": reason or "done", "train_loss": train_loss,
+                  "step": self.step, "total_steps": self.total_steps, "epoch": self.epoch, "stopped": reason or "done", "train_loss": train_loss,
                   "val_loss": val.get("val_loss", math.nan), "val_vrmse": val.get("val_vrmse", math.nan),
                   "best_val_loss": self.best_val, "n_parameters": self.n_parameters,
                   "minutes": (time.perf_counter() - t_start) / 60.0}
         if self.dist.main:
             write_json_atomic(self.run_dir / "result.json", result)  # atomic: the benchmark reuses a run with a result.json
+            if reason == "max_minutes":  # the plan was cut by the wall clock: the numbers depend on the machine
+                msg = (f"stopped early at step {self.step} of {self.total_steps}: trainer.max_minutes={float(self.t.max_minutes):g} ran out "
+                       f"(checkpoints written; resume={self.run_dir / 'last.pt'} continues the plan)")
+                log.warning(msg)
+                print(f"\n{'!' * 100}\nWARNING: {msg}\n{'!' * 100}\n", flush=True)
         return result
 
     def close(self):

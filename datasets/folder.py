@@ -36,7 +36,7 @@ SPLITS = ("train", "valid", "test")
 
 def _load_yaml(path: Path, what: str, fix: str) -> dict:
     if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist: {what} missing; {fix}")
+        raise FileNotFoundError(f"{path} does not exist: {what}; {fix}")
     with open(path) as fh:
         data = yaml.safe_load(fh)
     if not isinstance(data, dict):
@@ -46,7 +46,7 @@ def _load_yaml(path: Path, what: str, fix: str) -> dict:
 
 def load_metadata(path: str | os.PathLike) -> dict:
     """The dataset folder's ``dataset.yaml`` as a dict. Raises ``FileNotFoundError`` naming the file."""
-    return _load_yaml(Path(path) / "dataset.yaml", "not a dataset folder or generation never started",
+    return _load_yaml(Path(path) / "dataset.yaml", "not a dataset folder, or its generation never started",
                       "generate it with dandelion-generate dataset=NAME dataset.path=DIR")
 
 
@@ -57,7 +57,7 @@ def load_stats(path: str | os.PathLike) -> dict:
     ``{field: {kind: "vector", rms, delta_rms}}`` for vector fields. Raises ``FileNotFoundError``
     naming the file if generation has not finished.
     """
-    return _load_yaml(Path(path) / "stats.yaml", "generation has not finished",
+    return _load_yaml(Path(path) / "stats.yaml", "the dataset's generation has not finished",
                       "rerun the same dandelion-generate command to finish the dataset")
 
 

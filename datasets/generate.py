@@ -1,4 +1,4 @@
-"""``dandelion-generate``: make a dataset folder from a scenario (DESIGN.md §6).
+"""``dandelion-generate``: make a dataset folder from a scenario.
 
 Usage::
 
@@ -38,12 +38,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Mapping
 
-import hydra
 import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
+from dandelion.cli import run
 from dandelion.runtime import ProcessGroup, versions, write_json_atomic, write_yaml_atomic
 
 from .folder import SPLITS, load_metadata, split_of, write_checksums
@@ -52,7 +52,7 @@ from .statistics import compute_stats
 from .storage import CorruptFileError, TrajectoryWriter, open_trajectory, temp_path, trajectory_filename
 from .well_format import well_stats
 
-__all__ = ["generate", "main", "config_fingerprint", "build_scenario"]
+__all__ = ["generate", "check", "main", "config_fingerprint", "build_scenario"]
 
 _KNOWN_NAMES = {"train", "valid", "test", "dataset.yaml", "stats.yaml", "splits.json", "checksums.sha256"}
 
@@ -83,6 +83,44 @@ def config_fingerprint(dataset_cfg: Mapping[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- main function
+def _prepare(cfg):
+    """The checks of :func:`generate` that need no solver work: returns ``(cfg, scenario, root, device,
+    batch_size, resolved dataset config, fingerprint)``; raises ``ValueError`` naming the fix."""
+    cfg = _plain(cfg)
+    dcfg = dict(cfg.get("dataset") or {})
+    path = dcfg.get("path")
+    if path in (None, "", "???"):
+        raise ValueError("dataset.path is not set: pass dataset.path=DIR (the folder to write the dataset into)")
+    try:
+        scenario = build_scenario(dcfg)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"dataset={dcfg.get('name')}: {err} (fix the dataset.* overrides; "
+                         "`dandelion-generate dataset=NAME --cfg job` shows them)") from err
+    scenario.validate_time_step()  # an unsafe step is refused before anything is written
+    root = Path(path).expanduser().resolve()
+    device = str(cfg.get("device") or "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device={device} was requested but torch sees no CUDA device: pass device=cpu")
+    batch_size = cfg.get("batch_size")
+    batch_size = 4 if batch_size is None else int(batch_size)
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size} must be a positive integer")
+    resolved = dict(scenario.cfg)
+    resolved["path"] = str(root)
+    return cfg, scenario, root, device, batch_size, resolved, config_fingerprint(resolved)
+
+
+def check(cfg) -> Path:
+    """Everything :func:`generate` checks before integrating, writing nothing: the scenario and its
+    configuration, the device, and that ``dataset.path`` is new, empty or holds the same dataset.
+
+    Returns the dataset folder; raises ``ValueError`` naming the problem and the fix.
+    """
+    _cfg, _scenario, root, _device, _batch, resolved, fingerprint = _prepare(cfg)
+    _claim(root, {"fingerprint": fingerprint}, resolved, write=False)
+    return root
+
+
 def generate(cfg) -> Path:
     """Generate (or resume, or finish) a dataset folder.
 
@@ -109,26 +147,8 @@ def generate(cfg) -> Path:
         If a stored field leaves a physical bound the scenario declares (:meth:`Scenario.sanity_bounds`);
         the files of that batch are not written (no file is marked complete).
     """
-    cfg = _plain(cfg)
-    dcfg = dict(cfg.get("dataset") or {})
-    path = dcfg.get("path")
-    if path in (None, "", "???"):
-        raise ValueError("dataset.path is not set: pass dataset.path=DIR (the folder to write the dataset into)")
-    scenario = build_scenario(dcfg)
-    scenario.validate_time_step()  # an unsafe step is refused before anything is written
-    root = Path(path).expanduser().resolve()
-    device = str(cfg.get("device") or "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device={device} was requested but torch sees no CUDA device: pass device=cpu")
-    batch_size = cfg.get("batch_size")
-    batch_size = 4 if batch_size is None else int(batch_size)
-    if batch_size < 1:
-        raise ValueError(f"batch_size={batch_size} must be a positive integer")
+    cfg, scenario, root, device, batch_size, resolved, fingerprint = _prepare(cfg)
     progress = bool(cfg.get("progress", True))
-
-    resolved = dict(scenario.cfg)
-    resolved["path"] = str(root)
-    fingerprint = config_fingerprint(resolved)
     dist = ProcessGroup(timeout=timedelta(days=7))  # gloo, for barriers; each rank picks its own GPU below
     if device.startswith("cuda") and dist.world_size > 1 and device == "cuda":
         device = f"cuda:{dist.local_rank}"
@@ -307,19 +327,15 @@ def _parameter_stats(scenario: Scenario, train_ids) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------- hydra CLI
-def _hydra_entry():
-    @hydra.main(config_path="pkg://dandelion.configs", config_name="generate", version_base="1.3")
-    def _app(cfg):
-        root = generate(cfg)
-        if int(os.environ.get("RANK", 0)) == 0:
-            print(f"dandelion-generate: dataset written to {root}")
-
-    _app()
+def _job(cfg) -> None:
+    root = generate(cfg)
+    if int(os.environ.get("RANK", 0)) == 0:
+        print(f"dandelion-generate: dataset written to {root}")
 
 
-def main() -> None:
-    """Console entry point ``dandelion-generate`` (hydra overrides on the command line)."""
-    _hydra_entry()
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point ``dandelion-generate`` (hydra overrides on the command line; ``--help``)."""
+    run("dandelion-generate", "generate", _job, check=lambda cfg, overrides: check(cfg), argv=argv)
 
 
 if __name__ == "__main__":

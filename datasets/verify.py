@@ -20,7 +20,7 @@ Checks, each problem reported as one line naming the file:
   listed values and exactly the listed level fields carry the level axis (the others are surface
   fields with a size-1 level axis).
 
-Exit status 0 when the folder is sound, 1 otherwise.
+Exit status 0 when the folder is sound, 1 otherwise, 2 for a path that is not a dataset folder.
 """
 
 from __future__ import annotations
@@ -32,12 +32,15 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from dandelion.cli import fail, guard
 
 from .generate import build_scenario
 from .folder import SPLITS, load_metadata, load_stats, read_checksums, sha256_file
 from .storage import CorruptFileError, file_levels, is_surface, open_trajectory, trajectory_filename
 
 __all__ = ["verify", "main"]
+
+PROG = "dandelion-verify"
 
 
 def verify(path, *, check_data: bool = True) -> list[str]:
@@ -227,12 +230,20 @@ def _check_file(p: Path, tid: int, meta: dict, fields: dict, check_data: bool = 
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: ``dandelion-verify DIR`` (prints problems; exit status 1 if any)."""
-    parser = argparse.ArgumentParser(prog="dandelion-verify", description="Check a dandelion dataset folder against its checksums and schema.")
+    parser = argparse.ArgumentParser(prog=PROG, description="Check a dandelion dataset folder against its checksums and schema.")
     parser.add_argument("path", help="dataset folder (the dataset.path of dandelion-generate)")
     parser.add_argument("--no-data", action="store_true",
                         help="skip decoding every frame (checksums and layout are still checked)")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
     args = parser.parse_args(argv)
-    problems = verify(args.path, check_data=not args.no_data)
+    root = Path(args.path)
+    if not root.exists():
+        fail(PROG, f"{root} does not exist: pass the dataset.path of a dandelion-generate run")
+    if not root.is_dir() or not (root / "dataset.yaml").is_file():
+        fail(PROG, f"{root} is not a Dandelion dataset folder (no dataset.yaml): pass the dataset.path of a "
+                   "dandelion-generate run")
+    with guard(PROG, args.debug):
+        problems = verify(args.path, check_data=not args.no_data)
     for line in problems:
         print(line)
     if problems:

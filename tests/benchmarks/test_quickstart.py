@@ -18,10 +18,25 @@ def test_quickstart_config_is_the_documented_default():
     assert fast.quickstart.fast and fast.dataset.nlat < cfg.dataset.nlat
 
 
+def _vrmse_columns(table: str) -> list[list[str]]:
+    """The VRMSE columns of the printed table (one list per model row)."""
+    lines = [line for line in table.splitlines() if line.startswith("| ")]
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    cols = [i for i, h in enumerate(head) if "VRMSE" in h]
+    return [[[c.strip() for c in line.strip("|").split("|")][i] for i in cols] for line in lines[1:]]
+
+
 def test_quickstart_fast_end_to_end(tmp_path):
-    """Reduced form: tiny Galewsky data, two models trained for two batches, rolled out, exported, tabulated."""
+    """Reduced form: tiny Galewsky data, two models trained for two batches, rolled out, exported, tabulated;
+    a second run (same seed, same data) prints the same VRMSE columns: the budget is a number of steps."""
     out = tmp_path / "qs"
     summary = quickstart(compose_quickstart([f"quickstart.output_dir={out}"], fast=True))
+    again = quickstart(compose_quickstart([f"quickstart.output_dir={tmp_path / 'qs2'}", f"dataset.path={out / 'data'}"], fast=True))
+    assert _vrmse_columns(again["table"]) == _vrmse_columns(summary["table"])
+    assert [(r["next"], r["mean"]) for r in again["rows"]] == [(r["next"], r["mean"]) for r in summary["rows"]]
+    for r in summary["rows"]:
+        assert r["stopped"] != "max_minutes" and r["step"] == r["total_steps"] > 0
+    assert "stopped early" not in summary["table"]
     assert [r["model"] for r in summary["rows"]] == ["dandelion", "sfno"]
     for r in summary["rows"]:
         assert np.isfinite(r["next"]) and np.isfinite(r["mean"]) and r["next"] > 0
@@ -37,3 +52,15 @@ def test_quickstart_fast_end_to_end(tmp_path):
     assert saved["rows"][0]["model"] == "dandelion"
     assert (out / "results.md").read_text().count("|") > 10
 
+
+
+def test_quickstart_says_loudly_when_the_safety_stop_fires(tmp_path, capsys):
+    """A tiny trainer.max_minutes cuts training after its first step: console and table say so."""
+    out = tmp_path / "qs"
+    summary = quickstart(compose_quickstart([f"quickstart.output_dir={out}", "trainer.max_minutes=1e-9",
+                                             "quickstart.models=[sfno]"], fast=True))
+    (row,) = summary["rows"]
+    assert row["stopped"] == "max_minutes" and row["step"] < row["total_steps"]
+    line = f"stopped early at step {row['step']} of {row['total_steps']}"
+    assert line in summary["table"] and line in capsys.readouterr().out
+    assert line in (out / "results.md").read_text()

@@ -1,0 +1,208 @@
+"""User mistakes on the command line: one line naming the fix, exit status 2, no traceback, nothing written.
+
+Each job's ``main(argv)`` is called in-process (the console scripts call the same function): the
+checks of :mod:`dandelion.cli` run before hydra creates any folder and before any model or solver.
+"""
+
+import pytest
+
+from dandelion.benchmarks import bench, benchmark, export, quickstart, report, rollout, train
+from dandelion.datasets import generate, verify
+
+
+def _fails(main, argv, capsys) -> str:
+    """Run ``main(argv)``; assert exit status 2 and exactly one stderr line without a traceback; return it."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def _checkpoint(tmp_path):
+    """A file where a checkpoint is expected (never loaded: the checks fail first)."""
+    p = tmp_path / "run" / "best.pt"
+    p.parent.mkdir()
+    p.write_bytes(b"not loaded")
+    return p
+
+
+# ------------------------------------------------------------------------------------------ dandelion-generate
+def test_generate_unknown_key_suggests_the_right_one_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "data"
+    err = _fails(generate.main, ["dataset.nlatt=32", f"dataset.path={out}"], capsys)
+    assert err.startswith("dandelion-generate: error:") and "did you mean 'dataset.nlat'" in err
+    assert not out.exists()
+
+
+def test_generate_unknown_dataset_suggests_the_option(tmp_path, capsys):
+    err = _fails(generate.main, ["dataset=galewksy", f"dataset.path={tmp_path / 'd'}"], capsys)
+    assert "dataset=galewsky" in err and "held_suarez" in err
+    assert not (tmp_path / "d").exists()
+
+
+def test_generate_refuses_a_foreign_folder_before_writing(tmp_path, capsys):
+    out = tmp_path / "notes"
+    out.mkdir()
+    (out / "paper.tex").write_text("x")
+    err = _fails(generate.main, ["dataset=galewsky", f"dataset.path={out}"], capsys)
+    assert "dataset.path" in err and "empty or new folder" in err
+    assert sorted(p.name for p in out.iterdir()) == ["paper.tex"]
+
+
+def test_debug_shows_the_traceback(tmp_path, monkeypatch):
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "0")
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException):
+        generate.main(["--debug", "dataset.nlatt=32", f"dataset.path={tmp_path / 'd'}"])
+
+
+# ------------------------------------------------------------------------------------------ dandelion-verify
+def test_verify_missing_folder(tmp_path, capsys):
+    err = _fails(verify.main, [str(tmp_path / "nowhere")], capsys)
+    assert "does not exist" in err and "dandelion-generate" in err
+
+
+def test_verify_foreign_folder(tmp_path, capsys):
+    err = _fails(verify.main, [str(tmp_path)], capsys)
+    assert "not a Dandelion dataset folder" in err
+
+
+# ------------------------------------------------------------------------------------------ dandelion-train
+def test_train_missing_dataset_leaves_no_run_folder(tmp_path, capsys):
+    run = tmp_path / "run"
+    err = _fails(train.main, [f"dataset.path={tmp_path / 'nowhere'}", f"run_dir={run}", "trainer=quick"], capsys)
+    assert "does not exist" in err and "dandelion-generate dataset=NAME" in err
+    assert not run.exists() and sorted(tmp_path.iterdir()) == []
+
+
+def test_train_unknown_model_and_key(make_tiny_dataset, tmp_path, capsys):
+    data = make_tiny_dataset(tmp_path / "data")
+    run = tmp_path / "run"
+    err = _fails(train.main, [f"dataset.path={data}", f"run_dir={run}", "model.name=dandelon"], capsys)
+    assert "did you mean model.name=dandelion" in err
+    err = _fails(train.main, [f"dataset.path={data}", f"run_dir={run}", "trainer.lrr=0.1"], capsys)
+    assert "did you mean 'trainer.lr'" in err
+    err = _fails(train.main, [f"dataset.path={data}", f"run_dir={run}", f"resume={run / 'last.pt'}"], capsys)
+    assert "resume=" in err and "does not exist" in err
+    assert not run.exists()
+
+
+# ------------------------------------------------------------------------------------------ dandelion-benchmark
+def test_benchmark_unknown_dataset_key(capsys):
+    err = _fails(benchmark.main, ["scale=cpu", "only.datasets=[galewsky_32x32]", "dry_run=true"], capsys)
+    assert "did you mean only.datasets=galewsky_32x64" in err
+    err = _fails(benchmark.main, ["scale=cpuu"], capsys)
+    assert "scale=cpu" in err
+
+
+# ------------------------------------------------------------------------------------------ dandelion-rollout
+def test_rollout_missing_checkpoint(make_tiny_dataset, tmp_path, capsys):
+    data = make_tiny_dataset(tmp_path / "data")
+    out = tmp_path / "rollout"
+    err = _fails(rollout.main, [f"checkpoint={tmp_path / 'run' / 'best.pt'}", f"dataset.path={data}", f"output_dir={out}"], capsys)
+    assert "checkpoint=" in err and "does not exist" in err and "dandelion-train" in err
+    assert not out.exists()
+
+
+def test_rollout_misspelt_dataset_folder_suggests_the_sibling(make_tiny_dataset, tmp_path, capsys):
+    data = make_tiny_dataset(tmp_path / "galewsky_small")
+    err = _fails(rollout.main, [f"checkpoint={_checkpoint(tmp_path)}", f"dataset.path={tmp_path / 'galewsky_smal'}"], capsys)
+    assert f"did you mean {data}?" in err
+
+
+def test_rollout_foreign_dataset(make_tiny_dataset, tmp_path, capsys):
+    data = make_tiny_dataset(tmp_path / "data")  # a dataset named "tiny"
+    ckpt = _checkpoint(tmp_path)
+    err = _fails(rollout.main, [f"checkpoint={ckpt}", "dataset=cahn_hilliard", f"dataset.path={data}"], capsys)
+    assert "holds a tiny dataset" in err and "dataset=tiny" in err
+    assert not (ckpt.parent / "rollout_test").exists()
+
+
+def test_rollout_folder_without_dataset_yaml(tmp_path, capsys):
+    ckpt = _checkpoint(tmp_path)
+    (tmp_path / "folder").mkdir()
+    err = _fails(rollout.main, [f"checkpoint={ckpt}", f"dataset.path={tmp_path / 'folder'}"], capsys)
+    assert "no dataset.yaml" in err and "dandelion-generate" in err
+
+
+# ------------------------------------------------------------------------------------------ dandelion-export
+def test_export_refuses_an_existing_file_before_any_model_call(make_tiny_dataset, tmp_path, capsys, monkeypatch):
+    data = make_tiny_dataset(tmp_path / "data")
+    ckpt = _checkpoint(tmp_path)
+    target = tmp_path / "forecasts.nc"
+    target.write_bytes(b"earlier results")
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the model or data was touched before the output check")
+
+    for name in ("load_model", "WindowDataset", "forecast", "import_plugins"):
+        monkeypatch.setattr(export, name, forbidden)
+    argv = [f"checkpoint={ckpt}", f"dataset.path={data}", f"output={target}"]
+    err = _fails(export.main, argv, capsys)
+    assert "exists" in err and "overwrite=true" in err
+    # the Python entry point refuses it just as early
+    from dandelion.cli import compose_config
+
+    with pytest.raises(FileExistsError, match="overwrite=true"):
+        export.export(compose_config("export", argv))
+    assert target.read_bytes() == b"earlier results"
+
+
+def test_export_missing_output_key(make_tiny_dataset, tmp_path, capsys):
+    err = _fails(export.main, [f"checkpoint={_checkpoint(tmp_path)}", f"dataset.path={tmp_path}"], capsys)
+    assert "output is not set" in err and "output=FILE.nc" in err
+
+
+def test_export_unparsable_override(capsys):
+    err = _fails(export.main, ["n_steps=[1"], capsys)
+    assert "'n_steps=[1'" in err and "KEY=VALUE" in err
+
+
+# ------------------------------------------------------------------------------------------ dandelion-report
+def test_report_missing_rollout_folder(tmp_path, capsys):
+    out = tmp_path / "plots"
+    err = _fails(report.main, [f"rollouts=[{tmp_path / 'rollout_test'}]", f"output_dir={out}"], capsys)
+    assert "does not exist" in err and "dandelion-rollout" in err
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------------ dandelion-bench
+def test_bench_unknown_key_and_bad_target(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    err = _fails(bench.main, ["models.nmaes=[sfno]", f"output={out}"], capsys)
+    assert "did you mean 'models.names'" in err
+    err = _fails(bench.main, ["target=model", f"output={out}"], capsys)
+    assert "did you mean target=models" in err
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------------ dandelion-quickstart
+def test_quickstart_unknown_key_and_model(tmp_path, capsys):
+    out = tmp_path / "qs"
+    err = _fails(quickstart.main, ["--fast", "trainer.max_minute=1", f"quickstart.output_dir={out}"], capsys)
+    assert "did you mean 'trainer.max_minutes'" in err
+    err = _fails(quickstart.main, ["--fast", "quickstart.models=[dandelon]", f"quickstart.output_dir={out}"], capsys)
+    assert "quickstart.models=dandelion" in err
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------------ --help
+@pytest.mark.parametrize("main,own,foreign", [
+    (generate.main, ["dataset:", "batch_size"], ["model:", "trainer:", "scale:", "checkpoint"]),
+    (train.main, ["dataset:", "model:", "trainer:", "experiment:", "run_dir"], ["scale:", "rollouts"]),
+    (benchmark.main, ["scale:", "only:"], ["dataset:", "model:", "trainer:"]),
+    (export.main, ["dataset:", "checkpoint", "overwrite"], ["model:", "trainer:", "scale:"]),
+    (bench.main, ["target", "models:"], ["dataset:", "trainer:", "scale:"]),
+    (report.main, ["scale:", "rollouts"], ["dataset:", "model:", "trainer:"]),
+])
+def test_help_lists_only_the_jobs_own_groups(main, own, foreign, capsys):
+    main(["--help"])
+    text = capsys.readouterr().out
+    for word in own:
+        assert word in text
+    for word in foreign:
+        assert f"\n  {word}" not in text, word
