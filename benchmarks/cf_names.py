@@ -38,6 +38,11 @@ CF_NAMES: dict[str, dict[str, tuple]] = {
         "h": (None, "advected tracer (non-dimensional)"),
         "velocity": ((None, "eastward velocity (non-dimensional)"), (None, "northward velocity (non-dimensional)")),
     },
+    # non-dimensional rotation-free shallow water (dam breaks)
+    "shock_caps": {
+        "h": (None, "fluid depth (non-dimensional)"),
+        "momentum": ((None, "eastward momentum h u (non-dimensional)"), (None, "northward momentum h v (non-dimensional)")),
+    },
     "cahn_hilliard": {
         "phi": (None, "phase field (order parameter)"),
     },
@@ -48,7 +53,9 @@ CF_NAMES: dict[str, dict[str, tuple]] = {
     "global_ocean": {
         "theta": ("sea_water_potential_temperature", "upper-layer sea water potential temperature"),
         "salt": ("sea_water_salinity", "upper-layer sea water salinity"),
-        "eta": ("sea_surface_height_above_geoid", "sea surface height"),
+        "eta": (None, "sea-surface height minus its wet-area mean"),  # an anomaly: no CF standard name
+        "doy_sin": (None, "forcing channel: sine of the phase of the year"),
+        "doy_cos": (None, "forcing channel: cosine of the phase of the year"),
         "velocity": (("eastward_sea_water_velocity", "eastward sea water velocity"),
                      ("northward_sea_water_velocity", "northward sea water velocity")),
     },
