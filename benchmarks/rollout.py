@@ -17,6 +17,8 @@ physical units with the checkpoint's channel layout, and scored with every metri
   fields and vector components); a ``summary`` with the
   ``next_step`` value (lead 1) and ``mean_1_20`` (mean over leads 1..min(20, n_steps)); ``spectra``:
   mean angular power spectra of prediction and truth at ``spectra_leads``;
+  on a masked dataset (``WindowDataset.wet``) every metric and spectrum is over wet points (land values
+  are never read; spectra of the fields with land set to their wet mean, :mod:`dandelion.metrics`);
 * ``metrics.csv`` (long format: lead_step, lead_time, metric, variable, value) and
   ``spectra.csv`` (lead_step, variable, degree, pred, true);
 * ``sample_forecast.nc``: the first forecast with its truth (CF netCDF), and PNG plots
@@ -108,7 +110,8 @@ def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=
     for b in iter_rollout(model, dataset, n_steps, init_stride, max_inits, trajectories, max_trajectories, batch_size, progress, amp):
         dev = next(iter(b["pred"].values())).device
         clim_b = {k: torch.tensor(v, dtype=torch.float64, device=dev)[:, None, None] if isinstance(v, list) else v for k, v in clim.items()}
-        out = M.field_metrics(b["pred"], b["true"], grid, climatology=clim_b)
+        wet = None if getattr(dataset, "wet", None) is None else dataset.wet.to(dev)  # masked dataset: scores over wet points
+        out = M.field_metrics(b["pred"], b["true"], grid, climatology=clim_b, wet=wet)
         for m in metrics:
             for var, v in _split_levels(out[m], tags, -1, 2).items():  # v: (b, n_steps)
                 sums[m][var] = sums[m].get(var, 0.0) + v.sum(0).cpu().double()
@@ -119,7 +122,7 @@ def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=
                 for name, f in b[which].items():
                     f = f[:, leads].double()
                     parts = {name: f} if f.shape[-2:] == grid.shape else dict(zip(M.variable_names(name, "vector"), f.unbind(-1)))
-                    spectra = _split_levels({var: M.power_spectrum(g, grid) for var, g in parts.items()}, tags, -2, 3)
+                    spectra = _split_levels({var: M.power_spectrum(g, grid, wet=wet) for var, g in parts.items()}, tags, -2, 3)
                     for var, sp in spectra.items():
                         spec_sums[which][var] = spec_sums[which].get(var, 0.0) + sp.sum(0).cpu()
         if keep_forecasts:

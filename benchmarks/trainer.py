@@ -125,7 +125,9 @@ class Trainer:
             raise ValueError(f"no training steps planned (epochs={t.epochs}, max_steps={t.get('max_steps')}): raise trainer.epochs or max_steps")
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, WarmupCosine(int(t.warmup_steps), self.total_steps, float(t.get("min_lr_ratio", 0.0))))
-        self.weights = loss_weights(self.grid).to(device=self.device, dtype=torch.float32)  # (nlat, 1)
+        # masked dataset: the loss and the validation metrics are over wet points (weights zero on land)
+        self.wet = None if self.train_sets[0].wet is None else self.train_sets[0].wet.to(self.device)
+        self.weights = loss_weights(self.grid, self.wet).to(device=self.device, dtype=torch.float32)  # (nlat, 1) or (nlat, nlon)
         if self.increment_scale is not None:
             # The loss is measured in units of the target (errors divided by the increment scale per channel): every
             # field's increment counts alike and persistence scores O(1). A channel with scale 0 (a field that never
@@ -253,7 +255,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         with self._autocast():
             pred = rollout(self.model, x, y.shape[1], y.shape[2], self.increment_scale, self.input_scale)
-        loss = area_weighted_mse(pred.float(), y, self.weights)
+        loss = area_weighted_mse(pred.float(), y, self.weights, self.wet)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"non-finite training loss {loss.item()} at step {self.step}: lower trainer.lr or "
                                      "check the dataset's statistics")
@@ -289,8 +291,9 @@ class Trainer:
             with self._autocast():
                 pred = next_frame(model, x, y.shape[1], self.increment_scale, self.input_scale).float()
             n = x.shape[0]
-            sums[0] += float(((pred - y) ** 2 * self.weights).mean((-3, -2, -1)).sum())
-            sums[1] += float(vrmse(pred.double(), y.double(), w64).mean(-1).sum())
+            sq = (pred - y) ** 2 if self.wet is None else torch.where(self.wet, (pred - y) ** 2, 0.0)
+            sums[0] += float((sq * self.weights).mean((-3, -2, -1)).sum())
+            sums[1] += float(vrmse(pred.double(), y.double(), w64, wet=self.wet).mean(-1).sum())
             sums[2] += n
         total = self.dist.all_sum(sums)
         model.train()

@@ -267,6 +267,7 @@ class Forecast:
     grid : SphereGrid; fields_meta : ``dataset.yaml`` ``fields``; model : name; attrs : provenance.
     levels : (n_level,) level values (hPa) of a leveled dataset, or None; its level fields are then
         ``(n_traj, n_init, n_steps, n_level, nlat, nlon[, 2])`` and its surface fields have no level axis.
+    wet : (nlat, nlon) bool ocean mask of a masked dataset (``WindowDataset.wet``), or None.
     """
 
     fields: dict
@@ -281,6 +282,7 @@ class Forecast:
     model: str = "model"
     attrs: dict = field(default_factory=dict)
     levels: np.ndarray | None = None
+    wet: np.ndarray | None = None
 
 
 def collect_forecast(batches, model, dataset, n_steps: int, keep_truth: bool = True) -> Forecast:
@@ -320,6 +322,7 @@ def collect_forecast(batches, model, dataset, n_steps: int, keep_truth: bool = T
         attrs={"dataset": str(meta.get("name", "")), "dataset_path": str(dataset.path), "split": dataset.split,
                "model": getattr(model, "name", "model"), "checkpoint": str(getattr(model, "checkpoint", "") or "")},
         levels=None if not meta.get("levels") else np.asarray(meta["levels"]["values"], dtype=np.float64),
+        wet=None if getattr(dataset, "wet", None) is None else np.asarray(dataset.wet, dtype=bool),
     )
 
 
