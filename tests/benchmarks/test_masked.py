@@ -2,6 +2,7 @@
 
 import json
 
+import matplotlib.image as mpimg
 import netCDF4
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import tiny_model  # noqa: F401  (registers the tiny pointwise test model)
 from dandelion import metrics as M
 from dandelion.benchmarks.compose import compose
 from dandelion.benchmarks.export import export, forecasts_to_xarray, write_netcdf
+from dandelion.benchmarks.report import LAND_GREY, plot_maps
 from dandelion.benchmarks.rollout import rollout
 from dandelion.benchmarks.trainer import Trainer
 from dandelion.datasets.torch_dataset import WindowDataset
@@ -140,3 +142,17 @@ def test_masked_training_rollout_export_end_to_end(make_tiny_dataset, tmp_path):
     with xr.open_dataset(nc) as e:
         assert int(e.land_mask.sum()) == int(WET.sum())
         assert np.isnan(e.u.values[..., ~WET.numpy()[::-1]]).all()
+
+
+def test_maps_grey_out_land(tmp_path):
+    g = SphereGrid(17, 32, "equiangular")
+    wet = synthetic_wet_fraction(g) >= 0.5
+    h = np.cos(g.lat.numpy())[:, None] * np.sin(2 * g.lon.numpy())[None]
+    h = np.broadcast_to(h, (1, 1, *g.shape)).astype(np.float32)
+    grey = []
+    for mask in (None, wet):
+        ds = forecasts_to_xarray({"h": h + 0.1}, truth={"h": h}, grid=g, fields={"h": {"kind": "scalar", "units": "m"}},
+                                 init_time=[0.0], lead_time=[3600.0], wet=mask)
+        rgb = mpimg.imread(plot_maps(ds, tmp_path / f"maps_{mask is None}.png", leads=(1,)))[..., :3]
+        grey.append(int((np.abs(rgb - float(LAND_GREY)) < 0.02).all(-1).sum()))
+    assert grey[1] > grey[0] + 0.05 * rgb.shape[0] * rgb.shape[1]  # land area shows grey (anti-aliased text has a few grey pixels)
