@@ -81,7 +81,8 @@ class Trainer:
         C = self.layout.n_channels
         overrides = cfg.model.get("overrides")
         overrides = OmegaConf.to_container(overrides, resolve=True) if isinstance(overrides, DictConfig) else dict(overrides or {})
-        self.model_spec = {"name": str(cfg.model.name), "preset": str(cfg.model.preset), "in_channels": n_in * C,
+        wet = self.train_sets[0].wet  # masked dataset: one more input channel, the mask (dandelion.forecast.next_frame)
+        self.model_spec = {"name": str(cfg.model.name), "preset": str(cfg.model.preset), "in_channels": n_in * C + (wet is not None),
                            "out_channels": C, "overrides": overrides}
         self.target = str(t.get("target", "frame"))
         if self.target not in TARGETS:
@@ -97,7 +98,7 @@ class Trainer:
         # seeded model initialisation: identical on every rank (DDP also broadcasts rank 0's weights)
         torch.manual_seed(self.seed)
         g = self.grid
-        model = build_model(self.model_spec["name"], self.model_spec["preset"], n_in * C, C, g.nlat, g.nlon, g.grid,
+        model = build_model(self.model_spec["name"], self.model_spec["preset"], self.model_spec["in_channels"], C, g.nlat, g.nlon, g.grid,
                             **self.model_spec["overrides"]).to(self.device)
         self.bare_model = model
         self.n_parameters = count_parameters(model)  # real scalars, as in the speed and parameter tables
@@ -226,6 +227,8 @@ class Trainer:
                      "inputs": self.inputs, "batch_in_epoch": self.batch_in_epoch,
                      "best_val": self.best_val, "total_steps": self.total_steps, "history": self.history,
                      "world_size": self.dist.world_size, "dataset_path": str(self.data_path), "rng_per_rank": per_rank}
+            if self.wet is not None:  # the model's extra input channel (dandelion.forecast.next_frame)
+                extra["wet"] = self.wet.cpu()
             save_checkpoint(path, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler, config=self.cfg,
                             stats=self.layout.to_dict()["stats"], grid=self.grid.to_dict(), step=self.step, epoch=self.epoch,
                             extra=extra)
@@ -254,7 +257,7 @@ class Trainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         with self._autocast():
-            pred = rollout(self.model, x, y.shape[1], y.shape[2], self.increment_scale, self.input_scale)
+            pred = rollout(self.model, x, y.shape[1], y.shape[2], self.increment_scale, self.input_scale, self.wet)
         loss = area_weighted_mse(pred.float(), y, self.weights, self.wet)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"non-finite training loss {loss.item()} at step {self.step}: lower trainer.lr or "
@@ -289,7 +292,7 @@ class Trainer:
                 break
             x, y = batch["x"].to(self.device), batch["y"][:, 0].to(self.device)
             with self._autocast():
-                pred = next_frame(model, x, y.shape[1], self.increment_scale, self.input_scale).float()
+                pred = next_frame(model, x, y.shape[1], self.increment_scale, self.input_scale, self.wet).float()
             n = x.shape[0]
             sq = (pred - y) ** 2 if self.wet is None else torch.where(self.wet, (pred - y) ** 2, 0.0)
             sums[0] += float((sq * self.weights).mean((-3, -2, -1)).sum())

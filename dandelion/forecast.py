@@ -17,6 +17,14 @@ training). :class:`Forecaster` bundles a network with its layout and choices; :f
 and :func:`forecast` run it over the trajectories of a dataset split and decode the forecasts to
 physical units: a forecast from initial frame ``i`` (the last input frame, ``init_time = time[i]``)
 holds the predictions of frames ``i + 1 .. i + n_steps``.
+
+Masked datasets (an ocean, ``WindowDataset.wet``): :func:`next_frame` is the one place the mask enters
+a model, for every architecture alike. The network sees one more, constant input channel, the wet
+mask (1 on wet points, 0 on land) appended after the window (so ``in_channels = n_in * C + 1``), and
+the land values of each prediction are replaced by those of the newest input frame, so that land
+stays fixed through a rollout (and the loss and metrics, over wet points, never read it). The
+checkpoint records the mask (``extra["wet"]``), so that :func:`dandelion.checkpoint.load_model`
+rebuilds the same input.
 """
 
 from __future__ import annotations
@@ -63,7 +71,7 @@ def difference_window(x: torch.Tensor, n_channels: int, scale: torch.Tensor) -> 
 
 
 def next_frame(model, x: torch.Tensor, n_channels: int, increment_scale: torch.Tensor | None = None,
-               input_scale: torch.Tensor | None = None) -> torch.Tensor:
+               input_scale: torch.Tensor | None = None, wet: torch.Tensor | None = None) -> torch.Tensor:
     """The next normalised frame from a window, for either target and input form.
 
     ``x`` : (B, n_in*C, nlat, nlon) frame-major window (last C channels = newest frame ``x_t``).
@@ -72,17 +80,28 @@ def next_frame(model, x: torch.Tensor, n_channels: int, increment_scale: torch.T
     ``x_t + increment_scale[c] * output`` (target ``increment``; ``increment_scale`` of shape (C,),
     :meth:`ChannelLayout.increment_scale`), shape (B, C, nlat, nlon); the increment is added in the
     output's dtype promoted to at least float32.
+
+    ``wet`` : (nlat, nlon) bool ocean mask of a masked dataset, or None. The network then gets it as one more
+    input channel (last), and land points of the result are the newest input frame's (module docstring).
     """
-    out = model(x if input_scale is None else difference_window(x, n_channels, input_scale))
+    inp = x if input_scale is None else difference_window(x, n_channels, input_scale)
+    if wet is not None:
+        wet = wet.to(device=x.device)
+        inp = torch.cat([inp, wet.to(inp.dtype).expand(inp.shape[0], 1, *wet.shape)], dim=1)
+    out = _step(model(inp), x[:, -n_channels:], n_channels, increment_scale)
+    return out if wet is None else torch.where(wet, out, x[:, -n_channels:].to(out.dtype))
+
+
+def _step(out: torch.Tensor, last: torch.Tensor, n_channels: int, increment_scale: torch.Tensor | None) -> torch.Tensor:
     if increment_scale is None:
         return out
     dt = torch.promote_types(out.dtype, torch.float32)  # bf16 (autocast) outputs are added in float32
     s = increment_scale.to(device=out.device, dtype=dt).reshape(1, n_channels, 1, 1)
-    return x[:, -n_channels:].to(dt) + s * out.to(dt)
+    return last.to(dt) + s * out.to(dt)
 
 
 def rollout(model, x: torch.Tensor, n_steps: int, n_channels: int, increment_scale: torch.Tensor | None = None,
-            input_scale: torch.Tensor | None = None) -> torch.Tensor:
+            input_scale: torch.Tensor | None = None, wet: torch.Tensor | None = None) -> torch.Tensor:
     """Autoregressive rollout in normalised units (training and evaluation alike).
 
     ``x`` : (B, n_in*C, nlat, nlon) frame-major window; returns (B, n_steps, C, nlat, nlon), where
@@ -91,7 +110,7 @@ def rollout(model, x: torch.Tensor, n_steps: int, n_channels: int, increment_sca
     """
     preds = []
     for k in range(n_steps):
-        pred = next_frame(model, x, n_channels, increment_scale, input_scale)
+        pred = next_frame(model, x, n_channels, increment_scale, input_scale, wet)
         preds.append(pred)
         if k + 1 < n_steps:
             x = torch.cat([x[:, n_channels:], pred], dim=1)
@@ -108,6 +127,7 @@ class Forecaster(torch.nn.Module):
     n_in : int, frames in.
     name : model name (``dandelion``, ``sfno``, ...); checkpoint : its path or None.
     target : one of :data:`TARGETS`; inputs : one of :data:`INPUTS` (as the model was trained).
+    wet : (nlat, nlon) bool ocean mask the model was trained with (an input channel; land kept fixed), or None.
 
     Raises
     ------
@@ -116,7 +136,7 @@ class Forecaster(torch.nn.Module):
     """
 
     def __init__(self, model: torch.nn.Module, layout: ChannelLayout, n_in: int, name: str = "model", checkpoint=None,
-                 target: str = "frame", inputs: str = "frames"):
+                 target: str = "frame", inputs: str = "frames", wet: torch.Tensor | None = None):
         super().__init__()
         if target not in TARGETS:
             raise ValueError(f"target={target!r}: expected one of {TARGETS}")
@@ -132,6 +152,9 @@ class Forecaster(torch.nn.Module):
         need = target == "increment" or inputs == "differences"
         scale = layout.increment_scale().float() if need else torch.zeros(0)
         self.register_buffer("increment_scale", scale, persistent=False)
+        if wet is not None and tuple(wet.shape) != layout.grid.shape:
+            raise ValueError(f"wet mask of shape {tuple(wet.shape)} does not fit the {layout.grid.shape} grid of the layout")
+        self.register_buffer("wet", None if wet is None else torch.as_tensor(wet, dtype=torch.bool), persistent=False)
 
     @property
     def grid(self) -> SphereGrid:
@@ -149,11 +172,11 @@ class Forecaster(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """One step: ``(B, n_in*C, nlat, nlon)`` -> next normalised frame ``(B, C, nlat, nlon)``."""
-        return next_frame(self.model, x, self.layout.n_channels, *self.scales())
+        return next_frame(self.model, x, self.layout.n_channels, *self.scales(), self.wet)
 
     def rollout(self, x: torch.Tensor, n_steps: int) -> torch.Tensor:
         """:func:`rollout` of this model: ``(B, n_in*C, nlat, nlon)`` -> ``(B, n_steps, C, nlat, nlon)``, normalised."""
-        return rollout(self.model, x, n_steps, self.layout.n_channels, *self.scales())
+        return rollout(self.model, x, n_steps, self.layout.n_channels, *self.scales(), self.wet)
 
 
 # ---------------------------------------------------------------------------------------------- over a dataset

@@ -10,12 +10,14 @@ import torch
 import xarray as xr
 
 import tiny_model  # noqa: F401  (registers the tiny pointwise test model)
+from dandelion import api
 from dandelion import metrics as M
 from dandelion.benchmarks.compose import compose
 from dandelion.benchmarks.export import export, forecasts_to_xarray, write_netcdf
 from dandelion.benchmarks.report import LAND_GREY, plot_maps
 from dandelion.benchmarks.rollout import rollout
 from dandelion.benchmarks.trainer import Trainer
+from dandelion.checkpoint import load_checkpoint
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.sphere import SphereGrid
 from tiny_dataset import synthetic_wet_fraction
@@ -130,6 +132,22 @@ def test_masked_training_rollout_export_end_to_end(make_tiny_dataset, tmp_path):
     ds = WindowDataset(data, "test", n_in=2)
     torch.testing.assert_close(ds.wet, WET, rtol=0, atol=0)
     result = Trainer(train_cfg(data, tmp_path / "run", "trainer.max_steps=3")).fit()
+    # the model saw the mask as one more input channel, recorded in the checkpoint; land stays fixed in a rollout
+    ckpt = load_checkpoint(result["last"])
+    model = api.load_model(result["last"], dataset=ds)
+    assert ckpt["extra"]["model_spec"]["in_channels"] == model.n_in * ds.layout.n_channels + 1
+    assert torch.equal(ckpt["extra"]["wet"], WET)
+    fc = api.rollout(model, ds, n_steps=3)
+    raw = ds.read_frames(0, 0, ds.n_frames[0])
+    land = ~WET.numpy()
+    for a, i in enumerate(fc.init_index):
+        for k in range(3):
+            np.testing.assert_allclose(fc.fields["h"][0, a, k][land], raw["h"][i][land], rtol=1e-6)
+            np.testing.assert_allclose(fc.fields["velocity"][0, a, k][land], raw["velocity"][i][land], rtol=1e-5, atol=1e-4)
+        assert not np.allclose(fc.fields["h"][0, a, 0][~land], raw["h"][i][~land])  # wet points are predicted
+    unmasked = make_tiny_dataset(tmp_path / "plain", n_frames=8)
+    with pytest.raises(ValueError, match="land mask"):
+        api.load_model(result["last"], dataset=WindowDataset(unmasked, "test", n_in=2))
     out = tmp_path / "roll"
     rollout(compose("rollout", [f"checkpoint={result['last']}", "dataset=galewsky", f"dataset.path={data}", "n_steps=2",
                                 f"output_dir={out}", "spectra_leads=[1]", "progress=false", "plots=true"]))
