@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from dandelion.checkpoint import load_checkpoint, model_state, rng_state, save_checkpoint, set_rng_state
 from dandelion.datasets.torch_dataset import WindowDataset
-from dandelion.forecast import INPUTS, TARGETS, next_frame, nonzero_scale, rollout
+from dandelion.forecast import INPUTS, TARGETS, forcing_channels, nonzero_scale, rollout
 from dandelion.metrics import area_weighted_mse, loss_weights, vrmse
 from dandelion.registry import build_model, count_parameters, import_plugins, unwrap_model
 from dandelion.runtime import ProcessGroup, write_json_atomic, write_text_atomic
@@ -128,6 +128,13 @@ class Trainer:
             self.optimizer, WarmupCosine(int(t.warmup_steps), self.total_steps, float(t.get("min_lr_ratio", 0.0))))
         # masked dataset: the loss and the validation metrics are over wet points (weights zero on land)
         self.wet = None if self.train_sets[0].wet is None else self.train_sets[0].wet.to(self.device)
+        # forcing channels (dataset.yaml forcing_fields) are inputs, not targets: the rollout takes them from the truth
+        fch = forcing_channels(self.layout, self.train_sets[0].metadata)
+        self.forcing = None if fch is None else fch.to(self.device)
+        keep = torch.ones(self.layout.n_channels, dtype=torch.bool)
+        if fch is not None:
+            keep[fch] = False
+        self.scored = keep.to(self.device)  # channels the validation VRMSE averages
         self.weights = loss_weights(self.grid, self.wet).to(device=self.device, dtype=torch.float32)  # (nlat, 1) or (nlat, nlon)
         if self.increment_scale is not None:
             # The loss is measured in units of the target (errors divided by the increment scale per channel): every
@@ -257,7 +264,8 @@ class Trainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         with self._autocast():
-            pred = rollout(self.model, x, y.shape[1], y.shape[2], self.increment_scale, self.input_scale, self.wet)
+            pred = rollout(self.model, x, y.shape[1], y.shape[2], self.increment_scale, self.input_scale, self.wet,
+                           None if self.forcing is None else (self.forcing, y))
         loss = area_weighted_mse(pred.float(), y, self.weights, self.wet)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"non-finite training loss {loss.item()} at step {self.step}: lower trainer.lr or "
@@ -292,11 +300,12 @@ class Trainer:
                 break
             x, y = batch["x"].to(self.device), batch["y"][:, 0].to(self.device)
             with self._autocast():
-                pred = next_frame(model, x, y.shape[1], self.increment_scale, self.input_scale, self.wet).float()
+                pred = rollout(model, x, 1, y.shape[1], self.increment_scale, self.input_scale, self.wet,
+                               None if self.forcing is None else (self.forcing, y[:, None]))[:, 0].float()
             n = x.shape[0]
             sq = (pred - y) ** 2 if self.wet is None else torch.where(self.wet, (pred - y) ** 2, 0.0)
             sums[0] += float((sq * self.weights).mean((-3, -2, -1)).sum())
-            sums[1] += float(vrmse(pred.double(), y.double(), w64, wet=self.wet).mean(-1).sum())
+            sums[1] += float(vrmse(pred.double(), y.double(), w64, wet=self.wet)[:, self.scored].mean(-1).sum())
             sums[2] += n
         total = self.dist.all_sum(sums)
         model.train()

@@ -25,6 +25,12 @@ the land values of each prediction are replaced by those of the newest input fra
 stays fixed through a rollout (and the loss and metrics, over wet points, never read it). The
 checkpoint records the mask (``extra["wet"]``), so that :func:`dandelion.checkpoint.load_model`
 rebuilds the same input.
+
+Forcing channels (``dataset.yaml`` ``forcing_fields``, e.g. the ocean's ``doy_sin``, ``doy_cos``) are known
+in advance: they are inputs but not prediction targets. :func:`rollout` given ``forcing`` replaces the
+network's values of those channels by the true ones at every step (in training, the target frames; in
+:func:`iter_rollout`, the stored frames), so they add nothing to the loss and feed the truth back; the
+rollout job scores no metric on them (:func:`forcing_channels`).
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from tqdm.auto import tqdm
 from .channels import ChannelLayout
 from .sphere import SphereGrid
 
-__all__ = ["TARGETS", "INPUTS", "nonzero_scale", "difference_window", "next_frame", "rollout", "Forecaster", "valid_inits",
+__all__ = ["TARGETS", "INPUTS", "nonzero_scale", "difference_window", "next_frame", "forcing_channels", "rollout", "Forecaster", "valid_inits",
            "select_files", "iter_rollout", "Forecast", "collect_forecast", "forecast"]
 
 #: What the network outputs: the next normalised frame, or the scaled normalised increment.
@@ -100,17 +106,34 @@ def _step(out: torch.Tensor, last: torch.Tensor, n_channels: int, increment_scal
     return last.to(dt) + s * out.to(dt)
 
 
+def forcing_channels(layout: ChannelLayout, metadata) -> torch.Tensor | None:
+    """Channel indices (long tensor) of the forcing fields (``metadata["forcing_fields"]``, scalar 2-D fields), or None.
+
+    Raises ``ValueError`` for a forcing field that is not a scalar channel of ``layout``."""
+    names = list((metadata or {}).get("forcing_fields") or [])
+    missing = [n for n in names if n not in layout.channels]
+    if missing:
+        raise ValueError(f"forcing_fields {missing} of dataset.yaml are not scalar channels of the layout {layout.channels}: fix dataset.yaml")
+    return torch.tensor([layout.channels.index(n) for n in names], dtype=torch.long) if names else None
+
+
 def rollout(model, x: torch.Tensor, n_steps: int, n_channels: int, increment_scale: torch.Tensor | None = None,
-            input_scale: torch.Tensor | None = None, wet: torch.Tensor | None = None) -> torch.Tensor:
+            input_scale: torch.Tensor | None = None, wet: torch.Tensor | None = None, forcing=None) -> torch.Tensor:
     """Autoregressive rollout in normalised units (training and evaluation alike).
 
     ``x`` : (B, n_in*C, nlat, nlon) frame-major window; returns (B, n_steps, C, nlat, nlon), where
     step k is the prediction of frame ``n_in + k`` (:func:`next_frame`) after the earlier predictions
-    were fed back (the oldest frame is dropped, the prediction appended).
+    were fed back (the oldest frame is dropped, the prediction appended). ``wet``: :func:`next_frame`.
+    ``forcing`` : None or ``(channels, truth)``: channel indices (:func:`forcing_channels`) and the true
+    frames ``(B, >= n_steps, C, nlat, nlon)``, whose values replace the prediction's in those channels.
     """
     preds = []
     for k in range(n_steps):
         pred = next_frame(model, x, n_channels, increment_scale, input_scale, wet)
+        if forcing is not None:
+            idx, truth = forcing
+            idx = idx.to(pred.device)
+            pred = pred.index_copy(1, idx, truth[:, k].index_select(1, idx).to(device=pred.device, dtype=pred.dtype))
         preds.append(pred)
         if k + 1 < n_steps:
             x = torch.cat([x[:, n_channels:], pred], dim=1)
@@ -254,6 +277,7 @@ def iter_rollout(model: Forecaster, dataset, n_steps: int, init_stride: int = 1,
     nlat, nlon = layout.grid.shape
     if model.grid.shape != dataset.grid.shape or model.grid.grid != dataset.grid.grid:
         raise ValueError(f"model runs on {model.grid.to_dict()} but the dataset is on {dataset.grid.to_dict()}: load the model with dataset=")
+    fch = forcing_channels(layout, getattr(dataset, "metadata", None))  # forcing channels: taken from the stored frames
     bar = tqdm(total=len(files) * len(inits), desc=f"rollout {model.name}", unit="forecast") if progress else None
     for k, f in enumerate(files):
         raw = dataset.read_frames(f, 0, n_frames)
@@ -263,10 +287,11 @@ def iter_rollout(model: Forecaster, dataset, n_steps: int, init_stride: int = 1,
         for s in range(0, len(inits), batch_size):
             idx = inits[s : s + batch_size]
             x = torch.stack([frames[i - n_in + 1 : i + 1].reshape(n_in * C, nlat, nlon) for i in idx])
-            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bool(amp)):
-                out = rollout(model, x, n_steps, C)
-            pred = layout.decode(out.float())
             tgt = torch.as_tensor(np.stack([np.arange(i + 1, i + 1 + n_steps) for i in idx]))
+            forced = None if fch is None else (fch, frames[tgt.to(frames.device)])
+            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bool(amp)):
+                out = rollout(model, x, n_steps, C, forcing=forced)
+            pred = layout.decode(out.float())
             true = {n: v[tgt].to(dev) for n, v in raw.items()}
             yield {"traj_index": k, "trajectory": dataset.trajectory_ids[f], "init": idx, "init_slot": np.arange(s, s + len(idx)),
                    "inits": inits, "pred": pred, "true": true, "times": times}

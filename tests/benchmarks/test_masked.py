@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 import xarray as xr
+import yaml
 
 import tiny_model  # noqa: F401  (registers the tiny pointwise test model)
 from dandelion import api
@@ -15,10 +16,11 @@ from dandelion import metrics as M
 from dandelion.benchmarks.compose import compose
 from dandelion.benchmarks.export import export, forecasts_to_xarray, write_netcdf
 from dandelion.benchmarks.report import LAND_GREY, plot_maps
-from dandelion.benchmarks.rollout import rollout
+from dandelion.benchmarks.rollout import evaluate, rollout
 from dandelion.benchmarks.trainer import Trainer
 from dandelion.checkpoint import load_checkpoint
 from dandelion.datasets.torch_dataset import WindowDataset
+from dandelion.forecast import forcing_channels, rollout as rollout_steps
 from dandelion.sphere import SphereGrid
 from tiny_dataset import synthetic_wet_fraction
 from train_config import train_cfg
@@ -174,3 +176,30 @@ def test_maps_grey_out_land(tmp_path):
         rgb = mpimg.imread(plot_maps(ds, tmp_path / f"maps_{mask is None}.png", leads=(1,)))[..., :3]
         grey.append(int((np.abs(rgb - float(LAND_GREY)) < 0.02).all(-1).sum()))
     assert grey[1] > grey[0] + 0.05 * rgb.shape[0] * rgb.shape[1]  # land area shows grey (anti-aliased text has a few grey pixels)
+
+
+def test_rollout_takes_forcing_channels_from_the_truth():
+    class Noise(torch.nn.Module):
+        def forward(self, x):
+            return torch.randn(x.shape[0], 3, *x.shape[-2:], dtype=x.dtype)
+
+    x, truth = torch.randn(2, 6, *GRID.shape), torch.randn(2, 4, 3, *GRID.shape)
+    out = rollout_steps(Noise(), x, 4, 3, forcing=(torch.tensor([1]), truth))
+    torch.testing.assert_close(out[:, :, 1], truth[:, :, 1], rtol=0, atol=0)
+    assert not torch.allclose(out[:, :, 0], truth[:, :, 0])
+
+
+def test_forcing_fields_are_inputs_not_scored(make_tiny_dataset, tmp_path):
+    """A dataset whose dataset.yaml lists ``h`` as a forcing field: training and rollout take it from the truth, no metric scores it."""
+    data = make_tiny_dataset(tmp_path / "data", masked=True, n_frames=8)
+    meta = yaml.safe_load((data / "dataset.yaml").read_text())
+    (data / "dataset.yaml").write_text(yaml.safe_dump({**meta, "forcing_fields": ["h"]}))
+    result = Trainer(train_cfg(data, tmp_path / "run", "trainer.max_steps=2")).fit()
+    ds = WindowDataset(data, "test", n_in=2)
+    model = api.load_model(result["last"], dataset=ds)
+    fc = api.rollout(model, ds, n_steps=3)
+    np.testing.assert_allclose(fc.fields["h"], fc.truth["h"], rtol=1e-6)
+    res = evaluate(model, ds, n_steps=3, spectra_leads=[1])["results"]
+    assert "h" not in res["metrics"]["vrmse"] and "u" in res["metrics"]["vrmse"] and "h" not in res["spectra"]["pred"] and "u" in res["spectra"]["pred"]
+    with pytest.raises(ValueError, match="forcing_fields"):
+        forcing_channels(ds.layout, {"forcing_fields": ["nope"]})
