@@ -22,7 +22,10 @@ Layout of an exported file (CF-1.8 conventions):
   variables (``u``/``v`` for ``velocity``, ``<field>_u``/``<field>_v`` otherwise,
   :func:`dandelion.metrics.variable_names`) with ``eastward ...``/``northward ...`` long names;
 * float32 data, zlib level 4 with byte shuffle, chunks of one full map, no ``_FillValue``
-  (forecasts hold no missing data);
+  (forecasts hold no missing data), except for a masked dataset (an ocean): land points are missing
+  values, NaN, declared by the CF ``_FillValue = NaN`` (float32), and the coordinate variable
+  ``land_mask(lat, lon)`` (int8, ``standard_name = sea_binary_mask``: 1 on wet points, 0 on land)
+  is written, so that ``ds.where(ds.land_mask)`` is the wet field;
 * the file is written to a temporary name in the same folder and renamed, and an existing file is
   never replaced unless ``overwrite=True`` (:class:`FileExistsError` otherwise).
 
@@ -97,6 +100,7 @@ def forecasts_to_xarray(
     truth: dict | None = None,
     attrs: dict | None = None,
     dataset: str | None = None,
+    wet=None,
 ) -> xr.Dataset:
     """Forecasts in physical units to a CF-annotated :class:`xarray.Dataset`.
 
@@ -128,6 +132,8 @@ def forecasts_to_xarray(
         The dataset's name, for the CF ``standard_name`` and ``long_name`` of each variable
         (:data:`dandelion.benchmarks.cf_names.CF_NAMES`); default ``attrs["dataset"]``. A dataset
         or field not in that table keeps the long names of ``fields``, without standard names.
+    wet : bool array of shape (nlat, nlon), optional
+        Ocean mask (rows north first) of a masked dataset: land values become NaN and ``land_mask`` is added.
 
     Returns
     -------
@@ -170,6 +176,13 @@ def forecasts_to_xarray(
     if levels is not None:
         coords["level"] = ("level", np.asarray(levels, dtype=np.float64), {"units": "hPa", "standard_name": "air_pressure", "long_name": "pressure level", "axis": "Z", "positive": "down"})
 
+    if wet is not None:
+        wet = np.asarray(_to_numpy(wet), dtype=bool)
+        if wet.shape != grid.shape:
+            raise ValueError(f"wet mask of shape {wet.shape} does not fit the {grid.nlat}x{grid.nlon} grid: pass WindowDataset.wet")
+        coords["land_mask"] = (("lat", "lon"), wet[::-1].astype(np.int8), {
+            "standard_name": "sea_binary_mask", "long_name": "ocean mask (1 = wet, 0 = land)", "units": "1",
+            "flag_values": np.array([0, 1], dtype=np.int8), "flag_meanings": "land sea"})
     data_vars = {}
     sources = [("", forecast)] + ([("_truth", truth)] if truth is not None else [])
     for suffix, arrays in sources:
@@ -201,6 +214,7 @@ def forecasts_to_xarray(
                 var_attrs = {"units": str(meta.get("units", "1")), "long_name": long_name + (" (ground truth)" if suffix else "")}
                 if "standard_name" in cf:
                     var_attrs["standard_name"] = cf["standard_name"]
+                comp = comp if wet is None else np.where(wet, comp, np.float32(np.nan))
                 data_vars[var + suffix] = (dims, np.ascontiguousarray(comp[..., ::-1, :]), var_attrs)
 
     global_attrs = {"Conventions": "CF-1.8", "title": "Dandelion forecasts", "grid": grid.grid, "nlat": grid.nlat, "nlon": grid.nlon,
@@ -240,11 +254,16 @@ def _time_encoding(var) -> dict:
     return {}
 
 
+def _fill(ds: xr.Dataset):
+    """NaN (float32) as the CF ``_FillValue`` of the data of a masked dataset (land missing), else none."""
+    return np.float32(np.nan) if "land_mask" in ds.variables else None
+
+
 def _encoding(ds: xr.Dataset) -> dict:
     enc = {}
     for name, var in ds.data_vars.items():
         chunks = _map_chunks(ds, var, None)
-        enc[name] = {"zlib": True, "complevel": 4, "shuffle": True, "dtype": "float32", "_FillValue": None, "chunksizes": chunks}
+        enc[name] = {"zlib": True, "complevel": 4, "shuffle": True, "dtype": "float32", "_FillValue": _fill(ds), "chunksizes": chunks}
     for name, var in ds.coords.items():
         e = {"_FillValue": None}
         if np.issubdtype(var.dtype, np.datetime64):
@@ -301,7 +320,7 @@ def write_zarr(ds: xr.Dataset, path, overwrite: bool = False, chunks: dict | Non
         raise ValueError(f"chunks names dimensions {unknown} the forecasts do not have: use some of {list(ds.dims)}")
     enc = {}
     for name, var in ds.data_vars.items():
-        enc[name] = {"dtype": "float32", "_FillValue": None, "chunks": _map_chunks(ds, var, chunks)}
+        enc[name] = {"dtype": "float32", "_FillValue": _fill(ds), "chunks": _map_chunks(ds, var, chunks)}
     for name, var in ds.coords.items():
         enc[name] = {"_FillValue": None, **_time_encoding(var)}
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -370,7 +389,7 @@ def to_xarray(fc: Forecast, include_truth: bool = False) -> xr.Dataset:
     return forecasts_to_xarray(
         fc.fields, grid=fc.grid, fields=fc.fields_meta, init_time=fc.init_time, lead_time=fc.lead_time,
         time_units=fc.time_units, trajectory=fc.trajectory, truth=fc.truth if include_truth else None, attrs=fc.attrs,
-        levels=getattr(fc, "levels", None),
+        levels=getattr(fc, "levels", None), wet=getattr(fc, "wet", None),
     )
 
 

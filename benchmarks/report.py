@@ -75,6 +75,10 @@ def _squared_units(units: str) -> str:
     return f"({units})²" if any(c in units for c in " /*") or "-" in units else f"{units}²"
 
 
+#: Colour of land in the maps of a masked dataset.
+LAND_GREY = "0.75"
+
+
 def plot_maps(sample, path, variables=None, leads=(1, 5, 20), trajectory: int = 0, init: int = 0, level: float = 500.0) -> Path:
     """Maps of truth, prediction and error at chosen leads, one row per (variable, lead).
 
@@ -91,6 +95,8 @@ def plot_maps(sample, path, variables=None, leads=(1, 5, 20), trajectory: int = 
     leads : lead steps (1-based) to show; steps beyond the forecast are skipped.
     trajectory, init : which forecast of the file to show (index).
     level : for variables with a ``level`` axis (hPa), the map shows the level nearest to this one.
+
+    A masked dataset's file (with ``land_mask``, 1 = wet) shows land in grey in every panel.
 
     Returns
     -------
@@ -132,6 +138,8 @@ def plot_maps(sample, path, variables=None, leads=(1, 5, 20), trajectory: int = 
     where = (f"trajectory {tid}, " if tid is not None else "") + f"initialised at t = {init_text} after the trajectory start"
     fig.suptitle(f"{who}: {where}", fontsize=11, y=1 - 0.2 / height, va="top")
     lon, lat = ds.lon.values, ds.lat.values
+    land = None if "land_mask" not in ds.variables else ds.land_mask.values == 0
+    cmaps = {name: plt.get_cmap(name) if land is None else plt.get_cmap(name).with_extremes(bad=LAND_GREY) for name in ("viridis", "RdBu_r")}
     for r, (var, k) in enumerate(rows):
         lsel, ltag = {}, ""
         if "level" in ds[var].dims:  # leveled data: one level per map
@@ -140,13 +148,15 @@ def plot_maps(sample, path, variables=None, leads=(1, 5, 20), trajectory: int = 
         pred = ds[var].isel(**sel, **lsel, lead_time=k - 1).values
         true = ds[f"{var}_truth"].isel(**sel, **lsel, lead_time=k - 1).values
         err = pred - true
+        if land is not None:  # land greyed out (masked cells take the colour map's "bad" colour)
+            pred, true, err = (np.ma.masked_where(np.broadcast_to(land, a.shape), a) for a in (pred, true, err))
         vmin, vmax = float(np.nanmin(true)), float(np.nanmax(true))
         emax = float(np.nanmax(np.abs(err))) or 1.0
         units = ds[var].attrs.get("units", "")
         for c, (data, title, kw) in enumerate([
-            (true, "truth", dict(cmap="viridis", vmin=vmin, vmax=vmax)),
-            (pred, "prediction", dict(cmap="viridis", vmin=vmin, vmax=vmax)),
-            (err, "prediction - truth", dict(cmap="RdBu_r", vmin=-emax, vmax=emax)),
+            (true, "truth", dict(cmap=cmaps["viridis"], vmin=vmin, vmax=vmax)),
+            (pred, "prediction", dict(cmap=cmaps["viridis"], vmin=vmin, vmax=vmax)),
+            (err, "prediction - truth", dict(cmap=cmaps["RdBu_r"], vmin=-emax, vmax=emax)),
         ]):
             ax = axes[r, c]
             im = ax.pcolormesh(lon, lat, data, shading="nearest", **kw)

@@ -17,6 +17,10 @@ physical units with the checkpoint's channel layout, and scored with every metri
   fields and vector components); a ``summary`` with the
   ``next_step`` value (lead 1) and ``mean_1_20`` (mean over leads 1..min(20, n_steps)); ``spectra``:
   mean angular power spectra of prediction and truth at ``spectra_leads``;
+  on a masked dataset (``WindowDataset.wet``) every metric and spectrum is over wet points (land values
+  are never read; spectra of the fields with land set to their wet mean, :mod:`dandelion.metrics`);
+  forcing fields (``dataset.yaml`` ``forcing_fields``) are taken from the truth at every step
+  (:func:`dandelion.forecast.rollout`) and are not scored;
 * ``metrics.csv`` (long format: lead_step, lead_time, metric, variable, value) and
   ``spectra.csv`` (lead_step, variable, degree, pred, true);
 * ``sample_forecast.nc``: the first forecast with its truth (CF netCDF), and PNG plots
@@ -98,6 +102,8 @@ def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=
     """
     grid = dataset.grid
     clim = _climatology(dataset)
+    # forcing fields (dataset.yaml forcing_fields) are taken from the truth in the rollout: not scored
+    forcing = set(getattr(dataset, "metadata", {}).get("forcing_fields") or [])
     tags = _level_tags(dataset)  # leveled data: metrics and spectra per level, as <var>_<level> (e.g. T_850hPa, u_850hPa)
     spectra_leads = [int(k) for k in spectra_leads if 1 <= int(k) <= n_steps]
     metrics = list(M.METRICS)  # the registry as it stands now (a metric registered after import counts)
@@ -108,7 +114,9 @@ def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=
     for b in iter_rollout(model, dataset, n_steps, init_stride, max_inits, trajectories, max_trajectories, batch_size, progress, amp):
         dev = next(iter(b["pred"].values())).device
         clim_b = {k: torch.tensor(v, dtype=torch.float64, device=dev)[:, None, None] if isinstance(v, list) else v for k, v in clim.items()}
-        out = M.field_metrics(b["pred"], b["true"], grid, climatology=clim_b)
+        wet = None if getattr(dataset, "wet", None) is None else dataset.wet.to(dev)  # masked dataset: scores over wet points
+        scored = {which: {k: v for k, v in b[which].items() if k not in forcing} for which in ("pred", "true")}
+        out = M.field_metrics(scored["pred"], scored["true"], grid, climatology=clim_b, wet=wet)
         for m in metrics:
             for var, v in _split_levels(out[m], tags, -1, 2).items():  # v: (b, n_steps)
                 sums[m][var] = sums[m].get(var, 0.0) + v.sum(0).cpu().double()
@@ -116,10 +124,10 @@ def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=
         if spectra_leads:
             leads = torch.as_tensor(spectra_leads) - 1
             for which in ("pred", "true"):
-                for name, f in b[which].items():
+                for name, f in scored[which].items():
                     f = f[:, leads].double()
                     parts = {name: f} if f.shape[-2:] == grid.shape else dict(zip(M.variable_names(name, "vector"), f.unbind(-1)))
-                    spectra = _split_levels({var: M.power_spectrum(g, grid) for var, g in parts.items()}, tags, -2, 3)
+                    spectra = _split_levels({var: M.power_spectrum(g, grid, wet=wet) for var, g in parts.items()}, tags, -2, 3)
                     for var, sp in spectra.items():
                         spec_sums[which][var] = spec_sums[which].get(var, 0.0) + sp.sum(0).cpu()
         if keep_forecasts:

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from dandelion.checkpoint import load_checkpoint, model_state, rng_state, save_checkpoint, set_rng_state
 from dandelion.datasets.torch_dataset import WindowDataset
-from dandelion.forecast import INPUTS, TARGETS, next_frame, nonzero_scale, rollout
+from dandelion.forecast import INPUTS, TARGETS, forcing_channels, nonzero_scale, rollout
 from dandelion.metrics import area_weighted_mse, loss_weights, vrmse
 from dandelion.registry import build_model, count_parameters, import_plugins, unwrap_model
 from dandelion.runtime import ProcessGroup, write_json_atomic, write_text_atomic
@@ -81,7 +81,8 @@ class Trainer:
         C = self.layout.n_channels
         overrides = cfg.model.get("overrides")
         overrides = OmegaConf.to_container(overrides, resolve=True) if isinstance(overrides, DictConfig) else dict(overrides or {})
-        self.model_spec = {"name": str(cfg.model.name), "preset": str(cfg.model.preset), "in_channels": n_in * C,
+        wet = self.train_sets[0].wet  # masked dataset: one more input channel, the mask (dandelion.forecast.next_frame)
+        self.model_spec = {"name": str(cfg.model.name), "preset": str(cfg.model.preset), "in_channels": n_in * C + (wet is not None),
                            "out_channels": C, "overrides": overrides}
         self.target = str(t.get("target", "frame"))
         if self.target not in TARGETS:
@@ -97,7 +98,7 @@ class Trainer:
         # seeded model initialisation: identical on every rank (DDP also broadcasts rank 0's weights)
         torch.manual_seed(self.seed)
         g = self.grid
-        model = build_model(self.model_spec["name"], self.model_spec["preset"], n_in * C, C, g.nlat, g.nlon, g.grid,
+        model = build_model(self.model_spec["name"], self.model_spec["preset"], self.model_spec["in_channels"], C, g.nlat, g.nlon, g.grid,
                             **self.model_spec["overrides"]).to(self.device)
         self.bare_model = model
         self.n_parameters = count_parameters(model)  # real scalars, as in the speed and parameter tables
@@ -125,7 +126,16 @@ class Trainer:
             raise ValueError(f"no training steps planned (epochs={t.epochs}, max_steps={t.get('max_steps')}): raise trainer.epochs or max_steps")
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, WarmupCosine(int(t.warmup_steps), self.total_steps, float(t.get("min_lr_ratio", 0.0))))
-        self.weights = loss_weights(self.grid).to(device=self.device, dtype=torch.float32)  # (nlat, 1)
+        # masked dataset: the loss and the validation metrics are over wet points (weights zero on land)
+        self.wet = None if self.train_sets[0].wet is None else self.train_sets[0].wet.to(self.device)
+        # forcing channels (dataset.yaml forcing_fields) are inputs, not targets: the rollout takes them from the truth
+        fch = forcing_channels(self.layout, self.train_sets[0].metadata)
+        self.forcing = None if fch is None else fch.to(self.device)
+        keep = torch.ones(self.layout.n_channels, dtype=torch.bool)
+        if fch is not None:
+            keep[fch] = False
+        self.scored = keep.to(self.device)  # channels the validation VRMSE averages
+        self.weights = loss_weights(self.grid, self.wet).to(device=self.device, dtype=torch.float32)  # (nlat, 1) or (nlat, nlon)
         if self.increment_scale is not None:
             # The loss is measured in units of the target (errors divided by the increment scale per channel): every
             # field's increment counts alike and persistence scores O(1). A channel with scale 0 (a field that never
@@ -224,6 +234,8 @@ class Trainer:
                      "inputs": self.inputs, "batch_in_epoch": self.batch_in_epoch,
                      "best_val": self.best_val, "total_steps": self.total_steps, "history": self.history,
                      "world_size": self.dist.world_size, "dataset_path": str(self.data_path), "rng_per_rank": per_rank}
+            if self.wet is not None:  # the model's extra input channel (dandelion.forecast.next_frame)
+                extra["wet"] = self.wet.cpu()
             save_checkpoint(path, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler, config=self.cfg,
                             stats=self.layout.to_dict()["stats"], grid=self.grid.to_dict(), step=self.step, epoch=self.epoch,
                             extra=extra)
@@ -252,8 +264,9 @@ class Trainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         with self._autocast():
-            pred = rollout(self.model, x, y.shape[1], y.shape[2], self.increment_scale, self.input_scale)
-        loss = area_weighted_mse(pred.float(), y, self.weights)
+            pred = rollout(self.model, x, y.shape[1], y.shape[2], self.increment_scale, self.input_scale, self.wet,
+                           None if self.forcing is None else (self.forcing, y))
+        loss = area_weighted_mse(pred.float(), y, self.weights, self.wet)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"non-finite training loss {loss.item()} at step {self.step}: lower trainer.lr or "
                                      "check the dataset's statistics")
@@ -287,10 +300,12 @@ class Trainer:
                 break
             x, y = batch["x"].to(self.device), batch["y"][:, 0].to(self.device)
             with self._autocast():
-                pred = next_frame(model, x, y.shape[1], self.increment_scale, self.input_scale).float()
+                pred = rollout(model, x, 1, y.shape[1], self.increment_scale, self.input_scale, self.wet,
+                               None if self.forcing is None else (self.forcing, y[:, None]))[:, 0].float()
             n = x.shape[0]
-            sums[0] += float(((pred - y) ** 2 * self.weights).mean((-3, -2, -1)).sum())
-            sums[1] += float(vrmse(pred.double(), y.double(), w64).mean(-1).sum())
+            sq = (pred - y) ** 2 if self.wet is None else torch.where(self.wet, (pred - y) ** 2, 0.0)
+            sums[0] += float((sq * self.weights).mean((-3, -2, -1)).sum())
+            sums[1] += float(vrmse(pred.double(), y.double(), w64, wet=self.wet)[:, self.scored].mean(-1).sum())
             sums[2] += n
         total = self.dist.all_sum(sums)
         model.train()

@@ -273,6 +273,11 @@ def load_model(checkpoint, device="cpu", dataset=None, allow_resolution_change: 
                     f"checkpoint {checkpoint} was trained on {saved} but the dataset {dataset.path} is on {want} ({what} differ): "
                     "use data on the training grid, or pass allow_resolution_change=true for a model whose weights do not depend on the resolution"
                 )
+        wet, data_wet = ckpt.get("extra", {}).get("wet"), getattr(dataset, "wet", None)
+        if (wet is None) != (data_wet is None) or (wet is not None and not torch.equal(torch.as_tensor(wet, dtype=torch.bool), data_wet)):
+            raise ValueError(f"checkpoint {checkpoint} was trained {'with' if wet is not None else 'without'} a land mask but the dataset "
+                             f"{dataset.path} has {'a different one' if data_wet is not None and wet is not None else 'one' if data_wet is not None else 'none'}: "
+                             "evaluate a model on data with the mask it was trained with")
         model = model_from_checkpoint(ckpt, nlat=want["nlat"], nlon=want["nlon"], grid=want["grid"], allow_resolution_change=allow_resolution_change)
         layout = ChannelLayout(layout.fields, layout.stats, dataset.grid, stats_source=f"checkpoint {checkpoint}", levels=layout.levels)
     else:
@@ -286,4 +291,4 @@ def load_model(checkpoint, device="cpu", dataset=None, allow_resolution_change: 
     name = spec.get("name", "model")
     # checkpoints from before these options predicted frames from frames
     return Forecaster(model, layout, int(n_in), name=name, checkpoint=checkpoint, target=extra.get("target", "frame"),
-                      inputs=extra.get("inputs", "frames")).to(device).eval()
+                      inputs=extra.get("inputs", "frames"), wet=extra.get("wet")).to(device).eval()

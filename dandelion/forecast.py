@@ -17,6 +17,20 @@ training). :class:`Forecaster` bundles a network with its layout and choices; :f
 and :func:`forecast` run it over the trajectories of a dataset split and decode the forecasts to
 physical units: a forecast from initial frame ``i`` (the last input frame, ``init_time = time[i]``)
 holds the predictions of frames ``i + 1 .. i + n_steps``.
+
+Masked datasets (an ocean, ``WindowDataset.wet``): :func:`next_frame` is the one place the mask enters
+a model, for every architecture alike. The network sees one more, constant input channel, the wet
+mask (1 on wet points, 0 on land) appended after the window (so ``in_channels = n_in * C + 1``), and
+the land values of each prediction are replaced by those of the newest input frame, so that land
+stays fixed through a rollout (and the loss and metrics, over wet points, never read it). The
+checkpoint records the mask (``extra["wet"]``), so that :func:`dandelion.checkpoint.load_model`
+rebuilds the same input.
+
+Forcing channels (``dataset.yaml`` ``forcing_fields``, e.g. the ocean's ``doy_sin``, ``doy_cos``) are known
+in advance: they are inputs but not prediction targets. :func:`rollout` given ``forcing`` replaces the
+network's values of those channels by the true ones at every step (in training, the target frames; in
+:func:`iter_rollout`, the stored frames), so they add nothing to the loss and feed the truth back; the
+rollout job scores no metric on them (:func:`forcing_channels`).
 """
 
 from __future__ import annotations
@@ -31,7 +45,7 @@ from tqdm.auto import tqdm
 from .channels import ChannelLayout
 from .sphere import SphereGrid
 
-__all__ = ["TARGETS", "INPUTS", "nonzero_scale", "difference_window", "next_frame", "rollout", "Forecaster", "valid_inits",
+__all__ = ["TARGETS", "INPUTS", "nonzero_scale", "difference_window", "next_frame", "forcing_channels", "rollout", "Forecaster", "valid_inits",
            "select_files", "iter_rollout", "Forecast", "collect_forecast", "forecast"]
 
 #: What the network outputs: the next normalised frame, or the scaled normalised increment.
@@ -63,7 +77,7 @@ def difference_window(x: torch.Tensor, n_channels: int, scale: torch.Tensor) -> 
 
 
 def next_frame(model, x: torch.Tensor, n_channels: int, increment_scale: torch.Tensor | None = None,
-               input_scale: torch.Tensor | None = None) -> torch.Tensor:
+               input_scale: torch.Tensor | None = None, wet: torch.Tensor | None = None) -> torch.Tensor:
     """The next normalised frame from a window, for either target and input form.
 
     ``x`` : (B, n_in*C, nlat, nlon) frame-major window (last C channels = newest frame ``x_t``).
@@ -72,26 +86,54 @@ def next_frame(model, x: torch.Tensor, n_channels: int, increment_scale: torch.T
     ``x_t + increment_scale[c] * output`` (target ``increment``; ``increment_scale`` of shape (C,),
     :meth:`ChannelLayout.increment_scale`), shape (B, C, nlat, nlon); the increment is added in the
     output's dtype promoted to at least float32.
+
+    ``wet`` : (nlat, nlon) bool ocean mask of a masked dataset, or None. The network then gets it as one more
+    input channel (last), and land points of the result are the newest input frame's (module docstring).
     """
-    out = model(x if input_scale is None else difference_window(x, n_channels, input_scale))
+    inp = x if input_scale is None else difference_window(x, n_channels, input_scale)
+    if wet is not None:
+        wet = wet.to(device=x.device)
+        inp = torch.cat([inp, wet.to(inp.dtype).expand(inp.shape[0], 1, *wet.shape)], dim=1)
+    out = _step(model(inp), x[:, -n_channels:], n_channels, increment_scale)
+    return out if wet is None else torch.where(wet, out, x[:, -n_channels:].to(out.dtype))
+
+
+def _step(out: torch.Tensor, last: torch.Tensor, n_channels: int, increment_scale: torch.Tensor | None) -> torch.Tensor:
     if increment_scale is None:
         return out
     dt = torch.promote_types(out.dtype, torch.float32)  # bf16 (autocast) outputs are added in float32
     s = increment_scale.to(device=out.device, dtype=dt).reshape(1, n_channels, 1, 1)
-    return x[:, -n_channels:].to(dt) + s * out.to(dt)
+    return last.to(dt) + s * out.to(dt)
+
+
+def forcing_channels(layout: ChannelLayout, metadata) -> torch.Tensor | None:
+    """Channel indices (long tensor) of the forcing fields (``metadata["forcing_fields"]``, scalar 2-D fields), or None.
+
+    Raises ``ValueError`` for a forcing field that is not a scalar channel of ``layout``."""
+    names = list((metadata or {}).get("forcing_fields") or [])
+    missing = [n for n in names if n not in layout.channels]
+    if missing:
+        raise ValueError(f"forcing_fields {missing} of dataset.yaml are not scalar channels of the layout {layout.channels}: fix dataset.yaml")
+    return torch.tensor([layout.channels.index(n) for n in names], dtype=torch.long) if names else None
 
 
 def rollout(model, x: torch.Tensor, n_steps: int, n_channels: int, increment_scale: torch.Tensor | None = None,
-            input_scale: torch.Tensor | None = None) -> torch.Tensor:
+            input_scale: torch.Tensor | None = None, wet: torch.Tensor | None = None, forcing=None) -> torch.Tensor:
     """Autoregressive rollout in normalised units (training and evaluation alike).
 
     ``x`` : (B, n_in*C, nlat, nlon) frame-major window; returns (B, n_steps, C, nlat, nlon), where
     step k is the prediction of frame ``n_in + k`` (:func:`next_frame`) after the earlier predictions
-    were fed back (the oldest frame is dropped, the prediction appended).
+    were fed back (the oldest frame is dropped, the prediction appended). ``wet``: :func:`next_frame`.
+    ``forcing`` : None or ``(channels, truth)``: channel indices (:func:`forcing_channels`) and the true
+    frames ``(B, >= n_steps, C, nlat, nlon)``, whose values replace the prediction's in those channels.
     """
     preds = []
     for k in range(n_steps):
-        pred = next_frame(model, x, n_channels, increment_scale, input_scale)
+        pred = next_frame(model, x, n_channels, increment_scale, input_scale, wet)
+        if forcing is not None:
+            idx, truth = forcing
+            idx = idx.to(pred.device)
+            pred = pred.index_copy(1, idx, truth[:, k].index_select(1, idx).to(device=pred.device, dtype=pred.dtype))
         preds.append(pred)
         if k + 1 < n_steps:
             x = torch.cat([x[:, n_channels:], pred], dim=1)
@@ -108,6 +150,7 @@ class Forecaster(torch.nn.Module):
     n_in : int, frames in.
     name : model name (``dandelion``, ``sfno``, ...); checkpoint : its path or None.
     target : one of :data:`TARGETS`; inputs : one of :data:`INPUTS` (as the model was trained).
+    wet : (nlat, nlon) bool ocean mask the model was trained with (an input channel; land kept fixed), or None.
 
     Raises
     ------
@@ -116,7 +159,7 @@ class Forecaster(torch.nn.Module):
     """
 
     def __init__(self, model: torch.nn.Module, layout: ChannelLayout, n_in: int, name: str = "model", checkpoint=None,
-                 target: str = "frame", inputs: str = "frames"):
+                 target: str = "frame", inputs: str = "frames", wet: torch.Tensor | None = None):
         super().__init__()
         if target not in TARGETS:
             raise ValueError(f"target={target!r}: expected one of {TARGETS}")
@@ -132,6 +175,9 @@ class Forecaster(torch.nn.Module):
         need = target == "increment" or inputs == "differences"
         scale = layout.increment_scale().float() if need else torch.zeros(0)
         self.register_buffer("increment_scale", scale, persistent=False)
+        if wet is not None and tuple(wet.shape) != layout.grid.shape:
+            raise ValueError(f"wet mask of shape {tuple(wet.shape)} does not fit the {layout.grid.shape} grid of the layout")
+        self.register_buffer("wet", None if wet is None else torch.as_tensor(wet, dtype=torch.bool), persistent=False)
 
     @property
     def grid(self) -> SphereGrid:
@@ -149,11 +195,11 @@ class Forecaster(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """One step: ``(B, n_in*C, nlat, nlon)`` -> next normalised frame ``(B, C, nlat, nlon)``."""
-        return next_frame(self.model, x, self.layout.n_channels, *self.scales())
+        return next_frame(self.model, x, self.layout.n_channels, *self.scales(), self.wet)
 
     def rollout(self, x: torch.Tensor, n_steps: int) -> torch.Tensor:
         """:func:`rollout` of this model: ``(B, n_in*C, nlat, nlon)`` -> ``(B, n_steps, C, nlat, nlon)``, normalised."""
-        return rollout(self.model, x, n_steps, self.layout.n_channels, *self.scales())
+        return rollout(self.model, x, n_steps, self.layout.n_channels, *self.scales(), self.wet)
 
 
 # ---------------------------------------------------------------------------------------------- over a dataset
@@ -231,6 +277,7 @@ def iter_rollout(model: Forecaster, dataset, n_steps: int, init_stride: int = 1,
     nlat, nlon = layout.grid.shape
     if model.grid.shape != dataset.grid.shape or model.grid.grid != dataset.grid.grid:
         raise ValueError(f"model runs on {model.grid.to_dict()} but the dataset is on {dataset.grid.to_dict()}: load the model with dataset=")
+    fch = forcing_channels(layout, getattr(dataset, "metadata", None))  # forcing channels: taken from the stored frames
     bar = tqdm(total=len(files) * len(inits), desc=f"rollout {model.name}", unit="forecast") if progress else None
     for k, f in enumerate(files):
         raw = dataset.read_frames(f, 0, n_frames)
@@ -240,10 +287,11 @@ def iter_rollout(model: Forecaster, dataset, n_steps: int, init_stride: int = 1,
         for s in range(0, len(inits), batch_size):
             idx = inits[s : s + batch_size]
             x = torch.stack([frames[i - n_in + 1 : i + 1].reshape(n_in * C, nlat, nlon) for i in idx])
-            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bool(amp)):
-                out = rollout(model, x, n_steps, C)
-            pred = layout.decode(out.float())
             tgt = torch.as_tensor(np.stack([np.arange(i + 1, i + 1 + n_steps) for i in idx]))
+            forced = None if fch is None else (fch, frames[tgt.to(frames.device)])
+            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bool(amp)):
+                out = rollout(model, x, n_steps, C, forcing=forced)
+            pred = layout.decode(out.float())
             true = {n: v[tgt].to(dev) for n, v in raw.items()}
             yield {"traj_index": k, "trajectory": dataset.trajectory_ids[f], "init": idx, "init_slot": np.arange(s, s + len(idx)),
                    "inits": inits, "pred": pred, "true": true, "times": times}
@@ -267,6 +315,7 @@ class Forecast:
     grid : SphereGrid; fields_meta : ``dataset.yaml`` ``fields``; model : name; attrs : provenance.
     levels : (n_level,) level values (hPa) of a leveled dataset, or None; its level fields are then
         ``(n_traj, n_init, n_steps, n_level, nlat, nlon[, 2])`` and its surface fields have no level axis.
+    wet : (nlat, nlon) bool ocean mask of a masked dataset (``WindowDataset.wet``), or None.
     """
 
     fields: dict
@@ -281,6 +330,7 @@ class Forecast:
     model: str = "model"
     attrs: dict = field(default_factory=dict)
     levels: np.ndarray | None = None
+    wet: np.ndarray | None = None
 
 
 def collect_forecast(batches, model, dataset, n_steps: int, keep_truth: bool = True) -> Forecast:
@@ -320,6 +370,7 @@ def collect_forecast(batches, model, dataset, n_steps: int, keep_truth: bool = T
         attrs={"dataset": str(meta.get("name", "")), "dataset_path": str(dataset.path), "split": dataset.split,
                "model": getattr(model, "name", "model"), "checkpoint": str(getattr(model, "checkpoint", "") or "")},
         levels=None if not meta.get("levels") else np.asarray(meta["levels"]["values"], dtype=np.float64),
+        wet=None if getattr(dataset, "wet", None) is None else np.asarray(dataset.wet, dtype=bool),
     )
 
 

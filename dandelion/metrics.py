@@ -34,6 +34,14 @@ Definitions (``w`` the quadrature weights normalised to sum 1 over the grid, ``<
   ``P(l) = (|f_l0|^2 + 2 sum_{m>=1} |f_lm|^2) / (4 pi)``, so ``sum_l P(l) = <f^2>`` (Parseval) for a
   field band-limited to the grid's analysis band limit.
 
+Masked (ocean) datasets: every function takes an optional ``wet`` mask (bool, ``(nlat, nlon)``, True on
+ocean). Then ``w`` is the quadrature weight times the mask, normalised to sum 1 over the wet points, so
+every mean, variance and error above is over wet points only, and values on land (NaN included) are
+never read (they are replaced by 0 before any product). The Well's VRMSE becomes the plain mean and
+unbiased variance over the wet points. The power spectrum is not defined on a masked domain; it is
+taken of the field with land filled by the field's wet-area mean (zero anomaly on land), which keeps
+the wet variance and adds no land signal (the coastline still leaks power into high degrees).
+
 Vector fields (trailing axis of 2 components ``(u, v)``, u east, v north) are scored two ways:
 per component, as if ``u`` and ``v`` were scalar fields (what the Well's tables report), and by a
 frame-independent *vector* error from the magnitude of the difference vector,
@@ -44,8 +52,8 @@ depend on the local frame (they jump through the poles); the vector metrics do n
 
 from __future__ import annotations
 
+import inspect
 import math
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
 
@@ -53,6 +61,8 @@ import torch
 from torch_harmonics import RealSHT
 
 from dandelion.sphere import SphereGrid
+
+from .metric_registry import METRICS, Metric, metric, metric_names, unregister_metric
 
 __all__ = [
     "WELL_EPS",
@@ -91,7 +101,17 @@ def area_weights(grid: SphereGrid, dtype: torch.dtype = torch.float64, device=No
     return (grid.weights / (4.0 * math.pi)).to(dtype=dtype, device=device)
 
 
-def _as_weights(weights, like: torch.Tensor) -> torch.Tensor:
+def _check_wet(wet, like: torch.Tensor) -> torch.Tensor:
+    wet = torch.as_tensor(wet, device=like.device)
+    if wet.dtype != torch.bool or wet.shape != like.shape[-2:]:
+        raise ValueError(f"wet mask of dtype {wet.dtype} and shape {tuple(wet.shape)} does not fit fields of shape {tuple(like.shape)}: "
+                         "pass a bool (nlat, nlon) tensor, True on wet points (WindowDataset.wet)")
+    if not wet.any():
+        raise ValueError("the wet mask has no wet point: nothing to average over; check the dataset's mask/wet")
+    return wet
+
+
+def _as_weights(weights, like: torch.Tensor, wet=None) -> torch.Tensor:
     if isinstance(weights, SphereGrid):
         weights = weights.weights
     w = torch.as_tensor(weights).to(dtype=like.dtype, device=like.device)
@@ -105,23 +125,29 @@ def _as_weights(weights, like: torch.Tensor) -> torch.Tensor:
     if not torch.isfinite(w).all() or (w < 0).any():
         raise ValueError("weights must be finite and non-negative: pass SphereGrid.weights")
     w = w.expand(like.shape[-2], like.shape[-1])
+    if wet is not None:
+        w = w * _check_wet(wet, like)
     return w / w.sum()
 
 
-def weighted_mean(f: torch.Tensor, weights) -> torch.Tensor:
-    """Area-weighted mean over ``(nlat, nlon)``.
+def weighted_mean(f: torch.Tensor, weights, wet=None) -> torch.Tensor:
+    """Area-weighted mean over ``(nlat, nlon)`` (over the wet points when ``wet`` is given).
 
     Parameters
     ----------
     f : torch.Tensor of shape (..., nlat, nlon)
     weights : SphereGrid or torch.Tensor of shape (nlat, 1), (nlat,) or (nlat, nlon)
         Quadrature weights (any positive scale; they are normalised to sum 1).
+    wet : bool tensor of shape (nlat, nlon), optional
+        Ocean mask; land values are not read.
 
     Returns
     -------
     torch.Tensor of shape (...)
     """
-    w = _as_weights(weights, f)
+    w = _as_weights(weights, f, wet)
+    if wet is not None:
+        f = torch.where(w > 0, f, torch.zeros((), dtype=f.dtype, device=f.device))
     return (f * w).sum((-2, -1))
 
 
@@ -130,7 +156,7 @@ def _check_pair(pred: torch.Tensor, true: torch.Tensor) -> None:
         raise ValueError(f"prediction of shape {tuple(pred.shape)} and truth of shape {tuple(true.shape)} differ: pass fields of the same shape")
 
 
-def area_weighted_rmse(pred: torch.Tensor, true: torch.Tensor, weights) -> torch.Tensor:
+def area_weighted_rmse(pred: torch.Tensor, true: torch.Tensor, weights, wet=None) -> torch.Tensor:
     """Area-weighted root-mean-square error ``sqrt(<(pred - true)^2>)`` over the sphere.
 
     Parameters
@@ -138,6 +164,7 @@ def area_weighted_rmse(pred: torch.Tensor, true: torch.Tensor, weights) -> torch
     pred, true : torch.Tensor of shape (..., nlat, nlon)
         In physical units.
     weights : SphereGrid or quadrature weights of shape (nlat, 1)
+    wet : bool tensor (nlat, nlon), optional; the mean is over wet points.
 
     Returns
     -------
@@ -149,10 +176,10 @@ def area_weighted_rmse(pred: torch.Tensor, true: torch.Tensor, weights) -> torch
         If shapes differ or the weights do not fit the grid.
     """
     _check_pair(pred, true)
-    return torch.sqrt(weighted_mean((pred - true) ** 2, weights))
+    return torch.sqrt(weighted_mean((pred - true) ** 2, weights, wet))
 
 
-def vrmse(pred: torch.Tensor, true: torch.Tensor, weights=None, eps: float = WELL_EPS) -> torch.Tensor:
+def vrmse(pred: torch.Tensor, true: torch.Tensor, weights=None, eps: float = WELL_EPS, wet=None) -> torch.Tensor:
     """Variance-scaled RMSE per field, time step and sample.
 
     ``weights=None`` gives the Well's definition (``the_well/benchmark/metrics/spatial.py``,
@@ -167,23 +194,32 @@ def vrmse(pred: torch.Tensor, true: torch.Tensor, weights=None, eps: float = WEL
     weights : None, SphereGrid, or quadrature weights of shape (nlat, 1)
     eps : float
         Added to the variance (the Well's ``1e-7``, in the squared units of the field).
+    wet : bool tensor (nlat, nlon), optional
+        Ocean mask: means and variance over wet points (unweighted: ``N`` the number of wet points).
 
     Returns
     -------
     torch.Tensor of shape (...), dimensionless.
     """
     _check_pair(pred, true)
-    if weights is None:
+    if weights is None and wet is not None:
+        wet = _check_wet(wet, true)
+        zero = torch.zeros((), dtype=true.dtype, device=true.device)
+        n = wet.sum()
+        mse = torch.where(wet, (pred - true) ** 2, zero).sum((-2, -1)) / n
+        mean = torch.where(wet, true, zero).sum((-2, -1)) / n
+        var = torch.where(wet, (true - mean[..., None, None]) ** 2, zero).sum((-2, -1)) / (n - 1)
+    elif weights is None:
         mse = ((pred - true) ** 2).mean((-2, -1))
         var = torch.std(true.flatten(-2), dim=-1) ** 2
     else:
-        mse = weighted_mean((pred - true) ** 2, weights)
-        mean = weighted_mean(true, weights)
-        var = weighted_mean((true - mean[..., None, None]) ** 2, weights)
+        mse = weighted_mean((pred - true) ** 2, weights, wet)
+        mean = weighted_mean(true, weights, wet)
+        var = weighted_mean((true - mean[..., None, None]) ** 2, weights, wet)
     return torch.sqrt(mse / (var + eps))
 
 
-def acc(pred: torch.Tensor, true: torch.Tensor, climatology, weights) -> torch.Tensor:
+def acc(pred: torch.Tensor, true: torch.Tensor, climatology, weights, wet=None) -> torch.Tensor:
     """Area-weighted (uncentred) anomaly correlation coefficient.
 
     ``<(p - c)(t - c)> / sqrt(<(p - c)^2> <(t - c)^2>)`` (as in WeatherBench 2, Rasp et al. 2024).
@@ -194,6 +230,7 @@ def acc(pred: torch.Tensor, true: torch.Tensor, climatology, weights) -> torch.T
     climatology : float or torch.Tensor broadcastable to (..., nlat, nlon)
         The reference state ``c`` (e.g. the train-split mean of the field, stats.yaml).
     weights : SphereGrid or quadrature weights of shape (nlat, 1)
+    wet : bool tensor (nlat, nlon), optional; the means are over wet points.
 
     Returns
     -------
@@ -202,8 +239,8 @@ def acc(pred: torch.Tensor, true: torch.Tensor, climatology, weights) -> torch.T
     _check_pair(pred, true)
     c = torch.as_tensor(climatology, dtype=true.dtype, device=true.device)
     pa, ta = pred - c, true - c
-    num = weighted_mean(pa * ta, weights)
-    den = torch.sqrt(weighted_mean(pa**2, weights) * weighted_mean(ta**2, weights))
+    num = weighted_mean(pa * ta, weights, wet)
+    den = torch.sqrt(weighted_mean(pa**2, weights, wet) * weighted_mean(ta**2, weights, wet))
     return num / den
 
 
@@ -212,7 +249,7 @@ def _sht(nlat: int, nlon: int, grid: str, lmax: int, mmax: int, device: str):
     return RealSHT(nlat, nlon, lmax=lmax, mmax=mmax, grid=grid, norm="ortho").to(torch.device(device))
 
 
-def power_spectrum(field: torch.Tensor, grid: SphereGrid, lmax: int | None = None, mmax: int | None = None) -> torch.Tensor:
+def power_spectrum(field: torch.Tensor, grid: SphereGrid, lmax: int | None = None, mmax: int | None = None, wet=None) -> torch.Tensor:
     """Angular power spectrum per spherical-harmonic degree.
 
     Uses torch-harmonics ``RealSHT`` (orthonormal harmonics, ``lmax`` and ``mmax`` passed
@@ -227,6 +264,8 @@ def power_spectrum(field: torch.Tensor, grid: SphereGrid, lmax: int | None = Non
     lmax, mmax : int, optional
         Number of degrees / orders kept (exclusive bounds); default the grid's exact analysis band
         limit ``grid.lmax`` for both.
+    wet : bool tensor (nlat, nlon), optional
+        Ocean mask: land is filled with the field's area-weighted wet mean (zero anomaly) before the SHT.
 
     Returns
     -------
@@ -238,13 +277,17 @@ def power_spectrum(field: torch.Tensor, grid: SphereGrid, lmax: int | None = Non
     if not (1 <= mmax <= lmax <= grid.lmax):
         raise ValueError(f"need 1 <= mmax={mmax} <= lmax={lmax} <= grid.lmax={grid.lmax} for a {grid.nlat}x{grid.nlon} {grid.grid} grid")
     sht = _sht(grid.nlat, grid.nlon, grid.grid, lmax, mmax, str(field.device))
-    coeffs = sht(field.to(torch.float64))  # (..., lmax, mmax) complex
+    field = field.to(torch.float64)
+    if wet is not None:
+        wet = _check_wet(wet, field)
+        field = torch.where(wet, field, weighted_mean(field, grid, wet)[..., None, None])
+    coeffs = sht(field)  # (..., lmax, mmax) complex
     power = coeffs.abs() ** 2
     power[..., 1:] *= 2.0
     return power.sum(-1) / (4.0 * math.pi)
 
 
-def vector_rmse(pred: torch.Tensor, true: torch.Tensor, weights) -> torch.Tensor:
+def vector_rmse(pred: torch.Tensor, true: torch.Tensor, weights, wet=None) -> torch.Tensor:
     """Area-weighted RMS magnitude of the vector error, ``sqrt(<|pred - true|^2>)``.
 
     Parameters
@@ -258,10 +301,10 @@ def vector_rmse(pred: torch.Tensor, true: torch.Tensor, weights) -> torch.Tensor
     torch.Tensor of shape (...), in the units of the field. Independent of the local frame.
     """
     _check_pair(pred, true)
-    return torch.sqrt(weighted_mean(((pred - true) ** 2).sum(-1), weights))
+    return torch.sqrt(weighted_mean(((pred - true) ** 2).sum(-1), weights, wet))
 
 
-def vector_vrmse(pred: torch.Tensor, true: torch.Tensor, weights, eps: float = WELL_EPS) -> torch.Tensor:
+def vector_vrmse(pred: torch.Tensor, true: torch.Tensor, weights, eps: float = WELL_EPS, wet=None) -> torch.Tensor:
     """Vector VRMSE: ``sqrt(<|pred - true|^2> / (<|true - <true>|^2> + eps))`` (area-weighted).
 
     The denominator is the sum of the area-weighted variances of the u and v components.
@@ -270,6 +313,7 @@ def vector_vrmse(pred: torch.Tensor, true: torch.Tensor, weights, eps: float = W
     ----------
     pred, true : torch.Tensor of shape (..., nlat, nlon, 2)
     weights : SphereGrid or quadrature weights of shape (nlat, 1)
+    wet : bool tensor (nlat, nlon), optional; over wet points.
 
     Returns
     -------
@@ -277,9 +321,9 @@ def vector_vrmse(pred: torch.Tensor, true: torch.Tensor, weights, eps: float = W
     """
     _check_pair(pred, true)
     p, t = pred.movedim(-1, -3), true.movedim(-1, -3)  # (..., 2, nlat, nlon)
-    mse = weighted_mean(((p - t) ** 2).sum(-3), weights)
-    mean = weighted_mean(t, weights)
-    var = weighted_mean((t - mean[..., None, None]) ** 2, weights).sum(-1)
+    mse = weighted_mean(((p - t) ** 2).sum(-3), weights, wet)
+    mean = weighted_mean(t, weights, wet)
+    var = weighted_mean((t - mean[..., None, None]) ** 2, weights, wet).sum(-1)
     return torch.sqrt(mse / (var + eps))
 
 
@@ -298,129 +342,73 @@ def variable_names(name: str, kind: str, components=("u", "v")) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------- training loss
-def loss_weights(grid: SphereGrid) -> torch.Tensor:
+def loss_weights(grid: SphereGrid, wet=None) -> torch.Tensor:
     """Area quadrature weights of ``grid`` normalised to mean 1 over the grid points.
 
     Returns a float64 tensor of shape ``(nlat, 1)``; ``mean((a - b)**2 * w)`` over ``(nlat, nlon)``
     is then the area-weighted mean squared error (the integral over the sphere divided by 4*pi).
+    With a ``wet`` mask (bool (nlat, nlon)): shape ``(nlat, nlon)``, zero on land, so that the same mean
+    is the area-weighted mean squared error over the wet points (pass ``wet`` to
+    :func:`area_weighted_mse` as well, so that non-finite land values are not read).
     """
     w = grid.weights
+    if wet is None:
+        return w / w.mean()
+    w = w.expand(grid.shape) * _check_wet(wet, w.expand(grid.shape)).to(w.device)
     return w / w.mean()
 
 
-def area_weighted_mse(pred: torch.Tensor, true: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+def area_weighted_mse(pred: torch.Tensor, true: torch.Tensor, weights: torch.Tensor, wet=None) -> torch.Tensor:
     """The training loss: mean over everything of ``(pred - true)**2 * weights``.
 
     ``weights`` (nlat, 1) normalised to mean 1 (:func:`loss_weights`), so the result is the
     area-weighted mean squared error averaged over samples and channels; or (C, nlat, 1), the same
     times a per-channel factor (the trainer's ``1 / increment_scale**2`` for ``target=increment``:
-    the error in units of the normalised increment).
+    the error in units of the normalised increment). With a ``wet`` mask (bool (nlat, nlon)) the
+    squared error on land is replaced by 0 before weighting (use ``loss_weights(grid, wet)``).
     """
-    return ((pred - true) ** 2 * weights).mean()
+    sq = (pred - true) ** 2
+    if wet is not None:
+        sq = torch.where(_check_wet(wet, sq), sq, torch.zeros((), dtype=sq.dtype, device=sq.device))
+    return (sq * weights).mean()
 
 
 # ---------------------------------------------------------------------------------------------- registry
-@dataclass(frozen=True)
-class Metric:
-    """A registered metric (see :func:`metric`).
-
-    Attributes
-    ----------
-    name : key in ``metrics.json``, cells and the leaderboard.
-    fn : ``fn(pred, true, weights, climatology) -> (...)`` on one scalar variable, fields
-        ``(..., nlat, nlon)`` in physical units, ``weights`` the grid's quadrature weights (nlat, 1),
-        ``climatology`` a float or broadcastable tensor (the ACC's reference; 0 when none).
-    vector : optional ``vector(pred, true, weights) -> (...)`` on a vector field ``(..., nlat, nlon, 2)``,
-        scored under the field's own name besides its components.
-    mean : the rollout adds variable ``mean``, the average over scalar fields and vector components.
-    cell : benchmark cells keep its next-step and rollout-mean summaries.
-    curve : benchmark cells keep its per-lead curves, and the leaderboard's error-versus-lead plot draws it.
-    title : the leaderboard's section heading of its table (a metric without one gets no table);
-        a table needs ``mean`` and ``cell``. Lower is better (the best entry is set in bold).
-    label : short name for plot legends.
-    units : the values are in the field's physical units (plots put the units in the panel title).
-    reference : a value the error-versus-lead plots mark with a dashed line (1 for the VRMSEs: an
-        error as large as the truth's spread), or None.
-    """
-
-    name: str
-    fn: Callable
-    vector: Callable | None = None
-    mean: bool = False
-    cell: bool = False
-    curve: bool = False
-    title: str | None = None
-    label: str = ""
-    units: bool = False
-    reference: float | None = None
-
-
-#: The registered metrics, in registration order (the order of ``metrics.json``).
-METRICS: dict[str, Metric] = {}
-
-
-def metric(name: str, *, vector: Callable | None = None, mean: bool = False, cell: bool = False, curve: bool = False,
-           title: str | None = None, label: str | None = None, units: bool = False, reference: float | None = None):
-    """Decorator registering ``fn(pred, true, weights, climatology) -> (...)`` as metric ``name`` (:class:`Metric`).
-
-    Raises
-    ------
-    ValueError
-        If ``name`` is already registered (call :func:`unregister_metric` first to replace it), or it
-        has a ``title`` without ``mean`` and ``cell`` (the leaderboard tabulates the mean over variables of cells).
-    """
-    if name in METRICS:
-        raise ValueError(f"metric {name!r} is already registered: choose another name or unregister_metric({name!r}) first")
-    if title is not None and not (mean and cell):
-        raise ValueError(f"metric {name!r} has a leaderboard title but mean={mean}, cell={cell}: a table needs mean=True and cell=True")
-
-    def register(fn: Callable) -> Callable:
-        METRICS[name] = Metric(name, fn, vector, bool(mean), bool(cell), bool(curve), title, label or name, bool(units),
-                               None if reference is None else float(reference))
-        return fn
-
-    return register
-
-
-def unregister_metric(name: str) -> None:
-    """Remove metric ``name`` from the registry (no error if it is absent)."""
-    METRICS.pop(name, None)
-
-
-def metric_names(*, mean: bool | None = None, cell: bool | None = None, curve: bool | None = None, table: bool | None = None) -> list[str]:
-    """Names of the registered metrics with the given flags (None: either), in registration order;
-    ``table`` = has a leaderboard title."""
-    def keep(m: Metric) -> bool:
-        return all(want is None or have == want for want, have in
-                   ((mean, m.mean), (cell, m.cell), (curve, m.curve), (table, m.title is not None)))
-
-    return [n for n, m in METRICS.items() if keep(m)]
-
-
 @metric("rmse", vector=vector_rmse, cell=True, label="RMSE", units=True)
-def _rmse(pred, true, weights, climatology):
-    return area_weighted_rmse(pred, true, weights)
+def _rmse(pred, true, weights, climatology, wet=None):
+    return area_weighted_rmse(pred, true, weights, wet)
 
 
 @metric("vrmse", vector=vector_vrmse, mean=True, cell=True, curve=True, title="VRMSE, area-weighted (quadrature weights)", label="VRMSE",
         reference=1.0)
-def _vrmse(pred, true, weights, climatology):
-    return vrmse(pred, true, weights)
+def _vrmse(pred, true, weights, climatology, wet=None):
+    return vrmse(pred, true, weights, wet=wet)
 
 
 @metric("vrmse_well", mean=True, cell=True, curve=True, title="VRMSE, unweighted (the Well's definition)", label="VRMSE (Well)",
         reference=1.0)
-def _vrmse_well(pred, true, weights, climatology):
-    return vrmse(pred, true, None)
+def _vrmse_well(pred, true, weights, climatology, wet=None):
+    return vrmse(pred, true, None, wet=wet)
 
 
 @metric("acc", label="ACC")
-def _acc(pred, true, weights, climatology):
-    return acc(pred, true, climatology, weights)
+def _acc(pred, true, weights, climatology, wet=None):
+    return acc(pred, true, climatology, weights, wet)
+
+
+def _score(fn: Callable, pred, true, weights, *rest, wet=None):
+    """``fn(pred, true, weights, *rest)``, over wet points when ``wet`` is given: passed as ``wet=`` to a metric
+    that takes it, else folded into the weights (zero on land) for one that does not."""
+    if wet is None:
+        return fn(pred, true, weights, *rest)
+    if "wet" in inspect.signature(fn).parameters:
+        return fn(pred, true, weights, *rest, wet=wet)
+    return fn(pred, true, weights * wet, *rest)
 
 
 # ---------------------------------------------------------------------------------------------- all of them
-def field_metrics(pred: dict, true: dict, grid: SphereGrid, climatology: dict | None = None, spectra: bool = False, lmax: int | None = None) -> dict:
+def field_metrics(pred: dict, true: dict, grid: SphereGrid, climatology: dict | None = None, spectra: bool = False, lmax: int | None = None,
+                  wet=None) -> dict:
     """Every registered metric (:data:`METRICS`) for decoded fields.
 
     Parameters
@@ -437,6 +425,8 @@ def field_metrics(pred: dict, true: dict, grid: SphereGrid, climatology: dict | 
         ``(..., lmax)`` per scalar variable and component).
     lmax : int, optional
         Band limit of the spectra (default ``grid.lmax``).
+    wet : bool tensor (nlat, nlon), optional
+        Ocean mask of a masked dataset: every metric and spectrum over wet points (module docstring).
 
     Returns
     -------
@@ -453,6 +443,9 @@ def field_metrics(pred: dict, true: dict, grid: SphereGrid, climatology: dict | 
     if spectra:
         out["spectrum_pred"], out["spectrum_true"] = {}, {}
     w = grid.weights
+    if wet is not None:
+        wet = _check_wet(wet, w.expand(grid.shape))
+        w = w.to(wet.device)
     for name in pred:
         p, t = pred[name].to(torch.float64), true[name].to(torch.float64)
         if p.shape != t.shape:
@@ -470,13 +463,13 @@ def field_metrics(pred: dict, true: dict, grid: SphereGrid, climatology: dict | 
             parts = {names[i]: (p[..., i], t[..., i], clims[i]) for i in range(2)}
             for m in metrics:
                 if m.vector is not None:
-                    out[m.name][name] = m.vector(p, t, w)
+                    out[m.name][name] = _score(m.vector, p, t, w, wet=wet)
         else:
             raise ValueError(f"field {name!r} of shape {tuple(p.shape)} is neither (..., {grid.nlat}, {grid.nlon}) nor (..., {grid.nlat}, {grid.nlon}, 2)")
         for var, (pp, tt, cc) in parts.items():
             for m in metrics:
-                out[m.name][var] = m.fn(pp, tt, w, cc)
+                out[m.name][var] = _score(m.fn, pp, tt, w, cc, wet=wet)
             if spectra:
-                out["spectrum_pred"][var] = power_spectrum(pp, grid, lmax)
-                out["spectrum_true"][var] = power_spectrum(tt, grid, lmax)
+                out["spectrum_pred"][var] = power_spectrum(pp, grid, lmax, wet=wet)
+                out["spectrum_true"][var] = power_spectrum(tt, grid, lmax, wet=wet)
     return out

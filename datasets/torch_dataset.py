@@ -24,7 +24,7 @@ from dandelion.channels import ChannelLayout
 from dandelion.sphere import SphereGrid
 
 from . import folder
-from .storage import open_trajectory, read_field
+from .storage import open_trajectory, read_field, read_mask
 from .well import WellFolder, is_well_folder
 
 __all__ = ["WindowDataset"]
@@ -53,14 +53,17 @@ class WindowDataset(torch.utils.data.Dataset):
     ``dataset.yaml`` and ``stats.yaml`` (for a Well-layout folder, their equivalents from
     :class:`dandelion.datasets.well.WellFolder`); files : list of trajectory files (one entry per
     trajectory: a Well file holding several appears once per trajectory); trajectory_ids, n_frames : per entry.
+    wet : the ocean mask of a masked dataset (files with ``mask/wet``, ``dataset.yaml`` ``masked: true``), a bool
+    tensor ``(nlat, nlon)``, True on wet points, the same in every file; ``None`` for a dataset without a mask.
+    Metrics and the loss take it (``wet=``, :mod:`dandelion.metrics`).
 
     Raises
     ------
     FileNotFoundError / ValueError
         For a missing folder or split (from :mod:`dandelion.datasets.folder`), a field listed in
         ``dataset.yaml`` missing from a file (names the field and the file), a file whose grid
-        disagrees with ``dataset.yaml``, statistics lacking a field, or a split too short for
-        one window.
+        disagrees with ``dataset.yaml``, statistics lacking a field, a split too short for
+        one window, or files whose masks differ or are missing in a ``masked: true`` dataset.
     """
 
     def __init__(self, path, split: str, n_in: int = 4, n_out: int = 1, stride: int = 1, max_open_files: int = 128):
@@ -91,6 +94,7 @@ class WindowDataset(torch.utils.data.Dataset):
         if not self.files:
             raise ValueError(f"split {self.split!r} of {self.path} holds no trajectory: check splits.json or regenerate the dataset")
         self.trajectory_ids, self.n_frames = [], []
+        self.wet = None
         if self.well is not None:
             self.trajectory_ids = self.well.trajectory_ids(self.split)
             for f in self.files:
@@ -114,6 +118,7 @@ class WindowDataset(torch.utils.data.Dataset):
         for key in ("nlat", "nlon", "grid"):
             if key in h.attrs and str(h.attrs[key]) != str(self.metadata[key]):
                 raise ValueError(f"{f}: {key}={h.attrs[key]} but dataset.yaml says {self.metadata[key]}; the folder mixes grids: regenerate it")
+        self._check_mask(h, f)
         lat = np.asarray(h["dimensions/lat"][:], dtype=np.float64)
         if lat.shape != (self.grid.nlat,) or not np.allclose(lat, self._lat_deg, atol=1e-6):
             raise ValueError(f"{f}: dimensions/lat are not the rows of the {self.grid.grid} grid with nlat={self.grid.nlat} "
@@ -124,6 +129,21 @@ class WindowDataset(torch.utils.data.Dataset):
         for name in self.layout.vectors:
             if name not in h.get("t1_fields", {}):
                 raise ValueError(f"field {name!r} (vector, listed in dataset.yaml) is missing from t1_fields of {f}: regenerate this trajectory")
+
+    def _check_mask(self, h, f):
+        wet = read_mask(h)
+        if wet is None:
+            if self.metadata.get("masked"):
+                raise ValueError(f"{f} has no mask/wet but dataset.yaml says masked: true: regenerate this trajectory")
+            if self.wet is not None:
+                raise ValueError(f"{f} has no mask/wet but other files of split {self.split!r} have one: regenerate this trajectory")
+            return
+        wet = torch.from_numpy(wet)
+        if self.wet is None and self.trajectory_ids:
+            raise ValueError(f"{f} has a mask/wet but earlier files of split {self.split!r} have none: regenerate the dataset")
+        if self.wet is not None and not torch.equal(wet, self.wet):
+            raise ValueError(f"{f}: mask/wet differs from the other files of split {self.split!r}; one mask per dataset is expected")
+        self.wet = wet
 
     # ------------------------------------------------------------------ lazy file handles
     def __getstate__(self):

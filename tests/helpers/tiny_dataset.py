@@ -47,11 +47,20 @@ FIELDS = {"h": {"kind": "scalar", "units": "m", "long_name": "height anomaly"},
           "velocity": {"kind": "vector", "units": "m s-1", "long_name": "velocity", "components": ["u", "v"]}}
 
 
-def _write_trajectory(file: Path, grid: SphereGrid, traj: int, n_frames: int, name: str) -> None:
+def synthetic_wet_fraction(grid: SphereGrid) -> np.ndarray:
+    """Ocean fraction (nlat, nlon) of a synthetic coastline: land is a meridional continent 90..180 degrees east and
+    the polar caps beyond 60 degrees; 1 elsewhere (every cell wholly wet or dry)."""
+    lat = np.degrees(grid.lat.numpy())[:, None]
+    lon = np.degrees(grid.lon.numpy())[None, :]
+    land = ((lon >= 90.0) & (lon < 180.0)) | (np.abs(lat) > 60.0)
+    return np.where(land, 0.0, 1.0) * np.ones(grid.shape)
+
+
+def _write_trajectory(file: Path, grid: SphereGrid, traj: int, n_frames: int, name: str, mask=None) -> None:
     fields = analytic_fields(grid, traj, n_frames)
     with storage.TrajectoryWriter(file, dataset_name=name, grid=grid, lmax=grid.lmax, trajectory_id=traj,
                                   times=np.arange(n_frames) * DT, time_units="s", scalars={"u_max": (60.0 + traj, "m s-1")},
-                                  fields=FIELDS) as w:
+                                  fields=FIELDS, mask=mask) as w:
         for k in range(n_frames):
             w.write_frame(k, {"h": fields["h"][k], "velocity": fields["velocity"][k]})
 
@@ -62,10 +71,12 @@ def compute_stats(files, grid: SphereGrid = None) -> dict:
 
 
 def make_tiny_dataset(path, nlat: int = 9, nlon: int = 16, grid: str = "equiangular", n_frames: int = 10,
-                      splits: dict | None = None, name: str = "tiny") -> Path:
+                      splits: dict | None = None, name: str = "tiny", masked: bool = False) -> Path:
     """Write a tiny dataset folder at ``path`` (created) and return it as a Path.
 
     ``splits`` maps split name -> trajectory ids (default train [0, 1, 2], valid [3], test [4]).
+    ``masked``: every file stores the land mask of :func:`synthetic_wet_fraction` (``mask/wet``), statistics
+    are over wet points and ``dataset.yaml`` says ``masked: true`` (as a global_ocean folder).
     """
     path = Path(path)
     splits = splits or {"train": [0, 1, 2], "valid": [3], "test": [4]}
@@ -73,7 +84,7 @@ def make_tiny_dataset(path, nlat: int = 9, nlon: int = 16, grid: str = "equiangu
     for split, ids in splits.items():
         (path / split).mkdir(parents=True, exist_ok=True)
         for i in ids:
-            _write_trajectory(path / split / f"traj_{i:06d}.h5", g, i, n_frames, name)
+            _write_trajectory(path / split / f"traj_{i:06d}.h5", g, i, n_frames, name, synthetic_wet_fraction(g) if masked else None)
     stats = statistics.compute_stats([path / "train" / storage.trajectory_filename(i) for i in splits["train"]], FIELDS)
     meta = {
         "name": name, "grid": grid, "nlat": nlat, "nlon": nlon, "lmax": g.lmax, "solver_lmax": g.lmax, "reduced": True,
@@ -81,6 +92,8 @@ def make_tiny_dataset(path, nlat: int = 9, nlon: int = 16, grid: str = "equiangu
         "fields": FIELDS, "parameters": ["u_max"], "config": {}, "command": "tests/tiny_dataset.py make_tiny_dataset",
         "versions": {},
     }
+    if masked:
+        meta["masked"] = True
     write_yaml_atomic(path / "dataset.yaml", meta)
     write_yaml_atomic(path / "stats.yaml", stats)
     write_json_atomic(path / "splits.json", {"seed": 0, "strategy": "fixed", **{k: sorted(v) for k, v in splits.items()}})
