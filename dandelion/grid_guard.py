@@ -10,7 +10,7 @@ data grid ``(nlat, nlon, grid)`` in the module's ``state_dict`` as PyTorch "extr
   ``(nlat, nlon)`` with a ``ValueError`` naming the saved and the requested grids; this catches the
   silent case too, where two resolutions happen to give the same weight shapes;
 * every model refuses a state_dict saved on another grid TYPE (``"equiangular"`` vs
-  ``"legendre-gauss"``): a mismatch is an error, never a silent reinterpretation (DESIGN.md §2);
+  ``"legendre-gauss"``): a mismatch is an error, never a silent reinterpretation (docs/ARCHITECTURE.md §3);
 * resolution-free models (``resolution_dependent = False``) accept another ``(nlat, nlon)`` of the
   same grid type: the same weights run on every resolution.
 

@@ -1,6 +1,6 @@
 """The Dandelion network: a U-Net of multi-head great-circle warps with spectral pooling.
 
-DESIGN.md §4. Every layer is pointwise (1x1 maps) except the warps (which move information along
+docs/ARCHITECTURE.md §5. Every layer is pointwise (1x1 maps) except the warps (which move information along
 great circles, :mod:`dandelion.warp`) and the spectral pooling between levels
 (:mod:`dandelion.pooling`); there is no spatial convolution. All weights are resolution-free:
 the grid-dependent tables (sampler row tables, quadrature weights, Legendre tables, node
@@ -41,7 +41,7 @@ from .warp import TangentWarpS2
 
 __all__ = ["Dandelion", "WarpBlockS2", "PRESETS"]
 
-#: Hyper-parameters of the presets. ``paper`` follows DESIGN.md §4 (width 150, 4 levels with
+#: Hyper-parameters of the presets. ``paper`` follows docs/ARCHITECTURE.md §5 (width 150, 4 levels with
 #: multipliers 1, 2, 4, 8, 50 heads); its blocks per level (2, 2, 2, 3 down, 2, 2, 2 up) were chosen
 #: to land at about 19M parameters for Galewsky's layout (16 in, 4 out): 18,840,004. ``small``
 #: (147,268 parameters at 16/4) and ``tiny`` (6,972) are for CPU work: on one core at 64x128,
@@ -95,7 +95,7 @@ class WarpBlockS2(nn.Module):
 
 
 class Dandelion(GridGuard, nn.Module):
-    """Dandelion: U-Net of multi-head tangent warps on the sphere (DESIGN.md §4).
+    """Dandelion: U-Net of multi-head tangent warps on the sphere (docs/ARCHITECTURE.md §5).
 
     Parameters
     ----------

@@ -1,6 +1,6 @@
 """Spectral pooling between grids: truncate (down) or zero-pad (up) spherical harmonic coefficients.
 
-DESIGN.md §4. Down: ``RealSHT`` on the fine grid, keep degrees and orders below the coarse band
+docs/ARCHITECTURE.md §5. Down: ``RealSHT`` on the fine grid, keep degrees and orders below the coarse band
 limit, ``InverseRealSHT`` on the coarse grid. Up: the reverse; the missing degrees are zero. Both
 directions use the same band limit, so down then up is the orthogonal projection onto the
 degrees ``< lmax`` (exact for fields already band-limited there).
@@ -12,7 +12,7 @@ The transforms are torch-harmonics modules with ``lmax`` and ``mmax`` passed exp
 defaults changed between releases; torch-harmonics also makes the truncation triangular,
 ``lmax == mmax``). Their float64 Legendre tables are cast to float32 ONCE here; torch-harmonics'
 forward then casts them with ``.to(x.dtype)``, a no-op for float32 inputs. On autocast the
-transforms run in float32 (DESIGN.md §2).
+transforms run in float32 (docs/ARCHITECTURE.md §3).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Sphere geometry shared by every part of Dandelion: grids, quadrature weights and local frames.
 
-Conventions (DESIGN.md §2, §3):
+Conventions (docs/ARCHITECTURE.md §3, §3):
 
 * arrays are ``(..., nlat, nlon)``; row 0 is the northernmost row (colatitude ascending,
   as torch-harmonics orders it); longitudes are ``2*pi*j/nlon``, ``j = 0..nlon-1``;
@@ -31,7 +31,7 @@ def analysis_lmax(nlat: int, grid: str) -> int:
     """Exact analysis band limit of a grid (number of degrees, exclusive upper bound).
 
     The quadrature of an ``nlat``-row grid integrates products of two fields exactly up to a
-    degree; fields truncated to this band limit can be analysed exactly (DESIGN.md §2).
+    degree; fields truncated to this band limit can be analysed exactly (docs/ARCHITECTURE.md §3).
 
     Parameters
     ----------

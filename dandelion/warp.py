@@ -1,6 +1,6 @@
 """Tangent warps on the sphere: the exponential map, pole-aware bilinear sampling and the warp layer.
 
-DESIGN.md §4. A warp head predicts, at every grid node x with local frame (east e, north n), a
+docs/ARCHITECTURE.md §5. A warp head predicts, at every grid node x with local frame (east e, north n), a
 displacement d = (d_e, d_n) in radians and reads its value features at the point reached by walking
 |d| along the great circle leaving x in direction d (the exponential map of the unit sphere),
 
@@ -439,7 +439,7 @@ class TangentWarpS2(nn.Module):
     ``out[h] = V_h(x)(exp_p(d_h(x)))`` at every node ``p``, with ``V`` a pointwise linear map
     (``channels -> channels``, head ``h`` owning ``channels / heads`` of them) and ``d_h`` a pointwise
     MLP (``channels -> hidden -> GELU -> 2 per head``) giving ``(d_e, d_n)`` in radians. The heads are
-    folded into the batch for one sampling call (DESIGN.md §4).
+    folded into the batch for one sampling call (docs/ARCHITECTURE.md §5).
 
     Parameters
     ----------

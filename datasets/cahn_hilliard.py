@@ -1,4 +1,4 @@
-"""``cahn_hilliard``: phase separation on spheres of three radii (DATASETS.md §3, cahn_hilliard_sphere).
+"""``cahn_hilliard``: phase separation on spheres of three radii (docs/datasets/cahn_hilliard.md, cahn_hilliard_sphere).
 
 Solved by :class:`dandelion.solvers.cahn_hilliard.CahnHilliardSimulation` (spectral, 2x dealiased
 cubic term, linearly stabilised IMEX Runge-Kutta (ARS222), the reference's step schedule clipped to land on frames).
@@ -15,7 +15,7 @@ the same standard-normal draws in every cell (scaled by each cell's variance and
 trajectory regenerates alone.
 
 Window: frames every ``dt_frame`` = 10 from t = 0 to 630 (64 frames, t = 0 included), exact times; no
-burn-in removed (the card's ⚠: ε = 2 on R = 5 barely evolves -- a property of the sweep, kept).
+burn-in removed (ε = 2 on R = 5 barely evolves: a property of the sweep, kept; docs/datasets/cahn_hilliard.md).
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ def list_split(path: str | os.PathLike, split: str) -> list[Path]:
 
 # ---------------------------------------------------------------------------------------------- splits
 def make_splits(n_trajectories: int, *, seed: int = 42, ratios=(0.8, 0.1, 0.1), note: str = "") -> dict:
-    """Random split of trajectory ids ``0..n-1`` (DATASETS.md §0.4).
+    """Random split of trajectory ids ``0..n-1`` (docs/datasets/README.md).
 
     A permutation from ``numpy.random.default_rng(seed)``; ``n_train = round(0.8 n)``,
     ``n_valid = round(0.1 n)``, the rest is test. Lists are sorted. Returns the ``splits.json`` dict.

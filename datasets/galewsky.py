@@ -1,4 +1,4 @@
-"""``galewsky``: rotating shallow water with two Galewsky jets on tilted planets (DATASETS.md §1).
+"""``galewsky``: rotating shallow water with two Galewsky jets on tilted planets (docs/datasets/galewsky.md).
 
 Physics and solver: :class:`dandelion.solvers.galewsky.GalewskySimulation` (two compact jets at
 ``+-phi_c``, a height bump with the widths of Galewsky, Vial & Polvani 2004, Tellus 56A, 429-440,
@@ -16,7 +16,7 @@ Sweep (row-major, the seed fastest; 5 x 4 x 2 x 4 = 160 physics tuples x ``n_see
 Seeded per trajectory, from its own generator (:func:`dandelion.datasets.scenario.trajectory_rng`),
 in this order:
 
-* the tilt, as in the reference (DATASETS.md §1): ``z = 2U - 1``, ``psi = 2 pi U``, ``alpha = 2 pi U``;
+* the tilt, as in the reference (docs/datasets/galewsky.md): ``z = 2U - 1``, ``psi = 2 pi U``, ``alpha = 2 pi U``;
   axis ``e = (sqrt(1-z^2) cos psi, sqrt(1-z^2) sin psi, z)``, rotation angle ``alpha`` (``rot_axis_*``,
   ``rot_angle``; solver frame -> output frame, planet axis ``R z``);
 * ``bump_lon = 2 pi U`` (a rotation about the planet's axis: not by itself a new simulation);
@@ -25,7 +25,7 @@ in this order:
   default): ``bump_dlat = d (-1 + 2 (seed + U) / n_seeds)``. Different seeds of one physics tuple
   therefore always have different bump latitudes relative to the jet, which no rotation maps onto
   each other: every trajectory is a distinct physical simulation (the reference's six seeds were
-  rotated copies of one run, DATASETS.md §1 ⚠), and a random split by trajectory id never puts a
+  rotated copies of one run), and a random split by trajectory id never puts a
   simulation in two splits.
 
 Output: the state at ``spinup_days + k * frame_hours`` (default 4 d + k * 4 h, k = 0..167, exactly),

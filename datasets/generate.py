@@ -317,7 +317,7 @@ def _finalise(root: Path, scenario: Scenario, meta: dict, splits: dict) -> None:
 
 def _parameter_stats(scenario: Scenario, train_ids) -> dict:
     """Mean and (population) std over the train trajectories of every parameter (for conditioning;
-    the Well keeps one such entry per scalars/ parameter, DATASETS.md §0.3)."""
+    the Well keeps one such entry per scalars/ parameter, docs/datasets/README.md)."""
     params = [scenario.parameters(i) for i in train_ids]
     out = {}
     for k in params[0]:

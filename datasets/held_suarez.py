@@ -1,4 +1,4 @@
-"""``held_suarez``: dry dynamical core with Held-Suarez (1994) forcing and a passive tracer (DATASETS.md §5, variant C).
+"""``held_suarez``: dry dynamical core with Held-Suarez (1994) forcing and a passive tracer (docs/datasets/held_suarez.md, variant C).
 
 Each trajectory is one run of the sigma-coordinate spectral primitive-equation core
 (:mod:`dandelion.solvers.primitive_equations`) forced as in :mod:`dandelion.solvers.held_suarez`,
@@ -21,7 +21,7 @@ storage writes it as ``dimensions/level`` with ``spatial_dims = ["level", "lat",
 Sweep (variant C): ``omega_factor`` in {0.5, 1, 2} x ``delta_T_y`` in {40, 60, 80} K x
 ``delta_theta_z`` in {5, 10, 20} K x ``n_seeds`` (6) = 162 trajectories. Seeded: ``noise_seed``
 (the PCG64 seed of the initial noise, drawn from the trajectory's own generator).
-What differs from the reference benchmark: ``datasets/HELD_SUAREZ.md``.
+What differs from the reference benchmark: ``docs/datasets/held_suarez.md``.
 """
 
 from __future__ import annotations

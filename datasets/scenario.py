@@ -23,10 +23,10 @@ What a scenario implements:
 
 * :meth:`Scenario.axes` -- the sweep: an ordered ``{parameter: [values]}``. Trajectory ids run
   row-major over the axes in that order, then over ``n_seeds`` seeds (the last axis varies fastest),
-  as in the dataset cards (DATASETS.md §0.1);
+  as in the dataset cards (docs/datasets/README.md);
 * :meth:`Scenario.seeded_parameters` -- extra per-trajectory parameters drawn from the
   trajectory's own generator (:func:`trajectory_rng`, derived from ``(dataset seed, trajectory id)``
-  only, so any trajectory regenerates alone, in any order, on any machine; DESIGN.md §2);
+  only, so any trajectory regenerates alone, in any order, on any machine; docs/ARCHITECTURE.md §3);
 * :meth:`Scenario.build_simulation` -- a batched simulation for B trajectories: an object with
   ``time`` (float, in ``time_units``), ``advance_to(t)`` (integrate B trajectories at once, landing
   exactly on ``t``) and ``fields(grid)`` (``{component: (B, nlat, nlon) float64 tensor}`` truncated to
@@ -245,7 +245,7 @@ class Scenario:
 
     @property
     def stored_lmax(self) -> int | None:
-        """Band limit of the stored fields: ``min(solver lmax, grid.lmax)`` (DESIGN.md §2); ``None`` when not
+        """Band limit of the stored fields: ``min(solver lmax, grid.lmax)`` (docs/ARCHITECTURE.md §3); ``None`` when not
         :attr:`band_limited`."""
         return min(self.solver_lmax, self.grid.lmax) if self.band_limited else None
 

@@ -58,7 +58,7 @@ def compute_stats(files: Iterable[str | os.PathLike], fields: Mapping[str, Mappi
     dataset (files with ``mask/wet``) the weights are zero on land: statistics cover wet points only.
 
     Fields with a level axis (leveled files, module docstring) get one value PER LEVEL: each entry
-    is then a list of length L, in the file's level order (DATASETS.md §0.3: per-level
+    is then a list of length L, in the file's level order (docs/datasets/README.md: per-level
     normalisation before the levels are folded into channels). Surface fields of a leveled file and
     every field of a 2-D file keep single numbers.
 

@@ -1,7 +1,7 @@
 """Trajectory files: one HDF5 file per trajectory in the Well's layout (the folder around them is
 :mod:`.folder`'s, its statistics :mod:`.statistics`').
 
-Trajectory file (the Well's layout, DATASETS.md §0.2, with our deviations)::
+Trajectory file (the Well's layout, docs/datasets/README.md, with our deviations)::
 
     /                    attrs dataset_name, grid_type="spherical", grid, nlat, nlon, lmax (absent when band_limited=False),
                          band_limited, n_spatial_dims=2, n_trajectories=1, trajectory_id, simulation_parameters,
@@ -22,7 +22,7 @@ Trajectory file (the Well's layout, DATASETS.md §0.2, with our deviations)::
                          ``global_ocean``), stored once per file (static); attrs long_name, flag_values
     mask/wet_fraction    (nlat, nlon) float32, the ocean fraction of each cell (``wet = fraction >= 0.5``)
 
-Leveled datasets (e.g. ``held_suarez``, DATASETS.md §0.2) add a vertical ``level`` axis as a third
+Leveled datasets (e.g. ``held_suarez``, docs/datasets/README.md) add a vertical ``level`` axis as a third
 spatial dimension (the Well's convention):
 
     /                    attr n_spatial_dims=3

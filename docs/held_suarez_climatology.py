@@ -1,4 +1,4 @@
-"""Held-Suarez climatology check (DATASETS.md §5 "Verification"; slow, outside CI).
+"""Held-Suarez climatology check (docs/datasets/held_suarez.md "Verification"; slow, outside CI).
 
 Runs one Held-Suarez trajectory (anchor: Omega factor 1, dT_y = 60 K, dtheta_z = 10 K), drops the
 spin-up, averages zonal means of u and T on pressure levels over the following days (sampled

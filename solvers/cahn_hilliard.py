@@ -1,4 +1,4 @@
-"""Cahn-Hilliard phase separation on a sphere of radius R (DATASETS.md §3, cahn_hilliard_sphere).
+"""Cahn-Hilliard phase separation on a sphere of radius R (docs/datasets/cahn_hilliard.md, cahn_hilliard_sphere).
 
 Equation (Cahn & Hilliard 1958, J. Chem. Phys. 28, 258; the card's form, non-dimensional)::
 
@@ -11,7 +11,7 @@ state ``m0`` (``k^2 = l(l+1)/R^2``): ``sigma(l) = -D k^2 (a^2 f''(m0) + eps^2 k^
 ``0.211 < m0 < 0.789``; fastest rate ``a^4 f''(m0)^2 / (4 eps^2)``.
 
 Radius: the nominal sphere radius ``R`` of the sweep (5, 7.5, 10). The reference FiPy runs used a
-one-cell shell extruded by x1.1, effectively ``R ~ 1.05 R_nominal`` (card ⚠); we simulate the physics
+one-cell shell extruded by x1.1, effectively ``R ~ 1.05 R_nominal``; we simulate the physics
 as stated, at the nominal radius.
 
 Numerics
@@ -89,7 +89,7 @@ CH_DEFAULT_LMAX = 192
 #: Time-stepping schemes of :class:`CahnHilliardSimulation`.
 SCHEMES = {"ars222": ARS222, "imex_euler": IMEX_EULER}
 
-#: Reference step schedule (DATASETS.md §3): dt_n = exp(-5 + 0.01 n).
+#: Reference step schedule (docs/datasets/cahn_hilliard.md): dt_n = exp(-5 + 0.01 n).
 _GROWTH = 0.01
 _OFFSET = math.exp(-5.0) / math.expm1(_GROWTH)
 
@@ -127,7 +127,7 @@ def noise_band_limit(radius: float, cell_edge: float = 0.3) -> int:
 
 def initial_phi(rng: np.random.Generator, *, mean: float, variance: float, radius: float, lmax: int,
                 cell_area: float = 0.039, cell_edge: float = 0.3) -> torch.Tensor:
-    """Initial spectrum ``(lmax, lmax)`` complex128 of ``phi`` (DATASETS.md §3 "IC", ours).
+    """Initial spectrum ``(lmax, lmax)`` complex128 of ``phi`` (docs/datasets/cahn_hilliard.md "IC", ours).
 
     Upstream draws one N(mean, variance) value per mesh cell (area ``cell_area`` ~ 0.039, edge 0.3):
     white noise at mesh scale. We draw its spectral equivalent, independent of our grid: real

@@ -2,7 +2,7 @@
 
 Mickelin, Slomka, Burns, Lecoanet, Vasquez, Brandt & Dunkel (2018), "Anomalous chained turbulence
 in actively driven flows on spheres", Phys. Rev. Lett. 120, 164503 (eqs. 1-3), as described in
-DATASETS.md §2 (mickelin_gns). On a sphere of radius ``R`` (non-dimensional: ``R = 1``, ``K = 1/R^2``,
+docs/datasets/chained_turbulence.md (mickelin_gns). On a sphere of radius ``R`` (non-dimensional: ``R = 1``, ``K = 1/R^2``,
 time unit ``tau = 1``)::
 
     d(omega)/dt + u . grad(omega) = L omega,    L = f(lap + 4K) (lap + 2K),
@@ -13,7 +13,7 @@ On a spherical harmonic of degree ``l`` (``k^2 = l(l+1)/R^2``) the operator is d
 rate ``sigma(l) = f(4K - k^2) (2K - k^2)``: ``sigma(1) = 0`` exactly (angular momentum is neutral),
 a band of unstable degrees around ``l ~ pi R / Lambda``, and a sixth-order damping beyond it.
 
-Numerics (ours, DATASETS.md §2 "Our method" / "Ours, decided"):
+Numerics (ours, docs/datasets/chained_turbulence.md "Our method" / "Ours, decided"):
 
 * state: the vorticity spectrum ``omega_lm`` (orthonormal harmonics, torch-harmonics ``(lmax, mmax)``
   layout), float64, batch = ensemble, each trajectory with its own operator coefficients;
@@ -38,7 +38,7 @@ Numerics (ours, DATASETS.md §2 "Our method" / "Ours, decided"):
   imaginary axis (~2.8) is far from ``u k dt <= 0.2 pi``.
 
 Sign: with ``lap(psi) = -omega`` and ``u = r_hat x grad(psi)`` the stored ``omega`` is
-``-r_hat . curl(u)`` (DATASETS.md §2); :class:`~dandelion.solvers.spectral.SpectralCore` uses
+``-r_hat . curl(u)`` (docs/datasets/chained_turbulence.md); :class:`~dandelion.solvers.spectral.SpectralCore` uses
 ``zeta = +r_hat . curl(u)``, so velocities here are ``core.vrtdiv_to_uv(-omega, 0)``.
 """
 
@@ -108,7 +108,7 @@ def _f_times(l: torch.Tensor, g0, g2, g4, radius: float = 1.0) -> torch.Tensor:
 def operator_coefficients(r_over_lambda, kappa_lambda, *, radius: float = 1.0, tau: float = 1.0):
     """Operator coefficients ``(Gamma0, Gamma2, Gamma4)`` from ``R/Lambda`` and ``kappa*Lambda``.
 
-    DATASETS.md §2 (after Mickelin et al. 2018, eq. 2 and Supplement): with ``Lambda = R/r``,
+    docs/datasets/chained_turbulence.md (after Mickelin et al. 2018, eq. 2 and Supplement): with ``Lambda = R/r``,
     ``kappa = (kappa*Lambda)/Lambda``, ``k+- = pi/Lambda +- kappa/2``, ``X_lo = 4K - k+^2``,
     ``X_hi = 4K - k-^2``: ``Gamma4 = 1``, ``Gamma2 = X_lo + X_hi``, ``Gamma0 = X_lo X_hi``, then all three
     divided by ``tau * max sigma`` with the maximum over integer ``l = 1 .. max(floor(4 pi R/Lambda), 64)``,
@@ -153,7 +153,7 @@ def operator_coefficients(r_over_lambda, kappa_lambda, *, radius: float = 1.0, t
 
 
 def growth_rate(l, gammas, *, radius: float = 1.0) -> torch.Tensor:
-    """Linear growth rate ``sigma(l) = f(4K - k^2)(2K - k^2)`` [1/tau] (DATASETS.md §2).
+    """Linear growth rate ``sigma(l) = f(4K - k^2)(2K - k^2)`` [1/tau] (docs/datasets/chained_turbulence.md).
 
     ``l`` : degrees, any shape; ``gammas`` : ``(Gamma0, Gamma2, Gamma4)`` each of shape (B,) or scalar.
     Returns ``(B, *l.shape)`` (or ``l.shape`` for scalar coefficients), float64.
@@ -172,7 +172,7 @@ def peak_degree(r_over_lambda: float, kappa_lambda: float, lmax: int = 200) -> i
 
 
 def unstable_degrees(r_over_lambda: float, kappa_lambda: float, *, radius: float = 1.0) -> list[int]:
-    """Degrees ``l >= 1`` with a positive linear growth rate ``sigma(l) > 0`` (DATASETS.md §2 operator).
+    """Degrees ``l >= 1`` with a positive linear growth rate ``sigma(l) > 0`` (docs/datasets/chained_turbulence.md operator).
 
     Computed from the operator of :func:`operator_coefficients` over ``l = 1 .. max(floor(4 pi R/Lambda), 64)``
     (beyond which ``sigma`` is negative). A cell with a single unstable degree is untouched by advection
@@ -187,7 +187,7 @@ def unstable_degrees(r_over_lambda: float, kappa_lambda: float, *, radius: float
 
 
 def ic_max_degree(r_over_lambda: float, kappa_lambda: float, *, radius: float = 1.0) -> int:
-    """Highest degree of the initial noise, ``l_i = ceil(R (pi/Lambda + kappa/2)) + 4`` (DATASETS.md §2)."""
+    """Highest degree of the initial noise, ``l_i = ceil(R (pi/Lambda + kappa/2)) + 4`` (docs/datasets/chained_turbulence.md)."""
     lam = radius / float(r_over_lambda)
     kappa = float(kappa_lambda) / lam
     return int(math.ceil(radius * (math.pi / lam + kappa / 2) - 1e-12)) + 4
@@ -214,7 +214,7 @@ def real_to_complex_coefficients(a: dict[tuple[int, int], float] | np.ndarray, l
 
 def initial_vorticity(rng: np.random.Generator, r_over_lambda: float, kappa_lambda: float, lmax: int,
                       amplitude: float = 1e-3) -> torch.Tensor:
-    """Initial vorticity spectrum ``(lmax, lmax)`` complex128 (DATASETS.md §2 "IC").
+    """Initial vorticity spectrum ``(lmax, lmax)`` complex128 (docs/datasets/chained_turbulence.md "IC").
 
     ``omega0 = amplitude * sum_{l=2..l_i} sum_{m=-l..l} a_lm Y_lm`` with ``a_lm ~ N(0, 1)`` drawn from
     ``rng`` with ``l`` ascending and ``m`` from ``-l`` to ``l`` (real orthonormal ``Y_lm``, see

@@ -7,10 +7,10 @@ Sources
   eq. (4) with alpha = 1/3 (zonal) and beta = 1/15 (meridional), constants of their Table/§3.
 * Williamson et al. (1992), *J. Comput. Phys.* 102, 211-224, test case 2 (steady zonal
   geostrophic flow), eqs. (90)-(95).
-* DATASETS.md §1 (our dataset card): two jets at +-phi_c with half-width 20 degrees, bump on the
+* docs/datasets/galewsky.md (our dataset card): two jets at +-phi_c with half-width 20 degrees, bump on the
   northern jet only, tilted planets, hyperviscosity ``nu4 = nu0 R^2 / 32^2 * (256 / lmax)^4``.
 
-Tilted planets are built without interpolation (DATASETS.md §1 "Our method"): trajectory ``b``
+Tilted planets are built without interpolation (docs/datasets/galewsky.md "Our method"): trajectory ``b``
 has a rotation ``R_b`` (solver frame -> output frame, rotation vector ``rot_angle * rot_axis``),
 runs with Coriolis ``f = 2 Omega (R_b z) . r``, and its initial condition is evaluated at the
 back-rotated points ``R_b^T r`` (every piece is an analytic function of those), with the wind
@@ -45,7 +45,7 @@ __all__ = [
 GALEWSKY_MIN_LMAX = 256
 #: Frame cadence of the dataset [s] (4 h); default steps divide it exactly.
 FRAME_SECONDS = 14400.0
-#: Half-width of each jet [rad] (DATASETS.md §1: phi_a,b = c -+ 20 degrees).
+#: Half-width of each jet [rad] (docs/datasets/galewsky.md: phi_a,b = c -+ 20 degrees).
 JET_HALF_WIDTH = math.radians(20.0)
 #: Bump widths of Galewsky et al. (2004) eq. (4): zonal alpha = 1/3 rad, meridional beta = 1/15 rad.
 BUMP_ALPHA = 1.0 / 3.0
@@ -71,7 +71,7 @@ def galewsky_default_dt(lmax: int) -> float:
 
 
 def hyperviscosity(nu0: float, lmax: int, radius: float = EARTH_RADIUS) -> float:
-    """Card's hyperviscosity ``nu4 = nu0 R^2 / 32^2 * (256 / lmax)^4`` [m^4/s] (DATASETS.md §1).
+    """Card's hyperviscosity ``nu4 = nu0 R^2 / 32^2 * (256 / lmax)^4`` [m^4/s] (docs/datasets/galewsky.md).
 
     ``nu0 = 1e5`` m^2/s gives 3.96e15 m^4/s at ``lmax = 256``: e-folding 98 s at l = 255.
     """
@@ -356,7 +356,7 @@ def _check_params(params: dict) -> tuple[dict, int]:
 
 
 class GalewskySimulation(ShallowWaterSimulation):
-    """Batched Galewsky two-jet runs (DATASETS.md §1) on tilted planets, simulation protocol.
+    """Batched Galewsky two-jet runs (docs/datasets/galewsky.md) on tilted planets, simulation protocol.
 
     Parameters
     ----------

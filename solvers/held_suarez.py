@@ -11,10 +11,10 @@ equations (1)-(4)::
     T_eq  = max(T_min, [T_0 - dT_y sin^2(phi) - dtheta_z ln(p / p_0) cos^2(phi)] (p / p_0)^kappa)
 
 with T_0 = 315 K, T_min = 200 K, sigma_b = 0.7, p_0 = 1000 hPa, k_a = 1/40 d^-1, k_s = 1/4 d^-1,
-k_f = 1 d^-1 (DATASETS.md §5). The sweep axes of the active variant (rotation-rate factor,
+k_f = 1 d^-1 (docs/datasets/held_suarez.md). The sweep axes of the active variant (rotation-rate factor,
 dT_y, dtheta_z) are per-trajectory tensors of shape ``(B,)``.
 
-The tracer (DATASETS.md §5, "Tracer"): a dimensionless mixing ratio q relaxed toward 1 with a
+The tracer (docs/datasets/held_suarez.md, "Tracer"): a dimensionless mixing ratio q relaxed toward 1 with a
 1-day time scale between 30 and 60 degrees N in the source layer (model levels with
 sigma > 0.9, always including the lowest level) and toward 0 elsewhere in that layer, plus a
 linear sink with a 20-day e-folding time everywhere.
@@ -55,7 +55,7 @@ __all__ = [
 #: One day in seconds.
 DAY = 86400.0
 
-#: Planetary constants used by the reference (MITgcm values, DATASETS.md §5).
+#: Planetary constants used by the reference (MITgcm values, docs/datasets/held_suarez.md).
 HS_CONSTANTS = dict(
     radius=6.371e6,  # m
     omega=7.292e-5,  # rad/s
@@ -189,7 +189,7 @@ class HeldSuarezForcing:
 
 @dataclass
 class TracerForcing:
-    """Source and sink of the passive tracer q (dimensionless mixing ratio), DATASETS.md §5.
+    """Source and sink of the passive tracer q (dimensionless mixing ratio), docs/datasets/held_suarez.md.
 
     Parameters
     ----------
@@ -227,7 +227,7 @@ class TracerForcing:
 
 
 # ---------------------------------------------------------------------------------------- simulation
-#: Pressure levels (hPa) of the stored dataset (DATASETS.md §5).
+#: Pressure levels (hPa) of the stored dataset (docs/datasets/held_suarez.md).
 PRESSURE_LEVELS_HPA = (50.0, 100.0, 250.0, 500.0, 700.0, 850.0, 925.0, 1000.0)
 
 #: Documented minimum solver band limit (number of degrees) resolving the HS94 climate: T42.

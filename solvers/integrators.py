@@ -1,6 +1,6 @@
 """Generic time integrators for equations split into explicit, implicit and diagonal-linear parts.
 
-Physics apart from time stepping (DESIGN.md §5, after Dinosaur, google-research/dinosaur,
+Physics apart from time stepping (docs/ARCHITECTURE.md §1, after Dinosaur, google-research/dinosaur,
 ``time_integration.py``): an *equation* object exposes
 
 * ``explicit_terms(state) -> state``: the non-stiff tendency ``N(u)`` (advection, Coriolis, ...);

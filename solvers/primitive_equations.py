@@ -274,7 +274,7 @@ def hyperdiffusion_filter(core: SpectralCore, dt: float, timescale: float, order
     """Integrating factor ``exp(-dt/timescale * (l(l+1) / (L(L+1)))^order)`` of shape (lmax, 1).
 
     ``order = 4`` is del^8; ``timescale`` is the e-folding time (s) at the truncation degree
-    ``L = lmax - 1`` (DATASETS.md §5: 0.1 day).
+    ``L = lmax - 1`` (docs/datasets/held_suarez.md: 0.1 day).
     """
     l = core.l
     L = core.lmax - 1

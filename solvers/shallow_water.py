@@ -36,7 +36,7 @@ from .time_stepping import StabilityLimit, enforce_limits
 __all__ = ["SWState", "ShallowWater", "check_cfl", "cfl_limits", "CFL_LIMITS", "courant_number",
            "EARTH_RADIUS", "EARTH_OMEGA", "GRAVITY"]
 
-#: Constants of DATASETS.md §1 (Galewsky et al. 2004): radius [m], rotation rate [1/s], gravity [m/s^2].
+#: Constants of docs/datasets/galewsky.md (Galewsky et al. 2004): radius [m], rotation rate [1/s], gravity [m/s^2].
 EARTH_RADIUS = 6.37122e6
 EARTH_OMEGA = 7.292e-5
 GRAVITY = 9.80616
@@ -245,7 +245,7 @@ class ShallowWater:
         return 4.0 * math.pi * R2 * self.H.reshape(-1) + R2 * math.sqrt(4.0 * math.pi) * s.h[:, 0, 0].real
 
     def energy(self, s: SWState) -> torch.Tensor:
-        """``E = 1/2 int [(H + h)|u|^2 + g h^2] dA`` [m^5/s^2] (DATASETS.md §1), shape ``(B,)``.
+        """``E = 1/2 int [(H + h)|u|^2 + g h^2] dA`` [m^5/s^2] (docs/datasets/galewsky.md), shape ``(B,)``.
 
         Exact quadrature on the dealiased Gauss grid for band-limited states (cubic integrand).
         """

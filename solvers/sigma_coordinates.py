@@ -167,7 +167,7 @@ def interpolate_to_pressure(values: torch.Tensor, sigma: torch.Tensor, ps: torch
     p_out : (P,) target pressures (Pa).
     lapse_rate : float, optional
         For temperature: below the lowest full level use ``T_N (p/p_N)^(R lapse/g)`` (constant lapse
-        rate, e.g. 6.5e-3 K/m, DATASETS.md §5); otherwise values are held constant below it.
+        rate, e.g. 6.5e-3 K/m, docs/datasets/held_suarez.md); otherwise values are held constant below it.
         Above the top full level values are held constant.
 
     Returns

@@ -1,4 +1,4 @@
-"""Batched float64 spectral core on the sphere, shared by every SHT-based solver (DESIGN.md §5).
+"""Batched float64 spectral core on the sphere, shared by every SHT-based solver (docs/ARCHITECTURE.md §1).
 
 A :class:`SpectralCore` holds the spherical harmonic transforms of one band limit on a
 Legendre-Gauss transform grid padded for dealiasing, plus the diagonal spectral operators a
@@ -12,7 +12,7 @@ Conventions
   :attr:`dandelion.sphere.SphereGrid.lmax`): degrees ``l = 0 .. lmax-1``, orders ``m = 0 .. l``.
 * Spectral tensors are complex, shape ``(..., lmax, mmax)`` with ``mmax = lmax``; entries with
   ``m > l`` are zero (the core keeps them zero).
-* Grid tensors are real, shape ``(..., nlat, nlon)``, row 0 northernmost (DESIGN.md §2).
+* Grid tensors are real, shape ``(..., nlat, nlon)``, row 0 northernmost (docs/ARCHITECTURE.md §3).
 * Velocities are ``(u, v)`` = (eastward, northward). Vorticity ``zeta = r . curl(u)`` and
   divergence ``delta = div(u)``; units follow ``radius`` (1/s for m/s winds and radius in m).
 * Everything runs on the device of the core's buffers; move with ``.to(device)``. Leading

@@ -1,7 +1,7 @@
 """Shared test fixtures.
 
 ``make_tiny_dataset(path, ...)`` (fixture of the same name, a factory) writes a tiny dataset folder
-in the INTERFACES.md layout; see ``tests/helpers/tiny_dataset.py``, which test modules may import as
+in the docs/ARCHITECTURE.md layout; see ``tests/helpers/tiny_dataset.py``, which test modules may import as
 ``tiny_dataset`` (this file puts ``tests/helpers`` on ``sys.path``)::
 
     def test_something(make_tiny_dataset, tmp_path):

@@ -1,4 +1,4 @@
-"""Baselines on the same footing as Dandelion (DESIGN.md §4): SFNO, a DISCO U-Net and Flower2D.
+"""Baselines on the same footing as Dandelion (docs/ARCHITECTURE.md §5): SFNO, a DISCO U-Net and Flower2D.
 
 Importing this package registers ``"sfno"``, ``"disco"`` and ``"flower2d"`` with
 :func:`dandelion.build_model`. Every model maps ``(B, in_channels, nlat, nlon)`` to

@@ -47,7 +47,7 @@ def check_grid_args(name: str, in_channels: int, out_channels: int, nlat: int, n
 class PositionChannels(nn.Module):
     """Appends the unit position vector ``(x, y, z)`` of every grid node as 3 input channels.
 
-    The same coordinates Dandelion's lift uses (DESIGN.md §4), so no model has to infer latitude
+    The same coordinates Dandelion's lift uses (docs/ARCHITECTURE.md §5), so no model has to infer latitude
     (Coriolis) from the data. A non-persistent float32 buffer of shape ``(1, 3, nlat, nlon)``.
 
     Forward: ``(B, C, nlat, nlon) -> (B, C + 3, nlat, nlon)``; raises ValueError for another grid shape.

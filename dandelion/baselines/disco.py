@@ -16,7 +16,7 @@ Network (levels ``k = 0..L-1``, channels ``c_k = width * multipliers[k]``):
 
 * lift: the input plus the unit position vector ``(x, y, z)`` by a pointwise MLP (as Dandelion's);
 * level grids: level 0 is the data grid; level ``k >= 1`` is Legendre-Gauss with
-  ``ceil(nlat / 2**k)`` rows and ``nlon / 2**k`` columns (as Dandelion's pooling, DESIGN.md §4);
+  ``ceil(nlat / 2**k)`` rows and ``nlon / 2**k`` columns (as Dandelion's pooling, docs/ARCHITECTURE.md §5);
 * block: pre-norm residual ``x + W(GELU(DISCO(GroupNorm(x))))`` with a 1x1 ``W`` (the Dandelion
   block with the warp replaced by a DISCO convolution), ``encoder_blocks[k]`` blocks at level ``k``
   on the way down and ``decoder_blocks[k]`` on the way up (the scaffold of :mod:`dandelion.model`);

@@ -6,7 +6,7 @@ Bonev et al. 2023, "Spherical Fourier Neural Operators: Learning Stable Dynamics
 MLP, pointwise decoder. The network itself is
 :class:`torch_harmonics.examples.models.SphericalFourierNeuralOperator`; this module only wraps it.
 
-Band limits (set explicitly, never left to torch-harmonics' defaults, DESIGN.md §2):
+Band limits (set explicitly, never left to torch-harmonics' defaults, docs/ARCHITECTURE.md §3):
 
 * The data grid ``(nlat, nlon, grid)`` is passed through as ``img_size`` and ``grid``.
 * The internal grid is Legendre-Gauss with ``h = (nlat - 1) // scale_factor + 1`` rows and

@@ -10,7 +10,7 @@ __all__ = ["BENCHMARK_MODELS", "PRESET_RESOLUTIONS", "parameter_count", "paramet
 #: The models compared by the benchmark (plugins and test models registered elsewhere are not listed).
 BENCHMARK_MODELS = ("dandelion", "sfno", "disco", "flower2d")
 
-#: The resolution ``(nlat, nlon)`` at which each preset is defined and matched (issue 4).
+#: The resolution ``(nlat, nlon)`` at which each preset is defined and matched.
 PRESET_RESOLUTIONS: dict[str, tuple[int, int]] = {"tiny": (32, 64), "small": (64, 128), "paper": (256, 512)}
 
 # Cheap grid used first: a resolution-free model's count is the same on every grid.

@@ -1,4 +1,4 @@
-"""Forecast export to CF netCDF (issue 5, Must show)."""
+"""Forecast export to CF netCDF."""
 
 import numpy as np
 import pytest

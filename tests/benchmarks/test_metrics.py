@@ -1,4 +1,4 @@
-"""Metrics against hand-worked cases (issue 5, Must show)."""
+"""Metrics against hand-worked cases."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""The quickstart runs end to end in its reduced form (issue 5: it runs in CI so that it cannot rot)."""
+"""The quickstart runs end to end in its reduced form (it runs in CI so that it cannot rot)."""
 
 import json
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Rollout evaluation, the Python API and the rollout/export/report CLIs (issue 5, Must show)."""
+"""Rollout evaluation, the Python API and the rollout/export/report CLIs."""
 
 import json
 import os

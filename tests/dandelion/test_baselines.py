@@ -1,4 +1,4 @@
-"""Baselines (issue 4): interface, gradients, parameter matching, checkpoints and the resolution guard."""
+"""Baselines: interface, gradients, parameter matching, checkpoints and the resolution guard."""
 
 from __future__ import annotations
 

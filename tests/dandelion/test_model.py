@@ -59,7 +59,7 @@ def test_same_weights_on_three_grids():
 
 
 def test_state_dict_refuses_another_grid_type():
-    """Weights trained on one grid type are not silently reinterpreted on another (DESIGN.md §2)."""
+    """Weights trained on one grid type are not silently reinterpreted on another (docs/ARCHITECTURE.md §3)."""
     from dandelion.grid_guard import allow_grid_change
 
     state = build_model("dandelion", "tiny", 16, 4, 32, 64, "equiangular").state_dict()

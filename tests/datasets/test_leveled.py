@@ -1,4 +1,4 @@
-"""Leveled datasets (a `level` axis as a third spatial dimension, DATASETS.md §0.2-§0.5): storage layout,
+"""Leveled datasets (a `level` axis as a third spatial dimension, docs/datasets/README.md): storage layout,
 per-level area-weighted statistics against hand-derived values, verify, the channel fold of the torch
 pipeline (encode/decode), CF export with a level coordinate, and one real held_suarez generation."""
 

@@ -128,7 +128,7 @@ def test_splits_partition(tmp_path, n):
     assert sorted(ids) == list(range(n))  # a partition: no trajectory in two splits
     assert all(s["counts"][k] >= 1 for k in ("train", "valid", "test"))  # no empty split, however small
     perm = np.random.default_rng(42).permutation(n)
-    if n >= 8:  # the reference rule of DATASETS.md §0.4
+    if n >= 8:  # the reference rule of docs/datasets/README.md
         assert s["counts"] == {"train": round(0.8 * n), "valid": round(0.1 * n), "test": n - round(0.8 * n) - round(0.1 * n)}
     assert set(s["train"]) == set(perm[: s["counts"]["train"]].tolist())
     write_json_atomic(tmp_path / "splits.json", s)

@@ -1,6 +1,6 @@
 """Tiny dataset folders for tests (tests/conftest.py puts tests/helpers on sys.path: ``import tiny_dataset``).
 
-``make_tiny_dataset(path, ...)`` writes a tiny dataset folder in the INTERFACES.md layout
+``make_tiny_dataset(path, ...)`` writes a tiny dataset folder in the docs/ARCHITECTURE.md layout
 (``train/ valid/ test/`` of ``traj_XXXXXX.h5``, ``dataset.yaml``, ``stats.yaml``, ``splits.json``,
 ``checksums.sha256``) with analytic fields: a scalar ``h`` and a tangent vector ``velocity``.
 Use it through the fixture of the same name::

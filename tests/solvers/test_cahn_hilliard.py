@@ -1,4 +1,4 @@
-"""Cahn-Hilliard on the sphere (DATASETS.md §3): mass, free-energy decrease at the generation steps,
+"""Cahn-Hilliard on the sphere (docs/datasets/cahn_hilliard.md): mass, free-energy decrease at the generation steps,
 linear growth rates, stability outside the spinodal, grid-independent noise, coarsening (slow)."""
 
 import math

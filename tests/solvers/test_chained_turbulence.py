@@ -1,4 +1,4 @@
-"""Chained turbulence (DATASETS.md §2): operator coefficients, exact linear growth, gauge and angular
+"""Chained turbulence (docs/datasets/chained_turbulence.md): operator coefficients, exact linear growth, gauge and angular
 momentum, inviscid invariants from a saturated state, spectral peak (slow), ETD phi-functions."""
 
 import math

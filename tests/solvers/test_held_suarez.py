@@ -1,4 +1,4 @@
-"""Held-Suarez forcing, tracer source/sink and the batched simulation (DATASETS.md §5)."""
+"""Held-Suarez forcing, tracer source/sink and the batched simulation (docs/datasets/held_suarez.md)."""
 
 import math
 

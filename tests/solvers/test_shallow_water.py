@@ -1,4 +1,4 @@
-"""Shallow-water solver and Galewsky scenario: analytic cases and invariants (DATASETS.md §1, issue 2).
+"""Shallow-water solver and Galewsky scenario: analytic cases and invariants (docs/datasets/galewsky.md).
 
 Settings are chosen to keep the suite fast on one CPU thread: lmax 42, the IMEX scheme ARS(3,4,3)
 with the steps given in each test. The self-convergence of the canonical case is a slow test.
