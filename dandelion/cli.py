@@ -34,7 +34,7 @@ from hydra.errors import HydraException, MissingConfigException, OverrideParseEx
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 __all__ = ["UsageError", "USER_ERRORS", "compose_config", "run", "guard", "fail", "help_text", "config_keys",
-           "is_set", "require", "explicit_choice", "check_dataset_folder", "check_checkpoint", "check_new_file",
+           "is_set", "require", "explicit_choice", "check_dataset_folder", "check_checkpoint", "check_new_file", "is_zarr_store",
            "check_device", "check_choice", "check_positive"]
 
 CONFIG_MODULE = "dandelion.configs"
@@ -357,21 +357,35 @@ def check_checkpoint(path, key: str = "checkpoint") -> Path:
     return p
 
 
-def check_new_file(path, *, key: str = "output", overwrite: bool = False) -> Path:
+def is_zarr_store(path) -> bool:
+    """True when ``path`` is a folder holding Zarr (format 2 or 3) root metadata."""
+    p = Path(path)
+    return p.is_dir() and any((p / name).is_file() for name in (".zgroup", ".zarray", ".zmetadata", "zarr.json"))
+
+
+def check_new_file(path, *, key: str = "output", overwrite: bool = False, store: bool = False) -> Path:
     """An output file that may be written: set, not a folder, and absent unless ``overwrite``.
+
+    With ``store=True`` the output is a Zarr store (a folder): an existing Zarr store may be replaced with
+    ``overwrite``, any other existing folder is refused (replacing it would delete files that are not ours).
 
     Raises
     ------
     UsageError
-        For an unset path or a folder.
+        For an unset path, or a folder (``store=False``) or a folder that is not a Zarr store (``store=True``).
     FileExistsError
-        If the file exists and ``overwrite`` is false.
+        If the file (or store) exists and ``overwrite`` is false.
     """
     if path is None or str(path) in ("", "???"):
         raise UsageError(f"{key} is not set: pass {key}=FILE")
     p = Path(str(path)).expanduser()
-    if p.is_dir():
+    if p.is_dir() and not store:
         raise UsageError(f"{key}={p} is a folder: pass a file name, e.g. {key}={p / 'forecasts.nc'}")
+    if p.is_dir() and not is_zarr_store(p):
+        raise UsageError(f"{key}={p} is a folder but not a Zarr store (it would be replaced): pass a new name, "
+                         f"e.g. {key}={p / 'forecasts.zarr'}")
+    if p.is_file() and store:
+        raise UsageError(f"{key}={p} is a file, not a Zarr store: pass a new name, e.g. {key}={p.with_suffix('.zarr')}")
     if p.exists() and not overwrite:
         raise FileExistsError(f"{key}={p} exists: choose another path or pass overwrite=true to replace it")
     return p

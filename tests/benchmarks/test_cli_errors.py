@@ -157,6 +157,72 @@ def test_export_missing_output_key(make_tiny_dataset, tmp_path, capsys):
     assert "output is not set" in err and "output=FILE.nc" in err
 
 
+def test_export_zarr_output_rules(make_tiny_dataset, tmp_path, capsys):
+    """format=zarr writes a folder: an existing Zarr store is replaced only with overwrite=true, a foreign
+    folder never; an unknown format or convention and chunks without format=zarr fail before any work."""
+    from dandelion.cli import UsageError, check_new_file, compose_config
+
+    data = make_tiny_dataset(tmp_path / "data")
+    ckpt = _checkpoint(tmp_path)
+    store = tmp_path / "fc.zarr"
+    store.mkdir()
+    (store / ".zgroup").write_text('{"zarr_format": 2}')
+    base = [f"checkpoint={ckpt}", f"dataset.path={data}"]
+    err = _fails(export.main, base + [f"output={store}", "format=zarr"], capsys)
+    assert "exists" in err and "overwrite=true" in err
+    # with overwrite=true an existing store passes the checks (the netCDF rule "is a folder" must not apply)
+    export.check(compose_config("export", base + [f"output={store}", "format=zarr", "overwrite=true"]))
+    assert check_new_file(store, overwrite=True, store=True) == store
+    foreign = tmp_path / "results"
+    foreign.mkdir()
+    (foreign / "keep.txt").write_text("mine")
+    err = _fails(export.main, base + [f"output={foreign}", "format=zarr", "overwrite=true"], capsys)
+    assert "not a Zarr store" in err
+    with pytest.raises(UsageError, match="not a Zarr store"):
+        check_new_file(foreign, overwrite=True, store=True)
+    assert (foreign / "keep.txt").read_text() == "mine"
+    out = tmp_path / "new.nc"
+    assert "did you mean format=zarr" in _fails(export.main, base + [f"output={out}", "format=zar"], capsys)
+    assert "convention=wb3 is not one of" in _fails(export.main, base + [f"output={out}", "convention=wb3"], capsys)
+    assert "format=zarr only" in _fails(export.main, base + [f"output={out}", "+chunks={init_time: 2}"], capsys)
+    assert "positive integer" in _fails(export.main, base + [f"output={store}x", "format=zarr", "+chunks={init_time: 0}"], capsys)
+    assert not out.exists()
+
+
+def test_export_passes_max_trajectories_to_the_rollout(make_tiny_dataset, tmp_path, monkeypatch):
+    """``max_trajectories`` (configs/export.yaml, checked positive) reaches the rollout, not silently dropped."""
+    from dandelion.cli import compose_config
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_forecast(model, ds, **kwargs):
+        seen.update(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(export, "WindowDataset", lambda *a, **k: None)
+    monkeypatch.setattr(export, "load_model", lambda *a, **k: None)
+    monkeypatch.setattr(export, "forecast", fake_forecast)
+    cfg = compose_config("export", [f"checkpoint={_checkpoint(tmp_path)}", f"dataset.path={tmp_path}",
+                                    f"output={tmp_path / 'f.nc'}", "max_trajectories=1"])
+    with pytest.raises(Stop):
+        export.export(cfg)
+    assert seen["max_trajectories"] == 1
+
+
+def test_write_zarr_never_replaces_a_foreign_folder(tmp_path):
+    import xarray as xr
+
+    foreign = tmp_path / "results"
+    foreign.mkdir()
+    (foreign / "keep.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not a Zarr store"):
+        export.write_zarr(xr.Dataset({"a": ("x", [1.0, 2.0])}), foreign, overwrite=True)
+    assert (foreign / "keep.txt").read_text() == "mine"
+
+
 def test_export_unparsable_override(capsys):
     err = _fails(export.main, ["n_steps=[1"], capsys)
     assert "'n_steps=[1'" in err and "KEY=VALUE" in err
