@@ -93,7 +93,7 @@ def area_weighted_stats(reader, items: Iterable[tuple[Path, int]]) -> dict:
     -------
     ``{field: {kind: "scalar", mean, std, delta_mean, delta_std}}`` for scalars and
     ``{field: {kind: "vector", rms, delta_rms}}`` for vectors, weighted with the grid's quadrature weights
-    (the same definitions as :func:`dandelion.datasets.storage.compute_stats`).
+    (the same definitions as :func:`dandelion.datasets.statistics.compute_stats`).
 
     Raises ValueError if ``items`` is empty.
     """
