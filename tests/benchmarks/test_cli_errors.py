@@ -184,8 +184,8 @@ def test_export_zarr_output_rules(make_tiny_dataset, tmp_path, capsys):
     out = tmp_path / "new.nc"
     assert "did you mean format=zarr" in _fails(export.main, base + [f"output={out}", "format=zar"], capsys)
     assert "convention=wb3 is not one of" in _fails(export.main, base + [f"output={out}", "convention=wb3"], capsys)
-    assert "format=zarr only" in _fails(export.main, base + [f"output={out}", "+chunks={init_time: 2}"], capsys)
-    assert "positive integer" in _fails(export.main, base + [f"output={store}x", "format=zarr", "+chunks={init_time: 0}"], capsys)
+    assert "format=zarr only" in _fails(export.main, base + [f"output={out}", "chunks={init_time: 2}"], capsys)
+    assert "positive integer" in _fails(export.main, base + [f"output={store}x", "format=zarr", "chunks={init_time: 0}"], capsys)
     assert not out.exists()
 
 
