@@ -305,8 +305,9 @@ def check_dataset_folder(path, *, key: str = "dataset.path", name: str | None = 
     Raises
     ------
     UsageError
-        For a missing path, a file, a folder without ``dataset.yaml`` (not a Dandelion dataset), an
-        unfinished generation, a dataset of another name, or an unknown split.
+        For a missing path, a file, a folder without ``dataset.yaml`` (not a Dandelion dataset) that is not in
+        the Well's layout either, an unfinished generation, a dataset of another name, an unknown split, or a
+        Well-layout folder without files in the requested split.
     """
     p = Path(str(path)).expanduser()
     make = f"dandelion-generate dataset={name or 'NAME'} dataset.path={p}"
@@ -316,15 +317,20 @@ def check_dataset_folder(path, *, key: str = "dataset.path", name: str | None = 
     if not p.is_dir():
         raise UsageError(f"{key}={p} is a file, not a dataset folder: pass the folder written by dandelion-generate")
     meta_file = p / "dataset.yaml"
-    well_train = p / "data" / "train"
-    if not meta_file.is_file() and well_train.is_dir() and any(well_train.glob("*.h*5")):
+    if not meta_file.is_file() and _well_files(p, "train"):
         # a folder in the Well's layout (DIR/data/{train,valid,test}/*.hdf5): read by dandelion.datasets.well
         if split is not None and str(split) not in ("train", "valid", "val", "test"):
             raise UsageError(f"split={split} is not a split: use split=train, valid or test")
+        if split is not None and not _well_files(p, str(split)):
+            sub = "valid" if str(split) == "val" else str(split)
+            raise UsageError(f"{key}={p} is in the Well's layout but {p / 'data' / sub} holds no HDF5 file: "
+                             "pass another split= or download that split")
         return p
     if not meta_file.is_file():
-        raise UsageError(f"{key}={p} is not a Dandelion dataset folder (it has no dataset.yaml): pass a folder written "
-                         f"by dandelion-generate, or make one with `{make}`")
+        hint = (f" (did you mean {key}={p / 'datasets' / 'NAME'}? the Well's base path holds one folder per dataset)"
+                if (p / "datasets").is_dir() else "")
+        raise UsageError(f"{key}={p} is not a Dandelion dataset folder (it has no dataset.yaml) nor one in the Well's layout "
+                         f"(DIR/data/train/*.hdf5){hint}: pass a folder written by dandelion-generate, or make one with `{make}`")
     try:
         meta = yaml.safe_load(meta_file.read_text())
     except yaml.YAMLError as err:
@@ -342,6 +348,12 @@ def check_dataset_folder(path, *, key: str = "dataset.path", name: str | None = 
         raise UsageError(f"split={split} is not a split: use split=train, valid or test"
                          + (f" (did you mean split={close}?)" if close else ""))
     return p
+
+
+def _well_files(root: Path, split: str) -> bool:
+    """Whether ``root/data/<split>`` holds HDF5 files (``*.hdf5`` or ``*.h5``, as dandelion.datasets.well reads)."""
+    folder = root / "data" / ("valid" if split == "val" else split)
+    return folder.is_dir() and any(f for pattern in ("*.hdf5", "*.h5") for f in folder.glob(pattern))
 
 
 def check_checkpoint(path, key: str = "checkpoint") -> Path:

@@ -129,6 +129,24 @@ def test_rollout_folder_without_dataset_yaml(tmp_path, capsys):
     assert "no dataset.yaml" in err and "dandelion-generate" in err
 
 
+def test_rollout_well_layout_folder_passes_and_its_missing_split_is_named(tmp_path, capsys):
+    from dandelion.cli import check_dataset_folder
+
+    root = tmp_path / "planetswe"
+    for split in ("train", "valid"):
+        (root / "data" / split).mkdir(parents=True)
+        (root / "data" / split / "a.hdf5").write_bytes(b"")
+    assert check_dataset_folder(root, split="train") == root
+    assert check_dataset_folder(root, split="val") == root
+    err = _fails(rollout.main, [f"checkpoint={_checkpoint(tmp_path)}", f"dataset.path={root}", "split=test"], capsys)
+    assert "Well's layout" in err and "data/test" in err
+    # the Well's base path (one folder per dataset) is not itself a dataset: the message points one level down
+    (tmp_path / "well" / "datasets" / "planetswe").mkdir(parents=True)
+    err = _fails(rollout.main, [f"checkpoint={tmp_path / 'run' / 'best.pt'}",
+                                f"dataset.path={tmp_path / 'well'}"], capsys)
+    assert "no dataset.yaml" in err and "Well's layout" in err and "datasets/NAME" in err
+
+
 # ------------------------------------------------------------------------------------------ dandelion-export
 def test_export_refuses_an_existing_file_before_any_model_call(make_tiny_dataset, tmp_path, capsys, monkeypatch):
     data = make_tiny_dataset(tmp_path / "data")
