@@ -470,7 +470,12 @@ def _check_format(cfg) -> None:
                          "drop chunks or pass format=zarr")
     if chunks is not None and not hasattr(chunks, "items"):
         raise UsageError(f"chunks={chunks} is not a mapping: pass e.g. chunks={{init_time: 4}}")
+    conv = str(cfg.get("convention", "cf"))
+    dims = ["trajectory", "init_time", "lead_time", "level", "lat", "lon"]
+    dims = [WB2_NAMES.get(d, d) for d in dims] if conv == "wb2" else dims
     for k, v in (chunks or {}).items():
+        if str(k) not in dims:
+            raise UsageError(f"chunks.{k}: the forecasts of convention={conv} have no dimension {k}: use some of {', '.join(dims)}")
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise UsageError(f"chunks.{k}={v} must be a positive integer")
 

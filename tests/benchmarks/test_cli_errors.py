@@ -204,6 +204,9 @@ def test_export_zarr_output_rules(make_tiny_dataset, tmp_path, capsys):
     assert "convention=wb3 is not one of" in _fails(export.main, base + [f"output={out}", "convention=wb3"], capsys)
     assert "format=zarr only" in _fails(export.main, base + [f"output={out}", "chunks={init_time: 2}"], capsys)
     assert "positive integer" in _fails(export.main, base + [f"output={store}x", "format=zarr", "chunks={init_time: 0}"], capsys)
+    err = _fails(export.main, base + [f"output={store}x", "format=zarr", "chunks={time: 4}"], capsys)
+    assert "no dimension time" in err and "init_time" in err  # time is the wb2 name
+    export.check(compose_config("export", base + [f"output={store}x", "format=zarr", "convention=wb2", "chunks={time: 4}"]))
     assert not out.exists()
 
 
