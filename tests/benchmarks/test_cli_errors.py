@@ -264,6 +264,12 @@ def test_bench_unknown_key_and_bad_target(tmp_path, capsys):
     assert "did you mean 'models.names'" in err
     err = _fails(bench.main, ["target=model", f"output={out}"], capsys)
     assert "did you mean target=models" in err
+    err = _fails(bench.main, ["models.names=[dandelion,sfn]", f"output={out}"], capsys)
+    assert "models.names=sfn" in err and "did you mean models.names=sfno" in err
+    err = _fails(bench.main, ["models.dtypes=[fp32,fp16]", f"output={out}"], capsys)
+    assert "models.dtypes=fp16" in err and "bf16" in err
+    err = _fails(bench.main, ["target=solvers", "solvers.scenarios=[galewsky,shockcaps]", f"output={out}"], capsys)
+    assert "did you mean solvers.scenarios=shock_caps" in err
     assert not out.exists()
 
 
