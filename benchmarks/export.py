@@ -471,8 +471,7 @@ def _check_format(cfg) -> None:
     if chunks is not None and not hasattr(chunks, "items"):
         raise UsageError(f"chunks={chunks} is not a mapping: pass e.g. chunks={{init_time: 4}}")
     conv = str(cfg.get("convention", "cf"))
-    dims = ["trajectory", "init_time", "lead_time", "level", "lat", "lon"]
-    dims = [WB2_NAMES.get(d, d) for d in dims] if conv == "wb2" else dims
+    dims = [WB2_NAMES.get(d, d) if conv == "wb2" else d for d in ("trajectory", "init_time", "lead_time", "level", "lat", "lon")]
     for k, v in (chunks or {}).items():
         if str(k) not in dims:
             raise UsageError(f"chunks.{k}: the forecasts of convention={conv} have no dimension {k}: use some of {', '.join(dims)}")
