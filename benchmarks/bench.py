@@ -37,8 +37,11 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from dandelion.cli import check_choice, check_device, check_positive, run
+from dandelion.datasets.scenario import available_scenarios
+from dandelion.registry import available_models
 from dandelion.runtime import machine, versions, write_json_atomic
 
+from .bench_measure import DTYPES
 from .bench_models import bench_models
 from .bench_profile import bench_profile
 from .bench_solvers import bench_solvers
@@ -109,10 +112,21 @@ def _job(cfg: DictConfig) -> None:
 
 
 def check(cfg, overrides=()) -> None:
-    """What ``dandelion-bench`` checks before measuring: the target, the device, the thread count."""
-    check_choice(cfg.get("target", "models"), tuple(TARGETS), "target")
+    """What ``dandelion-bench`` checks before measuring: the target, the device, the thread count, and the
+    names the chosen target will run (``models.names`` and ``models.dtypes``, or ``solvers.scenarios``), so that
+    a misspelt one fails at once rather than as a row of errors after the others were measured."""
+    target = check_choice(cfg.get("target", "models"), tuple(TARGETS), "target")
     check_device(cfg.get("device", "cpu"))
     check_positive(cfg, ["threads"])
+    if target == "models":
+        for name in cfg.models.get("names") or []:
+            check_choice(name, available_models(), "models.names")
+        for key in ("dtypes", "largest_batch_dtypes"):
+            for dtype in cfg.models.get(key) or []:
+                check_choice(dtype, DTYPES, f"models.{key}")
+    elif target == "solvers":
+        for name in cfg.solvers.get("scenarios") or []:
+            check_choice(name, available_scenarios(), "solvers.scenarios")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 import torch
 
+from dandelion.baselines.table import PRESET_RESOLUTIONS, parameter_table
 from dandelion.registry import build_model, count_parameters
 
 from .bench_measure import autocast, median, peak_bytes, saved_activation_bytes, sync, timed, train_step
@@ -258,8 +259,6 @@ def bench_models(m, device: str, save: Callable[[dict], None] | None = None, out
     ``out`` (the JSON header) receives ``parameter_table`` and ``rows``; ``save(out)`` is called
     after every group, so a run stopped at a time limit keeps the groups measured so far.
     """
-    from dandelion.baselines.table import PRESET_RESOLUTIONS, parameter_table
-
     out = {} if out is None else out
     names = [str(n) for n in m.names]
     if m.get("parameter_table", True):

@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 from torch_harmonics.examples import ShallowWaterSolver
 
 from dandelion.datasets.generate import build_scenario
+from dandelion.datasets.scenario import get_scenario
 from dandelion.solvers.galewsky import GALEWSKY_PARAMS, GalewskySimulation, galewsky_default_dt
 from dandelion.solvers.shallow_water import EARTH_RADIUS, GRAVITY
 from dandelion.solvers.spectral import SpectralCore
@@ -27,7 +28,17 @@ from dandelion.solvers.spectral import SpectralCore
 from .bench_measure import sync
 from .compose import compose
 
-__all__ = ["measure_solver", "galewsky_vs_torch_harmonics", "bench_solvers"]
+__all__ = ["band_limit", "measure_solver", "galewsky_vs_torch_harmonics", "bench_solvers"]
+
+
+def band_limit(s, name: str) -> int | None:
+    """The solver band limit of scenario ``name`` in the ``solvers`` config section ``s``: ``s.lmax``, else
+    ``s.lmax_by_scenario[name]``, else None (the scenario's default); always None for a finite-volume
+    scenario (``band_limited = False``), which refuses a band limit."""
+    if not get_scenario(name).band_limited:
+        return None
+    lmax = s.get("lmax")
+    return (s.get("lmax_by_scenario") or {}).get(name) if lmax is None else lmax
 
 
 def measure_solver(spec: dict) -> dict:
@@ -140,9 +151,7 @@ def bench_solvers(s, device: str, save: Callable[[dict], None] | None = None, ou
     out = {} if out is None else out
     rows = out.setdefault("rows", [])
     for name in s.scenarios:
-        lmax = s.get("lmax")
-        if lmax is None:
-            lmax = (s.get("lmax_by_scenario") or {}).get(name)
+        lmax = band_limit(s, str(name))
         for batch in s.batch_sizes:
             spec = {"scenario": str(name), "nlat": int(s.nlat), "nlon": int(s.nlon), "grid": str(s.grid), "lmax": lmax,
                     "batch": int(batch), "frames": int(s.frames), "device": device}

@@ -52,8 +52,8 @@ import xarray as xr
 
 from dandelion import __version__
 from dandelion.checkpoint import load_model
-from dandelion.cli import (check_checkpoint, check_dataset_folder, check_device, check_new_file, check_positive,
-                           explicit_choice, require, run)
+from dandelion.cli import (UsageError, check_checkpoint, check_choice, check_dataset_folder, check_device, check_new_file,
+                           check_positive, explicit_choice, is_zarr_store, require, run)
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.forecast import Forecast, forecast
 from dandelion.metrics import variable_names
@@ -310,11 +310,14 @@ def write_zarr(ds: xr.Dataset, path, overwrite: bool = False, chunks: dict | Non
     FileExistsError
         If ``path`` exists and ``overwrite`` is false.
     ValueError
-        If ``chunks`` names a dimension the Dataset does not have.
+        If ``chunks`` names a dimension the Dataset does not have, or ``path`` exists and is not a Zarr store
+        (a file or a foreign folder is never replaced).
     """
     path = Path(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} exists: choose another path or pass overwrite=true to replace it")
+    if path.exists() and not is_zarr_store(path):
+        raise ValueError(f"{path} exists and is not a Zarr store: refusing to replace it, choose another path")
     unknown = sorted(set(chunks or {}) - set(ds.dims))
     if unknown:
         raise ValueError(f"chunks names dimensions {unknown} the forecasts do not have: use some of {list(ds.dims)}")
@@ -414,7 +417,7 @@ def write_forecast(fc: Forecast, path, overwrite: bool = False, include_truth: b
 
 
 def export(cfg) -> dict:
-    """The ``dandelion-export`` job: roll a checkpoint out on a dataset split and write netCDF.
+    """The ``dandelion-export`` job: roll a checkpoint out on a dataset split and write netCDF (or Zarr).
 
     Config keys (configs/export.yaml): ``checkpoint``, ``dataset.path``, ``split``, ``n_steps``,
     ``init_stride``, ``max_inits``, ``trajectories``, ``output``, ``overwrite``, ``include_truth``,
@@ -429,16 +432,21 @@ def export(cfg) -> dict:
     ------
     FileExistsError
         If ``output`` exists and ``overwrite`` is false (checked before any model or data is loaded).
+    UsageError
+        For an unknown ``format`` or ``convention``, ``chunks`` with ``format=netcdf``, or an output folder that is
+        not a Zarr store (checked before any model or data is loaded).
     """
     overwrite = bool(cfg.get("overwrite", False))
-    output = check_new_file(require(cfg, "output", "pass output=FILE.nc (the netCDF file to write)"), overwrite=overwrite)
+    output = check_new_file(require(cfg, "output", _OUTPUT_HINT), overwrite=overwrite, store=str(cfg.get("format", "netcdf")) == "zarr")
+    _check_format(cfg)
     import_plugins(cfg.get("plugins"))
 
     ds = WindowDataset(cfg.dataset.path, cfg.get("split", "test"), n_in=4, n_out=1)
     model = load_model(cfg.checkpoint, device=cfg.get("device", "cpu"), dataset=ds, allow_resolution_change=bool(cfg.get("allow_resolution_change", False)))
     fc = forecast(
         model, ds, n_steps=int(cfg.n_steps), init_stride=int(cfg.get("init_stride", 1)), max_inits=cfg.get("max_inits"),
-        trajectories=cfg.get("trajectories"), batch_size=int(cfg.get("batch_size", 8)), amp=bool(cfg.get("amp", False)),
+        trajectories=cfg.get("trajectories"), max_trajectories=cfg.get("max_trajectories"), batch_size=int(cfg.get("batch_size", 8)),
+        amp=bool(cfg.get("amp", False)),
     )
     chunks = cfg.get("chunks")
     chunks = {str(k): int(v) for k, v in chunks.items()} if chunks else None
@@ -449,11 +457,37 @@ def export(cfg) -> dict:
     return {"path": str(out), "n_forecasts": n}
 
 
+_OUTPUT_HINT = "pass output=FILE.nc (the netCDF file to write) or output=DIR.zarr format=zarr (a Zarr store)"
+
+
+def _check_format(cfg) -> None:
+    """``format`` and ``convention`` are known; ``chunks`` (Zarr only) maps dimensions to positive sizes."""
+    fmt = check_choice(cfg.get("format", "netcdf"), FORMATS, "format")
+    check_choice(cfg.get("convention", "cf"), CONVENTIONS, "convention")
+    chunks = cfg.get("chunks")
+    if chunks and fmt != "zarr":
+        raise UsageError("chunks applies to format=zarr only (the netCDF export stores one map per chunk): "
+                         "drop chunks or pass format=zarr")
+    if chunks is not None and not hasattr(chunks, "items"):
+        raise UsageError(f"chunks={chunks} is not a mapping: pass e.g. chunks={{init_time: 4}}")
+    conv = str(cfg.get("convention", "cf"))
+    dims = [WB2_NAMES.get(d, d) if conv == "wb2" else d for d in ("trajectory", "init_time", "lead_time", "level", "lat", "lon")]
+    for k, v in (chunks or {}).items():
+        if str(k) not in dims:
+            raise UsageError(f"chunks.{k}: the forecasts of convention={conv} have no dimension {k}: use some of {', '.join(dims)}")
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise UsageError(f"chunks.{k}={v} must be a positive integer")
+
+
 def check(cfg, overrides=()) -> None:
-    """What ``dandelion-export`` checks before any work: the output file is new (or ``overwrite``), the
-    checkpoint exists, the dataset folder is complete (and of the ``dataset=`` named on the command
-    line), the device exists, the step counts are positive. Raises :class:`dandelion.cli.UsageError`."""
-    check_new_file(require(cfg, "output", "pass output=FILE.nc (the netCDF file to write)"), overwrite=bool(cfg.get("overwrite", False)))
+    """What ``dandelion-export`` checks before any work: the output is new (or ``overwrite``; with
+    ``format=zarr`` an existing Zarr store may be replaced, never another folder), ``format``,
+    ``convention`` and ``chunks`` are valid, the checkpoint exists, the dataset folder is complete (and
+    of the ``dataset=`` named on the command line; a folder in the Well's layout passes too), the device
+    exists, the step counts are positive. Raises :class:`dandelion.cli.UsageError`."""
+    check_new_file(require(cfg, "output", _OUTPUT_HINT), overwrite=bool(cfg.get("overwrite", False)),
+                   store=str(cfg.get("format", "netcdf")) == "zarr")
+    _check_format(cfg)
     check_checkpoint(require(cfg, "checkpoint", "pass checkpoint=RUN_DIR/best.pt (written by dandelion-train)"))
     path = require(cfg, "dataset.path", "pass dataset.path=DIR (the folder written by dandelion-generate)")
     check_dataset_folder(path, name=explicit_choice(list(overrides), "dataset"), split=cfg.get("split", "test"))
@@ -462,5 +496,5 @@ def check(cfg, overrides=()) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``dandelion-export checkpoint=RUN/best.pt dataset.path=DIR output=FILE.nc [...]`` (``--help``)."""
+    """``dandelion-export checkpoint=RUN/best.pt dataset.path=DIR output=FILE.nc [format=zarr ...]`` (``--help``)."""
     run("dandelion-export", "export", export, check=check, argv=argv)

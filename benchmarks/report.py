@@ -284,7 +284,7 @@ def plot_spectra(result, path, variables=None) -> Path:
     """Angular power spectra of truth (solid) and prediction (dashed) at the rollout's spectrum leads.
 
     ``P(l)`` per spherical-harmonic degree, in squared units of the field
-    (:func:`dandelion.benchmarks.metrics.power_spectrum`: ``sum_l P(l)`` = the area-weighted mean of
+    (:func:`dandelion.metrics.power_spectrum`: ``sum_l P(l)`` = the area-weighted mean of
     the squared field), averaged over the forecasts; one colour per lead, one legend for all panels.
 
     Parameters

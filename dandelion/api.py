@@ -6,7 +6,8 @@ A thin facade over the modules that do the work; nothing inside the package impo
 * :func:`load_model`: a checkpoint as a :class:`Forecaster` (:func:`dandelion.checkpoint.load_model`);
 * :func:`rollout`, :func:`iter_rollout`, :func:`valid_inits`, :class:`Forecast`: the autoregressive
   forecasts (:mod:`dandelion.forecast`);
-* :func:`to_xarray`, :func:`export`: CF netCDF (:mod:`dandelion.benchmarks.export`).
+* :func:`to_xarray`, :func:`export`: CF netCDF, or a Zarr store with ``format="zarr"`` (WeatherBench 2 names with
+  ``convention="wb2"``) (:mod:`dandelion.benchmarks.export`).
 
 Example::
 
@@ -16,6 +17,7 @@ Example::
     fc = api.rollout(model, data, n_steps=20, init_stride=8)
     ds = api.to_xarray(fc, include_truth=True)      # xarray.Dataset, CF metadata
     api.export(fc, "forecast.nc")                    # netCDF4 file
+    api.export(fc, "forecast.zarr", format="zarr", convention="wb2")  # Zarr store, WeatherBench 2 names
 
 Conventions (:mod:`dandelion.forecast`): the model sees ``n_in`` normalised frames folded into
 channels and predicts the next normalised frame; a rollout feeds each prediction back in place of

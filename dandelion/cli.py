@@ -34,7 +34,7 @@ from hydra.errors import HydraException, MissingConfigException, OverrideParseEx
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 __all__ = ["UsageError", "USER_ERRORS", "compose_config", "run", "guard", "fail", "help_text", "config_keys",
-           "is_set", "require", "explicit_choice", "check_dataset_folder", "check_checkpoint", "check_new_file",
+           "is_set", "require", "explicit_choice", "check_dataset_folder", "check_checkpoint", "check_new_file", "is_zarr_store",
            "check_device", "check_choice", "check_positive"]
 
 CONFIG_MODULE = "dandelion.configs"
@@ -305,8 +305,9 @@ def check_dataset_folder(path, *, key: str = "dataset.path", name: str | None = 
     Raises
     ------
     UsageError
-        For a missing path, a file, a folder without ``dataset.yaml`` (not a Dandelion dataset), an
-        unfinished generation, a dataset of another name, or an unknown split.
+        For a missing path, a file, a folder without ``dataset.yaml`` (not a Dandelion dataset) that is not in
+        the Well's layout either, an unfinished generation, a dataset of another name, an unknown split, or a
+        Well-layout folder without files in the requested split.
     """
     p = Path(str(path)).expanduser()
     make = f"dandelion-generate dataset={name or 'NAME'} dataset.path={p}"
@@ -316,15 +317,20 @@ def check_dataset_folder(path, *, key: str = "dataset.path", name: str | None = 
     if not p.is_dir():
         raise UsageError(f"{key}={p} is a file, not a dataset folder: pass the folder written by dandelion-generate")
     meta_file = p / "dataset.yaml"
-    well_train = p / "data" / "train"
-    if not meta_file.is_file() and well_train.is_dir() and any(well_train.glob("*.h*5")):
+    if not meta_file.is_file() and _well_files(p, "train"):
         # a folder in the Well's layout (DIR/data/{train,valid,test}/*.hdf5): read by dandelion.datasets.well
         if split is not None and str(split) not in ("train", "valid", "val", "test"):
             raise UsageError(f"split={split} is not a split: use split=train, valid or test")
+        if split is not None and not _well_files(p, str(split)):
+            sub = "valid" if str(split) == "val" else str(split)
+            raise UsageError(f"{key}={p} is in the Well's layout but {p / 'data' / sub} holds no HDF5 file: "
+                             "pass another split= or download that split")
         return p
     if not meta_file.is_file():
-        raise UsageError(f"{key}={p} is not a Dandelion dataset folder (it has no dataset.yaml): pass a folder written "
-                         f"by dandelion-generate, or make one with `{make}`")
+        hint = (f" (did you mean {key}={p / 'datasets' / 'NAME'}? the Well's base path holds one folder per dataset)"
+                if (p / "datasets").is_dir() else "")
+        raise UsageError(f"{key}={p} is not a Dandelion dataset folder (it has no dataset.yaml) nor one in the Well's layout "
+                         f"(DIR/data/train/*.hdf5){hint}: pass a folder written by dandelion-generate, or make one with `{make}`")
     try:
         meta = yaml.safe_load(meta_file.read_text())
     except yaml.YAMLError as err:
@@ -344,6 +350,12 @@ def check_dataset_folder(path, *, key: str = "dataset.path", name: str | None = 
     return p
 
 
+def _well_files(root: Path, split: str) -> bool:
+    """Whether ``root/data/<split>`` holds HDF5 files (``*.hdf5`` or ``*.h5``, as dandelion.datasets.well reads)."""
+    folder = root / "data" / ("valid" if split == "val" else split)
+    return folder.is_dir() and any(f for pattern in ("*.hdf5", "*.h5") for f in folder.glob(pattern))
+
+
 def check_checkpoint(path, key: str = "checkpoint") -> Path:
     """An existing checkpoint file. Raises :class:`UsageError` naming where checkpoints come from."""
     if path is None or str(path) in ("", "???"):
@@ -357,21 +369,35 @@ def check_checkpoint(path, key: str = "checkpoint") -> Path:
     return p
 
 
-def check_new_file(path, *, key: str = "output", overwrite: bool = False) -> Path:
+def is_zarr_store(path) -> bool:
+    """True when ``path`` is a folder holding Zarr (format 2 or 3) root metadata."""
+    p = Path(path)
+    return p.is_dir() and any((p / name).is_file() for name in (".zgroup", ".zarray", ".zmetadata", "zarr.json"))
+
+
+def check_new_file(path, *, key: str = "output", overwrite: bool = False, store: bool = False) -> Path:
     """An output file that may be written: set, not a folder, and absent unless ``overwrite``.
+
+    With ``store=True`` the output is a Zarr store (a folder): an existing Zarr store may be replaced with
+    ``overwrite``, any other existing folder is refused (replacing it would delete files that are not ours).
 
     Raises
     ------
     UsageError
-        For an unset path or a folder.
+        For an unset path, or a folder (``store=False``) or a folder that is not a Zarr store (``store=True``).
     FileExistsError
-        If the file exists and ``overwrite`` is false.
+        If the file (or store) exists and ``overwrite`` is false.
     """
     if path is None or str(path) in ("", "???"):
         raise UsageError(f"{key} is not set: pass {key}=FILE")
     p = Path(str(path)).expanduser()
-    if p.is_dir():
+    if p.is_dir() and not store:
         raise UsageError(f"{key}={p} is a folder: pass a file name, e.g. {key}={p / 'forecasts.nc'}")
+    if p.is_dir() and not is_zarr_store(p):
+        raise UsageError(f"{key}={p} is a folder but not a Zarr store (it would be replaced): pass a new name, "
+                         f"e.g. {key}={p / 'forecasts.zarr'}")
+    if p.is_file() and store:
+        raise UsageError(f"{key}={p} is a file, not a Zarr store: pass a new name, e.g. {key}={p.with_suffix('.zarr')}")
     if p.exists() and not overwrite:
         raise FileExistsError(f"{key}={p} exists: choose another path or pass overwrite=true to replace it")
     return p

@@ -138,7 +138,8 @@ def generate(cfg) -> Path:
     Raises
     ------
     ValueError
-        If ``dataset.path`` is missing, the configuration is impossible, or the folder holds a
+        If ``dataset.path`` is missing, the configuration is impossible, the solver step is unsafe
+        (:meth:`Scenario.validate_time_step`, before anything is written), or the folder holds a
         dataset made with another configuration (or unrelated files).
     FloatingPointError
         If a trajectory becomes non-finite or violates a stability limit during the run; the message

@@ -146,6 +146,18 @@ class GlobalOceanScenario(Scenario):
         return OceanSimulation(params, nlat=self.cfg["ocean_nlat"], nlon=self.cfg["ocean_nlon"], settings=self.settings(),
                                dt=self.cfg["dt"], device=device)
 
+    def validate_time_step(self) -> None:
+        """Refuse a configured ``dt`` longer than the frame interval or above the ocean's stability limit for
+        the trajectories to be made (:class:`dandelion.solvers.ocean_simulation.OceanSimulation` raises
+        ``ValueError`` with the largest safe step); ``dt: null`` picks a safe step itself."""
+        if self.cfg["dt"] is None:
+            return
+        self.refuse_step_longer_than_frames(self.cfg["dt"])
+        ps = [self.parameters(i) for i in range(self.n_trajectories)]
+        params = {k: torch.tensor([p[k] for p in ps], dtype=torch.float64) for k in self.axes()}
+        OceanSimulation(params, nlat=self.cfg["ocean_nlat"], nlon=self.cfg["ocean_nlon"], settings=self.settings(),
+                        dt=self.cfg["dt"])
+
     def static_mask(self) -> np.ndarray:
         """Ocean fraction (nlat, nlon) of each stored cell, float64 (from the remap of the land mask)."""
         one = {k: torch.tensor([float(v[-1])], dtype=torch.float64) for k, v in self.axes().items()}

@@ -428,6 +428,10 @@ def _layout_problems(f: h5py.File, *, check_data: bool) -> list[str]:
                     if not np.isfinite(d[0, k]).all():
                         problems.append(f"{group}/{name} has non-finite values at frame {k}")
                         break
+    if "mask" in f:  # a masked dataset: mask/wet (nlat, nlon), 1 = ocean
+        wet = f["mask"].get("wet")
+        if wet is None or wet.shape != (nlat, nlon):
+            problems.append(f"mask/wet is {'missing' if wet is None else f'of shape {wet.shape}'}, expected ({nlat}, {nlon})")
     if check_data:
         for name in ("time", "lat", "lon") + (("level",) if leveled else ()):
             if not np.isfinite(f["dimensions"][name][()]).all():

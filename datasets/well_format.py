@@ -39,7 +39,7 @@ from dandelion.runtime import write_text_atomic, write_yaml_atomic
 
 from .folder import SPLITS, list_split, load_metadata, load_stats, read_checksums, sha256_file
 from .statistics import _Moments
-from .storage import CorruptFileError, open_trajectory, read_field, temp_path, write_boundary_conditions
+from .storage import CorruptFileError, open_trajectory, read_field, read_mask, temp_path, write_boundary_conditions
 
 __all__ = ["WELL_STATS_KEYS", "well_stats", "folder_well_stats", "write_well_stats", "area_weighted_stats", "add_well_metadata"]
 
@@ -93,7 +93,7 @@ def area_weighted_stats(reader, items: Iterable[tuple[Path, int]]) -> dict:
     -------
     ``{field: {kind: "scalar", mean, std, delta_mean, delta_std}}`` for scalars and
     ``{field: {kind: "vector", rms, delta_rms}}`` for vectors, weighted with the grid's quadrature weights
-    (the same definitions as :func:`dandelion.datasets.storage.compute_stats`).
+    (the same definitions as :func:`dandelion.datasets.statistics.compute_stats`).
 
     Raises ValueError if ``items`` is empty.
     """
@@ -124,7 +124,9 @@ def well_stats(files: Iterable, fields: Mapping[str, Mapping], grid: SphereGrid)
 
     Computed over the raw stored arrays, in the files' component order (``u``, ``v``) and row order, with
     the grid's quadrature weights; a level field's levels are pooled. ``*_delta`` are over one-step
-    differences within a trajectory. Returns ``{key: {field: value or [value per component]}}``.
+    differences within a trajectory. In a masked dataset (files with ``mask/wet``, e.g. ``global_ocean``) the
+    weights are zero on land, as in :func:`dandelion.datasets.statistics.compute_stats`: the statistics cover
+    wet points only (land holds a placeholder 0). Returns ``{key: {field: value or [value per component]}}``.
 
     Raises FileNotFoundError / CorruptFileError as :func:`dandelion.datasets.storage.open_trajectory` does.
     """
@@ -134,7 +136,8 @@ def well_stats(files: Iterable, fields: Mapping[str, Mapping], grid: SphereGrid)
         with open_trajectory(path) as f:
             ds = {n: f["t1_fields" if s["kind"] == "vector" else "t0_fields"][n] for n, s in fields.items()}
             T = int(f["dimensions"]["time"].shape[0])
-            _stream(lambda a, b: {n: read_field(d, a, b) for n, d in ds.items()}, w, fields, T, acc)
+            wet = read_mask(f)
+            _stream(lambda a, b: {n: read_field(d, a, b) for n, d in ds.items()}, w if wet is None else w * wet, fields, T, acc)
     out = {k: {} for k in WELL_STATS_KEYS}
     for name, spec in fields.items():
         a = acc[name]

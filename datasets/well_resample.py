@@ -22,6 +22,7 @@ are averages over the old rows: close, not exact). Files are written under tempo
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import shutil
@@ -203,8 +204,6 @@ def resample_well_folder(src, dst, grid: str = "legendre-gauss", nlat: int | Non
 
 
 def main(argv=None):  # pragma: no cover - thin CLI, the function is tested
-    import argparse
-
     p = argparse.ArgumentParser(prog="dandelion-well-resample", description=__doc__.split("\n\n")[0])
     p.add_argument("args", nargs="+", help="src=DIR dst=NEW_DIR [grid=legendre-gauss] [nlat=N] [nlon=N]")
     kv = dict(a.split("=", 1) for a in p.parse_args(argv).args)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+import numpy as np
 import torch
 
 from dandelion.sphere import SphereGrid
@@ -162,8 +163,6 @@ def balanced_height(lat: torch.Tensor, jets, *, radius=EARTH_RADIUS, omega=EARTH
 
 
 def _gauss(n, device):
-    import numpy as np
-
     x, w = np.polynomial.legendre.leggauss(n)
     return torch.as_tensor(x, device=device), torch.as_tensor(w, device=device)
 

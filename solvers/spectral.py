@@ -49,6 +49,7 @@ import threading
 
 import torch
 import torch_harmonics as th
+from torch_harmonics.legendre import legpoly
 from torch import nn
 
 from dandelion.sphere import SphereGrid
@@ -435,8 +436,6 @@ class SpectralCore(nn.Module):
         Direct sum over the harmonics (torch-harmonics' orthonormal Legendre functions), O(P lmax^2);
         for checks and rotations of small fields. Returns (..., P) float64.
         """
-        from torch_harmonics.legendre import legpoly
-
         colat = torch.as_tensor(colat, dtype=torch.float64).reshape(-1).to(spec.device)
         lon = torch.as_tensor(lon, dtype=torch.float64).reshape(-1).to(spec.device)
         pct = legpoly(self.mmax, self.lmax, torch.cos(colat), norm="ortho", inverse=True, csphase=True)  # (m, l, P)

@@ -177,3 +177,20 @@ def test_bench_profile_split_and_roofline(tmp_path):
         assert layer["gather_bytes"] == 4 * layer["value_bytes"] == 4 * layer["output_bytes"]
         assert layer["total_bytes"] - layer["compulsory_bytes"] == 3 * layer["value_bytes"]
         assert layer["measured_forward_s"] > 0
+
+
+def test_one_band_limit_for_the_solvers_skips_the_finite_volume_ones():
+    """``solvers.lmax=N`` sets every spectral solver's band limit; the finite-volume scenarios (which refuse a
+    band limit) keep none instead of failing their rows."""
+    from dandelion.benchmarks.bench_solvers import band_limit
+    from dandelion.datasets.generate import build_scenario
+
+    s = _cfg("solvers", **{"solvers.lmax": 21}).solvers
+    assert band_limit(s, "galewsky") == 21
+    for name in ("shock_caps", "global_ocean"):
+        assert band_limit(s, name) is None
+        with pytest.raises(ValueError, match="does not apply"):  # what the row would have recorded
+            build_scenario({"name": name, "path": "unused", "lmax": 21})
+    s = _cfg("solvers").solvers
+    assert band_limit(s, "galewsky") == s.lmax_by_scenario["galewsky"]
+    assert band_limit(s, "shock_caps") is None

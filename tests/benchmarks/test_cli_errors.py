@@ -129,6 +129,24 @@ def test_rollout_folder_without_dataset_yaml(tmp_path, capsys):
     assert "no dataset.yaml" in err and "dandelion-generate" in err
 
 
+def test_rollout_well_layout_folder_passes_and_its_missing_split_is_named(tmp_path, capsys):
+    from dandelion.cli import check_dataset_folder
+
+    root = tmp_path / "planetswe"
+    for split in ("train", "valid"):
+        (root / "data" / split).mkdir(parents=True)
+        (root / "data" / split / "a.hdf5").write_bytes(b"")
+    assert check_dataset_folder(root, split="train") == root
+    assert check_dataset_folder(root, split="val") == root
+    err = _fails(rollout.main, [f"checkpoint={_checkpoint(tmp_path)}", f"dataset.path={root}", "split=test"], capsys)
+    assert "Well's layout" in err and "data/test" in err
+    # the Well's base path (one folder per dataset) is not itself a dataset: the message points one level down
+    (tmp_path / "well" / "datasets" / "planetswe").mkdir(parents=True)
+    err = _fails(rollout.main, [f"checkpoint={tmp_path / 'run' / 'best.pt'}",
+                                f"dataset.path={tmp_path / 'well'}"], capsys)
+    assert "no dataset.yaml" in err and "Well's layout" in err and "datasets/NAME" in err
+
+
 # ------------------------------------------------------------------------------------------ dandelion-export
 def test_export_refuses_an_existing_file_before_any_model_call(make_tiny_dataset, tmp_path, capsys, monkeypatch):
     data = make_tiny_dataset(tmp_path / "data")
@@ -157,6 +175,75 @@ def test_export_missing_output_key(make_tiny_dataset, tmp_path, capsys):
     assert "output is not set" in err and "output=FILE.nc" in err
 
 
+def test_export_zarr_output_rules(make_tiny_dataset, tmp_path, capsys):
+    """format=zarr writes a folder: an existing Zarr store is replaced only with overwrite=true, a foreign
+    folder never; an unknown format or convention and chunks without format=zarr fail before any work."""
+    from dandelion.cli import UsageError, check_new_file, compose_config
+
+    data = make_tiny_dataset(tmp_path / "data")
+    ckpt = _checkpoint(tmp_path)
+    store = tmp_path / "fc.zarr"
+    store.mkdir()
+    (store / ".zgroup").write_text('{"zarr_format": 2}')
+    base = [f"checkpoint={ckpt}", f"dataset.path={data}"]
+    err = _fails(export.main, base + [f"output={store}", "format=zarr"], capsys)
+    assert "exists" in err and "overwrite=true" in err
+    # with overwrite=true an existing store passes the checks (the netCDF rule "is a folder" must not apply)
+    export.check(compose_config("export", base + [f"output={store}", "format=zarr", "overwrite=true"]))
+    assert check_new_file(store, overwrite=True, store=True) == store
+    foreign = tmp_path / "results"
+    foreign.mkdir()
+    (foreign / "keep.txt").write_text("mine")
+    err = _fails(export.main, base + [f"output={foreign}", "format=zarr", "overwrite=true"], capsys)
+    assert "not a Zarr store" in err
+    with pytest.raises(UsageError, match="not a Zarr store"):
+        check_new_file(foreign, overwrite=True, store=True)
+    assert (foreign / "keep.txt").read_text() == "mine"
+    out = tmp_path / "new.nc"
+    assert "did you mean format=zarr" in _fails(export.main, base + [f"output={out}", "format=zar"], capsys)
+    assert "convention=wb3 is not one of" in _fails(export.main, base + [f"output={out}", "convention=wb3"], capsys)
+    assert "format=zarr only" in _fails(export.main, base + [f"output={out}", "chunks={init_time: 2}"], capsys)
+    assert "positive integer" in _fails(export.main, base + [f"output={store}x", "format=zarr", "chunks={init_time: 0}"], capsys)
+    err = _fails(export.main, base + [f"output={store}x", "format=zarr", "chunks={time: 4}"], capsys)
+    assert "no dimension time" in err and "init_time" in err  # time is the wb2 name
+    export.check(compose_config("export", base + [f"output={store}x", "format=zarr", "convention=wb2", "chunks={time: 4}"]))
+    assert not out.exists()
+
+
+def test_export_passes_max_trajectories_to_the_rollout(make_tiny_dataset, tmp_path, monkeypatch):
+    """``max_trajectories`` (configs/export.yaml, checked positive) reaches the rollout, not silently dropped."""
+    from dandelion.cli import compose_config
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_forecast(model, ds, **kwargs):
+        seen.update(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(export, "WindowDataset", lambda *a, **k: None)
+    monkeypatch.setattr(export, "load_model", lambda *a, **k: None)
+    monkeypatch.setattr(export, "forecast", fake_forecast)
+    cfg = compose_config("export", [f"checkpoint={_checkpoint(tmp_path)}", f"dataset.path={tmp_path}",
+                                    f"output={tmp_path / 'f.nc'}", "max_trajectories=1"])
+    with pytest.raises(Stop):
+        export.export(cfg)
+    assert seen["max_trajectories"] == 1
+
+
+def test_write_zarr_never_replaces_a_foreign_folder(tmp_path):
+    import xarray as xr
+
+    foreign = tmp_path / "results"
+    foreign.mkdir()
+    (foreign / "keep.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not a Zarr store"):
+        export.write_zarr(xr.Dataset({"a": ("x", [1.0, 2.0])}), foreign, overwrite=True)
+    assert (foreign / "keep.txt").read_text() == "mine"
+
+
 def test_export_unparsable_override(capsys):
     err = _fails(export.main, ["n_steps=[1"], capsys)
     assert "'n_steps=[1'" in err and "KEY=VALUE" in err
@@ -177,6 +264,12 @@ def test_bench_unknown_key_and_bad_target(tmp_path, capsys):
     assert "did you mean 'models.names'" in err
     err = _fails(bench.main, ["target=model", f"output={out}"], capsys)
     assert "did you mean target=models" in err
+    err = _fails(bench.main, ["models.names=[dandelion,sfn]", f"output={out}"], capsys)
+    assert "models.names=sfn" in err and "did you mean models.names=sfno" in err
+    err = _fails(bench.main, ["models.dtypes=[fp32,fp16]", f"output={out}"], capsys)
+    assert "models.dtypes=fp16" in err and "bf16" in err
+    err = _fails(bench.main, ["target=solvers", "solvers.scenarios=[galewsky,shockcaps]", f"output={out}"], capsys)
+    assert "did you mean solvers.scenarios=shock_caps" in err
     assert not out.exists()
 
 

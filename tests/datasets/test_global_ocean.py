@@ -93,3 +93,17 @@ def test_unmasked_dataset_has_no_mask_group(tmp_path):
         with storage.open_trajectory(p) as f:
             assert "mask" not in f and storage.read_mask(f) is None
     assert verify(root) == []
+
+
+def test_an_unstable_step_is_refused_before_anything_is_written(tmp_path):
+    """dandelion-generate's up-front check (nothing written) refuses a dt above the ocean's stability
+    limit with the largest safe step, as every other scenario's ``validate_time_step`` does."""
+    from dandelion.datasets.generate import check
+
+    path = tmp_path / "ocean"
+    with pytest.raises(ValueError, match="largest safe step is"):
+        check(cfg(path, dt=1.0e5))
+    with pytest.raises(ValueError, match="longer than the frame interval"):
+        check(cfg(path, dt=3.0 * 86400.0))
+    assert not path.exists()
+    assert check(cfg(path, dt=600.0)) == path.resolve()

@@ -195,3 +195,17 @@ def test_checksums_round_trip(tmp_path):
     assert folder.read_checksums(tmp_path) == {"x": hashlib.sha256(b"hello").hexdigest()}
     line = (tmp_path / "checksums.sha256").read_text()
     assert line == f"{hashlib.sha256(b'hello').hexdigest()}  x\n"  # sha256sum format
+
+
+def test_a_mask_of_the_wrong_shape_is_a_damaged_file(make_tiny_dataset, tmp_path):
+    import h5py
+
+    root = make_tiny_dataset(tmp_path / "data", masked=True, n_frames=3)
+    path = sorted((root / "train").glob("*.h5"))[0]
+    with storage.open_trajectory(path) as f:  # a correct mask passes
+        assert storage.read_mask(f).shape == (f.attrs["nlat"], f.attrs["nlon"])
+    with h5py.File(path, "r+") as f:
+        del f["mask"]["wet"]
+        f["mask"].create_dataset("wet", data=np.ones((3, 4), dtype=np.uint8))
+    with pytest.raises(storage.CorruptFileError, match=r"mask/wet is of shape \(3, 4\)"):
+        storage.open_trajectory(path)

@@ -158,3 +158,29 @@ def test_folders_made_before_get_the_wells_metadata(tmp_path):
     ds = the_well.WellDataset(path=str(root / "train"), n_steps_input=2, n_steps_output=1)
     assert ds[0]["boundary_conditions"].tolist() == [[1, 1], [2, 2]]
     assert add_well_metadata(root) == []  # nothing left to do
+
+
+def test_well_stats_of_a_masked_dataset_cover_wet_points_only(make_tiny_dataset, tmp_path):
+    """Land holds a placeholder: the Well's mean/std must not move when it changes, and agree with our
+    (wet-only) per-field statistics of the same files."""
+    from dandelion.datasets.statistics import compute_stats
+    from dandelion.datasets.well_format import well_stats
+
+    root = make_tiny_dataset(tmp_path / "data", masked=True, n_frames=4)
+    meta = folder.load_metadata(root)
+    files = sorted((root / "train").glob("*.h5"))
+    grid = SphereGrid(int(meta["nlat"]), int(meta["nlon"]), str(meta["grid"]))
+    before = well_stats(files, meta["fields"], grid)
+    ours = compute_stats(files, meta["fields"])
+    assert before["mean"]["h"] == pytest.approx(ours["h"]["mean"], rel=1e-9)
+    assert before["std"]["h"] == pytest.approx(ours["h"]["std"], rel=1e-9)
+    for p in files:  # a different placeholder on land
+        with h5py.File(p, "r+") as f:
+            land = ~np.asarray(f["mask"]["wet"][()], dtype=bool)
+            assert land.any()
+            h = f["t0_fields"]["h"][()]
+            h[..., land] = 1e6
+            f["t0_fields"]["h"][...] = h
+    after = well_stats(files, meta["fields"], grid)
+    for key in WELL_STATS_KEYS:
+        assert after[key]["h"] == pytest.approx(before[key]["h"], rel=1e-9), key
