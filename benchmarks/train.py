@@ -48,11 +48,12 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 from omegaconf import DictConfig
 
 from dandelion.cli import (check_checkpoint, check_choice, check_dataset_folder, check_device, check_positive, explicit_choice,
-                           is_set, require, run)
+                           UsageError, is_set, require, run)
 from dandelion.forecast import INPUTS, TARGETS
 from dandelion.registry import available_models, import_plugins
 
@@ -86,6 +87,12 @@ def check(cfg, overrides=()) -> None:
     check_device(cfg.get("device", "auto"))
     if is_set(cfg, "resume"):
         check_checkpoint(cfg.resume, key="resume")
+    elif is_set(cfg, "run_dir"):
+        run_dir = Path(str(cfg.run_dir)).expanduser()
+        done = [n for n in ("last.pt", "best.pt", "result.json") if (run_dir / n).exists()]
+        if done:
+            raise UsageError(f"run_dir={run_dir} already holds a training run ({', '.join(done)}): pass another run_dir=, "
+                             f"or resume=RUN/last.pt to continue it, or delete the folder to replace it")
     import_plugins(cfg.get("plugins"))
     check_choice(cfg.model.name, available_models(), "model.name")
     check_choice(cfg.trainer.get("target", "frame"), TARGETS, "trainer.target")

@@ -32,6 +32,7 @@ import h5py
 import numpy as np
 from scipy.interpolate import CubicSpline
 
+from dandelion.cli import guard
 from dandelion.sphere import SphereGrid
 
 from .well import LATITUDE_NAMES, to_radians, well_split_files
@@ -203,13 +204,20 @@ def resample_well_folder(src, dst, grid: str = "legendre-gauss", nlat: int | Non
     return dst
 
 
-def main(argv=None):  # pragma: no cover - thin CLI, the function is tested
+def main(argv=None):
     p = argparse.ArgumentParser(prog="dandelion-well-resample", description=__doc__.split("\n\n")[0])
     p.add_argument("args", nargs="+", help="src=DIR dst=NEW_DIR [grid=legendre-gauss] [nlat=N] [nlon=N]")
-    kv = dict(a.split("=", 1) for a in p.parse_args(argv).args)
+    args = list(p.parse_args(argv).args)
+    debug = "--debug" in args
+    kv = dict(a.split("=", 1) for a in args if a != "--debug" and "=" in a)
     unknown = sorted(set(kv) - {"src", "dst", "grid", "nlat", "nlon"})
     if unknown or "src" not in kv or "dst" not in kv:
         p.error(f"expected src=DIR dst=NEW_DIR [grid=..] [nlat=..] [nlon=..]; unknown {unknown}")
-    out = resample_well_folder(kv["src"], kv["dst"], kv.get("grid", "legendre-gauss"),
-                               int(kv["nlat"]) if "nlat" in kv else None, int(kv["nlon"]) if "nlon" in kv else None)
+    if not (Path(kv["src"]) / "data" / "train").is_dir():
+        p.exit(2, f"dandelion-well-resample: error: src={kv['src']} is not a folder in the Well's layout (no data/train): "
+                  "pass the dataset's folder, e.g. WELL/datasets/planetswe after `the-well-download --base-path WELL "
+                  "--dataset planetswe`\n")
+    with guard("dandelion-well-resample", debug):
+        out = resample_well_folder(kv["src"], kv["dst"], kv.get("grid", "legendre-gauss"),
+                                   int(kv["nlat"]) if "nlat" in kv else None, int(kv["nlon"]) if "nlon" in kv else None)
     print(f"resampled {kv['src']} onto {kv.get('grid', 'legendre-gauss')} in {out}")

@@ -91,6 +91,19 @@ def test_train_unknown_model_and_key(make_tiny_dataset, tmp_path, capsys):
     assert not run.exists()
 
 
+def test_train_refuses_a_run_dir_that_holds_a_finished_run(make_tiny_dataset, tmp_path, capsys):
+    """A second training into the same run_dir would replace best.pt/last.pt and mix metrics.jsonl: refused,
+    and the old run is untouched."""
+    data = make_tiny_dataset(tmp_path / "data")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "last.pt").write_bytes(b"an earlier run")
+    (run / "metrics.jsonl").write_text("{}\n")
+    err = _fails(train.main, [f"dataset.path={data}", f"run_dir={run}", "trainer=quick"], capsys)
+    assert "already holds a training run" in err and "resume=" in err and "another run_dir" in err
+    assert (run / "last.pt").read_bytes() == b"an earlier run" and (run / "metrics.jsonl").read_text() == "{}\n"
+
+
 # ------------------------------------------------------------------------------------------ dandelion-benchmark
 def test_benchmark_unknown_dataset_key(capsys):
     err = _fails(benchmark.main, ["scale=cpu", "only.datasets=[galewsky_32x32]", "dry_run=true"], capsys)

@@ -11,6 +11,7 @@ import yaml
 import tiny_well
 from dandelion.datasets import well as well_module
 from dandelion.datasets.well import STATS_CACHE, UnsupportedGridError, WellFolder, is_well_folder
+from dandelion.datasets.well_resample import main as resample_main
 from dandelion.datasets.well_resample import resample_well_folder
 from dandelion.sphere import SphereGrid
 
@@ -105,3 +106,13 @@ def test_resampled_folder_still_opens_with_the_wells_loader(tmp_path):
     sample = ds[0]
     assert tuple(sample["input_fields"].shape) == (2, NLAT, NLON, 3)
     assert torch.isfinite(sample["input_fields"]).all()
+
+
+def test_resample_cli_missing_folder_is_one_line_exit_2(tmp_path, capsys):
+    """``dandelion-well-resample`` on a folder that does not exist: exit 2, one stderr line naming the download."""
+    with pytest.raises(SystemExit) as info:
+        resample_main([f"src={tmp_path / 'planetswe'}", f"dst={tmp_path / 'out'}"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1 and "the-well-download" in err
+    assert not (tmp_path / "out").exists()
