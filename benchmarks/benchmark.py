@@ -5,13 +5,15 @@ tiny/small presets, minutes per model on 2 cores; ``full``: up to 256x512, paper
 every cell ``(dataset, model, seed)``:
 
 1. the dataset is generated (or completed: ``dandelion-generate`` resumes) under ``work_dir``;
-2. the model is trained once per learning rate of ``lr_sweep`` with ``dandelion-train``
-   (:func:`dandelion.benchmarks.train.train`): 4 frames in, 1 out, AdamW with warm-up and cosine
-   decay, then the autoregressive fine-tune, for a budget counted in optimiser STEPS
-   (``epochs * max_batches_per_epoch`` per phase), so that the result does not depend on the load of
-   the machine;
+2. on the sweep seed (``scale.sweep_seed``, 0), the model is trained once per learning rate of
+   ``lr_sweep`` with ``dandelion-train`` (:func:`dandelion.benchmarks.train.train`): 4 frames in, 1 out,
+   AdamW with warm-up and cosine decay, then the autoregressive fine-tune, for a budget counted in
+   optimiser STEPS (``epochs * max_batches_per_epoch`` per phase), so that the result does not depend
+   on the load of the machine;
 3. the learning rate whose FINAL model (``last.pt``, after the fine-tune) has the lowest next-step
-   loss on the validation split is kept;
+   loss on the validation split is kept; while it is the smallest or largest rate tried, the next rate
+   of ``lr_ladder`` beyond it is trained too (:func:`sweep_lr`), so that the chosen rate is inside the
+   sweep; every other seed trains once at the sweep seed's rate;
 4. that model is rolled out on the test split with ``dandelion-rollout``
    (:func:`dandelion.benchmarks.rollout.rollout`): next-step VRMSE and the 1:20 rollout VRMSE (mean
    over leads 1..20), area-weighted and the Well's unweighted definition, per field and averaged;
@@ -49,18 +51,16 @@ from dandelion.cli import check_choice, check_device, run
 
 from dandelion.datasets.folder import load_metadata
 from dandelion.datasets.generate import generate
-from dandelion.datasets.torch_dataset import WindowDataset
-from dandelion.forecast import Forecaster
-from dandelion.metrics import metric_names
 from dandelion.runtime import device_name, machine, versions, write_json_atomic
 
-from .cells import (CELL_SCHEMA, cell_path, cells, dataset_spec, flatten_overrides, fmt_value, lr_tag, metric_summaries,
+from .cells import (CELL_SCHEMA, cell_path, reference_path, cells, dataset_spec, flatten_overrides, fmt_value, lr_tag, metric_summaries,
                     protocol_hash, resolved_trainer, stored_hash, training_hash)
 from .compose import compose
-from .rollout import evaluate, rollout
+from .references import linear_ar_reference, persistence_reference
+from .rollout import rollout
 from .train import train
 
-__all__ = ["benchmark", "run_cell", "ensure_dataset", "persistence_reference", "check", "main"]
+__all__ = ["benchmark", "run_cell", "sweep_lr", "ensure_dataset", "check", "main"]
 
 
 def _device(cfg) -> str:
@@ -143,24 +143,94 @@ def _evaluate(cfg, key, checkpoint: Path, data_path: Path, out_dir: Path) -> tup
     return r["results"], "dandelion-rollout " + " ".join(shlex.quote(o) for o in over)
 
 
+def _read_curve(run_dir) -> list[dict]:
+    """The validation curve of a training run: ``[{step, phase, train_loss, val_loss, val_vrmse}, ...]`` from its
+    ``metrics.jsonl`` (one record per epoch; empty when the file is missing)."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a torn last line of a killed run
+        out.append({k: r.get(k) for k in ("step", "phase", "train_loss", "val_loss", "val_vrmse")})
+    return out
+
+
+def _loss(run: dict) -> float:
+    v = float(run.get("val_loss", math.nan))
+    return v if math.isfinite(v) else math.inf  # a diverged run is the worst
+
+
+def sweep_lr(cfg, key: str, model: str, seed: int, data_path: Path) -> tuple[list[dict], dict, dict]:
+    """The learning-rate sweep of one (dataset, model) on ``seed``, widened until its best rate is inside.
+
+    Trains every rate of ``scale.lr_sweep``; then, while the best rate (lowest final validation loss; a
+    diverged run counts as infinitely bad) is the smallest or the largest tried, trains the next rate of
+    ``scale.lr_ladder`` beyond that edge. Stops when the best is inside the tried set, or at the end of
+    the ladder (``inside`` false: the optimum may lie outside the ladder). Runs are reused from their
+    ``result.json``, so calling it again costs nothing.
+
+    Returns ``(runs sorted by lr, best run, info)`` with ``info`` = ``{"sweep_seed", "start", "ladder",
+    "tried", "inside"}``.
+
+    Raises
+    ------
+    FloatingPointError
+        If every tried rate diverged (non-finite validation loss).
+    ValueError
+        If a start rate is not on the ladder.
+    """
+    s = cfg.scale
+    start = sorted(float(x) for x in s.lr_sweep)
+    ladder = sorted(float(x) for x in (s.get("lr_ladder") or start))
+    off = [lr for lr in start if not any(math.isclose(lr, x, rel_tol=1e-9) for x in ladder)]
+    if off:
+        raise ValueError(f"scale.lr_sweep rates {off} are not on scale.lr_ladder {ladder}: add them to the ladder")
+    runs = {lr: _train_one(cfg, key, model, seed, lr, data_path) for lr in start}
+    while True:
+        tried = sorted(runs)
+        best = min(tried, key=lambda lr: (_loss(runs[lr]), lr))
+        if not math.isfinite(_loss(runs[best])):
+            raise FloatingPointError(f"cell {key}/{model}/seed{seed}: every learning rate of {tried} diverged "
+                                     "(non-finite validation loss); lower scale.lr_sweep")
+        idx = next(i for i, x in enumerate(ladder) if math.isclose(x, best, rel_tol=1e-9))
+        if best == tried[0] and idx > 0 and not any(math.isclose(ladder[idx - 1], x, rel_tol=1e-9) for x in tried):
+            nxt = ladder[idx - 1]
+        elif best == tried[-1] and idx < len(ladder) - 1 and not any(math.isclose(ladder[idx + 1], x, rel_tol=1e-9) for x in tried):
+            nxt = ladder[idx + 1]
+        else:
+            break
+        print(f"[benchmark] {key}/{model}/seed{seed}: best rate {best:g} at the edge of {tried}: widening to {nxt:g}", flush=True)
+        runs[nxt] = _train_one(cfg, key, model, seed, nxt, data_path)
+    inside = tried[0] < best < tried[-1]
+    info = {"sweep_seed": int(seed), "start": start, "ladder": ladder, "tried": tried, "inside": bool(inside)}
+    return [runs[lr] for lr in tried], runs[best], info
+
+
 def run_cell(cfg, key: str, model: str, seed: int) -> dict:
     """Run one cell of the grid (sweep, selection, test evaluation) and write its result JSON atomically.
 
-    Returns the cell record (the JSON content). See the module docstring for the protocol.
+    The learning rate comes from :func:`sweep_lr` on ``scale.sweep_seed`` (the same sweep, reused, for
+    every seed; null: each seed sweeps for itself); a seed other than the sweep seed then trains once at
+    that rate. Returns the cell record (the JSON content). See the module docstring for the protocol.
     """
     s = cfg.scale
     t0 = time.perf_counter()
     data_path = ensure_dataset(cfg, key)
     meta = load_metadata(data_path)
     trainer_resolved = resolved_trainer(cfg)
-    sweep = []
-    for lr in s.lr_sweep:
-        sweep.append(_train_one(cfg, key, model, seed, float(lr), data_path))
-    finite = [r for r in sweep if math.isfinite(float(r.get("val_loss", math.nan)))]
-    if not finite:
-        raise FloatingPointError(f"cell {key}/{model}/seed{seed}: every learning rate of {list(s.lr_sweep)} diverged "
-                                 "(non-finite validation loss); lower scale.lr_sweep")
-    best = min(finite, key=lambda r: float(r["val_loss"]))
+    sweep_seed = s.get("sweep_seed")
+    sweep_seed = int(seed) if sweep_seed is None else int(sweep_seed)
+    sweep, chosen, lr_info = sweep_lr(cfg, key, model, sweep_seed, data_path)
+    best = chosen if sweep_seed == int(seed) else _train_one(cfg, key, model, seed, float(chosen["lr"]), data_path)
+    if not math.isfinite(_loss(best)):
+        raise FloatingPointError(f"cell {key}/{model}/seed{seed}: the rate {best['lr']:g} chosen on seed {sweep_seed} diverged "
+                                 "on this seed (non-finite validation loss)")
+    for r in (*sweep, best):
+        r["curve"] = _read_curve(r["run_dir"])
     t_train = time.perf_counter() - t0
     t1 = time.perf_counter()
     ckpt = Path(best["last"])
@@ -182,10 +252,11 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
         "n_parameters": int(best.get("n_parameters", 0)),
         "lr": float(best["lr"]),
         "selection": "lowest next-step loss (area-weighted MSE in the target's normalised units) of the final model (last.pt, after the "
-                     "autoregressive fine-tune) on the valid split",
-        "sweep": [{"lr": float(r["lr"]), "val_loss": float(r["val_loss"]), "val_vrmse": float(r["val_vrmse"]),
-                   "train_loss": float(r["train_loss"]), "steps": int(r["step"]), "stopped": r.get("stopped"),
-                   "minutes": float(r.get("minutes", 0.0)), "run_dir": r["run_dir"], "reused": bool(r.get("reused"))} for r in sweep],
+                     f"autoregressive fine-tune) on the valid split, swept on seed {sweep_seed} (widened along the ladder until the "
+                     "best rate is inside the tried rates) and reused for the other seeds",
+        "sweep": [_run_record(r) for r in sweep],
+        "lr_selection": lr_info,
+        "run": _run_record(best),
         "trainer": OmegaConf.to_container(s.trainer, resolve=True),
         "trainer_resolved": trainer_resolved,
         "target": str(trainer_resolved.get("target", "frame")),
@@ -198,7 +269,8 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
         "lead_time": results["lead_time"],
         "lead_time_hours": results.get("lead_time_hours"),
         "units": results.get("units"),
-        "commands": {"benchmark": cfg.get("_command") or _benchmark_command(cfg), "train": [r["command"] for r in sweep],
+        "commands": {"benchmark": cfg.get("_command") or _benchmark_command(cfg),
+                     "train": list(dict.fromkeys([r["command"] for r in sweep] + [best["command"]])),
                      "selected_train": best["command"], "rollout": rollout_cmd},
         "minutes": {"train_wall": t_train / 60.0, "eval_wall": t_eval / 60.0},
         "versions": versions(),
@@ -209,28 +281,11 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
     return record
 
 
-def persistence_reference(cfg, key: str) -> dict:
-    """Scores of persistence (the last input frame as every forecast) on the test split of dataset
-    ``key`` with the scale's evaluation settings, written to ``results_dir/<key>/persistence.json``
-    (a reference line of the leaderboard; no training). Returns the record."""
-    e = cfg.scale.evaluation
-    data = WindowDataset(ensure_dataset(cfg, key), e.get("split", "test"), n_in=4, n_out=1)
-    n_channels = data.layout.n_channels
-
-    class Persistence(torch.nn.Module):
-        def forward(self, x):
-            return x[:, -n_channels:]
-
-    model = Forecaster(Persistence(), data.layout, int(cfg.scale.trainer.n_in), name="persistence")
-    res = evaluate(model, data, n_steps=int(e.n_steps), init_stride=int(e.get("init_stride", 1)), max_inits=e.get("max_inits"),
-                   batch_size=int(e.get("batch_size", 8)), spectra_leads=[], sample=False)["results"]
-    table = metric_names(table=True)  # the leaderboard's reference line of every table
-    summaries = metric_summaries(res, metrics=table, curves=table)
-    rec = {"schema": "dandelion-benchmark-reference/1", "model": "persistence", "dataset_key": key, "n_forecasts": res["n_forecasts"],
-           "protocol_hash": protocol_hash(cfg, key),
-           **summaries}
-    write_json_atomic(Path(cfg.scale.results_dir) / key / "persistence.json", rec)
-    return rec
+def _run_record(r: dict) -> dict:
+    return {"lr": float(r["lr"]), "val_loss": float(r["val_loss"]), "val_vrmse": float(r["val_vrmse"]),
+            "train_loss": float(r["train_loss"]), "steps": int(r["step"]), "stopped": r.get("stopped"),
+            "minutes": float(r.get("minutes", 0.0)), "run_dir": r["run_dir"], "reused": bool(r.get("reused")),
+            "curve": r.get("curve", [])}
 
 
 def _benchmark_command(cfg) -> str:
@@ -253,9 +308,9 @@ def benchmark(cfg) -> dict:
         if cfg.get("dry_run"):
             print(f"  {c['dataset']:<28} {c['model']:<10} seed {c['seed']}: {state} ({c['path']})")
             continue
-        ref = Path(cfg.scale.results_dir) / c["dataset"] / "persistence.json"
-        if stored_hash(ref) != c["protocol_hash"]:  # missing, or made with other evaluation settings
-            persistence_reference(cfg, c["dataset"])
+        for name, make in (("persistence", persistence_reference), ("linear_ar", linear_ar_reference)):
+            if stored_hash(reference_path(cfg.scale.results_dir, c["dataset"], name)) != c["protocol_hash"]:
+                make(cfg, c["dataset"], ensure_dataset(cfg, c["dataset"]))  # missing, or made under another protocol
         if c["finished"]:
             skipped += 1
             continue
@@ -289,10 +344,6 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps({k: v for k, v in out.items() if k != "cells"}))
 
     run("dandelion-benchmark", "benchmark", _job, check=check, argv=argv)
-
-
-if __name__ == "__main__":
-    main()
 
 
 if __name__ == "__main__":

@@ -20,11 +20,15 @@ from dandelion.metrics import metric_names
 
 from .compose import compose
 
-__all__ = ["CELL_SCHEMA", "cells", "cell_path", "dataset_spec", "protocol_hash", "training_hash", "resolved_trainer",
+__all__ = ["CELL_SCHEMA", "REFERENCES", "reference_path", "cells", "cell_path", "dataset_spec", "protocol_hash", "training_hash", "resolved_trainer",
            "stored_hash", "fmt_value", "flatten_overrides", "lr_tag", "metric_summaries", "load_cells"]
 
 #: Schema tag of a cell's result JSON.
 CELL_SCHEMA = "dandelion-benchmark-cell/1"
+
+#: The reference forecasts of every dataset (:mod:`dandelion.benchmarks.references`), in the order the
+#: leaderboard shows them: name -> label.
+REFERENCES = {"persistence": "persistence (reference)", "linear_ar": "linear AR (reference)"}
 
 
 def fmt_value(v) -> str:
@@ -52,7 +56,7 @@ def flatten_overrides(d: dict, prefix: str) -> list[str]:
 def protocol_hash(cfg, key: str) -> str:
     """Fingerprint (12 hex digits) of the scale's settings that decide a cell's numbers for dataset ``key``.
 
-    SHA-256 of the scale's ``trainer`` overrides, ``lr_sweep``, ``preset`` and ``evaluation`` settings
+    SHA-256 of the scale's ``trainer`` overrides, ``lr_sweep``, ``lr_ladder``, ``sweep_seed``, ``preset`` and ``evaluation`` settings
     and the dataset's spec (config group and overrides). A cell result (or persistence reference) made
     under another fingerprint is listed as ``stale`` and run again. Defaults the scale does not set
     (``configs/trainer/default.yaml``) are compared separately through the resolved trainer
@@ -61,6 +65,7 @@ def protocol_hash(cfg, key: str) -> str:
     s = cfg.scale
     spec = dataset_spec(cfg, key)
     payload = {"trainer": OmegaConf.to_container(s.trainer, resolve=True), "lr_sweep": [float(x) for x in s.lr_sweep],
+               "lr_ladder": [float(x) for x in (s.get("lr_ladder") or [])], "sweep_seed": s.get("sweep_seed"),
                "preset": str(s.preset), "evaluation": OmegaConf.to_container(s.evaluation, resolve=True),
                "dataset": spec["dataset"], "dataset_overrides": spec["overrides"]}
     return _digest(payload)
@@ -159,6 +164,11 @@ def cells(cfg) -> list[dict]:
                 out.append({"dataset": d, "model": m, "seed": k, "path": p, "finished": state == "finished", "state": state,
                             "protocol_hash": h})
     return out
+
+
+def reference_path(results_dir, key: str, name: str) -> Path:
+    """Where a reference forecast's record lives: ``results_dir/<key>/<name>.json``."""
+    return Path(results_dir) / key / f"{name}.json"
 
 
 def cell_path(results_dir, dataset_key: str, model: str, seed: int) -> Path:

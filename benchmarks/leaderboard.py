@@ -25,12 +25,15 @@ import math
 from pathlib import Path
 
 import numpy as np
+from omegaconf import OmegaConf
 
 from dandelion.metrics import METRICS, metric_names
 from dandelion.runtime import write_text_atomic
 
-from .cells import load_cells
+from .cells import REFERENCES, load_cells, reference_path
+from .cells import cells as grid_cells
 from .compose import compose
+from .curves import plot_training_curves
 from .plotting import plain_log_ticks, pyplot, save_figure
 
 __all__ = ["load_cells", "aggregate", "render_markdown", "plot_error_vs_resolution", "leaderboard", "bold_best"]
@@ -99,10 +102,12 @@ def _table(agg: dict, metric: str, datasets: list[str], models: list[str]) -> li
             head.append(f"{d} {label}")
             cols.append((d, part))
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * len(cols)) + "|"]
-    refs = {d: agg[d][next(iter(agg[d]))].get("reference") for d in datasets}
-    if any(refs.values()):  # persistence: a reference line, never bold
-        lines.append("| *persistence (reference)* | " + " | ".join(
-            f"*{refs[d][part][metric]['mean']:.4f}*" if refs[d] and metric in refs[d][part] else "–" for d, part in cols) + " |")
+    refs = {d: agg[d][next(iter(agg[d]))].get("references") or {} for d in datasets}
+    for name, label in REFERENCES.items():  # reference lines (persistence, linear AR), never bold
+        if any(name in r for r in refs.values()):
+            lines.append(f"| *{label}* | " + " | ".join(
+                f"*{refs[d][name][part][metric]['mean']:.4f}*" if name in refs[d] and metric in refs[d][name][part] else "–"
+                for d, part in cols) + " |")
     best = {}
     for d, part in cols:
         best[(d, part)] = bold_best({m: agg[d][m][part][metric]["mean"]["mean"] for m in models if m in agg[d] and metric in agg[d][m][part]})
@@ -131,13 +136,14 @@ def _field_table(agg: dict, d: str, models: list[str], metric: str = "vrmse") ->
 
 
 def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, report_command: str | None = None,
-                    references: dict | None = None) -> str:
+                    references: dict | None = None, pending: dict | None = None) -> str:
     """The ``leaderboard.md`` text for the cells of one scale (see the module docstring); ``references``:
-    dataset key -> persistence record (a reference line in the tables)."""
+    dataset key -> {reference name (:data:`~dandelion.benchmarks.references.REFERENCES`) -> record} (reference
+    lines in the tables); ``pending``: dataset key -> why it has no finished cell yet."""
     agg = aggregate(cells)
-    for d, ref in (references or {}).items():
+    for d, refs in (references or {}).items():
         for e in agg.get(d, {}).values():
-            e["reference"] = ref
+            e["references"] = refs
     datasets = sorted(agg, key=lambda d: (agg[d][next(iter(agg[d]))]["dataset"], agg[d][next(iter(agg[d]))]["nlat"], d))
     models = []
     for c in cells:
@@ -159,16 +165,24 @@ def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, re
         L.append(f"Reduced datasets (solver band limit below the dataset card's; few short trajectories): {', '.join(reduced)}. "
                  "They benchmark the models at small size; they are not the paper's numbers.")
         L.append("")
+    if pending:
+        L.append("Datasets of the scale without results yet (pending):")
+        L.append("")
+        L += [f"- `{d}`: {why}" for d, why in pending.items()]
+        L.append("")
     if references:
-        L.append("*persistence (reference)*: the last input frame as every forecast (no training), same forecasts and metrics.")
+        L.append("*persistence (reference)*: the last input frame as every forecast (no training), same forecasts and metrics. "
+                 "*linear AR (reference)*: one pointwise linear map of the protocol's inputs to the increment, the same at every "
+                 "grid point, fitted by area-weighted least squares on the train split (`benchmarks/references.py`).")
         L.append("")
     for d in datasets:
-        ref_hash = ((references or {}).get(d) or {}).get("protocol_hash")
         cell_hashes = {c.get("protocol_hash") for c in cells if c["dataset_key"] == d}
-        if ref_hash is not None and cell_hashes != {ref_hash}:
-            L.append(f"**Warning**: the persistence reference of {d} was made under protocol {ref_hash}, the cells under "
-                     f"{sorted(map(str, cell_hashes))}; rerun `dandelion-benchmark` to refresh it.")
-            L.append("")
+        for name, ref in ((references or {}).get(d) or {}).items():
+            ref_hash = ref.get("protocol_hash")
+            if ref_hash is not None and cell_hashes != {ref_hash}:
+                L.append(f"**Warning**: the {name} reference of {d} was made under protocol {ref_hash}, the cells under "
+                         f"{sorted(map(str, cell_hashes))}; rerun `dandelion-benchmark` to refresh it.")
+                L.append("")
         hashes = cell_hashes
         if len(hashes) > 1:
             L.append(f"**Warning**: the cells of {d} were made under {len(hashes)} different protocols ({sorted(map(str, hashes))}); "
@@ -181,16 +195,19 @@ def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, re
     for d in datasets:
         L += [f"### {d}", ""] + _field_table(agg, d, models) + [""]
     L += ["## Training", ""]
-    L.append("| dataset | model | preset | parameters | seeds | chosen lr per seed | sweep (lr: final valid loss) | steps | train wall min (mean) |")
-    L.append("|---|---|---|---:|---|---|---|---:|---:|")
+    L.append("| dataset | model | preset | parameters | seeds | chosen lr per seed | sweep (lr: final valid loss) | inside | steps | train wall min (mean) |")
+    L.append("|---|---|---|---:|---|---|---|---|---:|---:|")
     for d in datasets:
         for m in models:
             if m not in agg[d]:
                 continue
             e = agg[d][m]
-            sweeps = "; ".join(f"s{c['seed']}: " + ", ".join(f"{r['lr']:g}: {r['val_loss']:.4g}" for r in c["sweep"]) for c in e["cells"])
             L.append(f"| {d} | {m} | {e['preset']} | {e['n_parameters']:,} | {','.join(map(str, e['seeds']))} | "
-                     f"{', '.join(f'{lr:g}' for lr in e['lrs'])} | {sweeps} | {max(e['steps'])} | {np.mean(e['train_minutes']):.1f} |")
+                     f"{', '.join(f'{lr:g}' for lr in e['lrs'])} | {_sweep_text(e['cells'])} | {_inside_text(e['cells'])} | "
+                     f"{max(e['steps'])} | {np.mean(e['train_minutes']):.1f} |")
+    L.append("")
+    L.append("'inside': the chosen rate has a tried rate on each side (the sweep was widened along the ladder until it had, "
+             "or the ladder ended). A sweep shown once ran on the sweep seed and its rate was reused by the other seeds.")
     L.append("")
     c0 = cells[0]
     t = c0["trainer"]
@@ -227,6 +244,46 @@ def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, re
         L.append("```")
     L += ["", "</details>", ""]
     return "\n".join(L)
+
+
+def _sweep_text(cs: list[dict]) -> str:
+    """The sweeps of a model's cells: once when every seed reused one sweep (``lr_selection.sweep_seed``), else per seed."""
+    seen, parts = set(), []
+    for c in cs:
+        sel = c.get("lr_selection") or {}
+        tag = sel.get("sweep_seed", c["seed"])
+        if tag in seen:
+            continue
+        seen.add(tag)
+        parts.append(f"s{tag}: " + ", ".join(f"{r['lr']:g}: {r['val_loss']:.4g}" for r in c["sweep"]))
+    return "; ".join(parts)
+
+
+def _inside_text(cs: list[dict]) -> str:
+    flags = {(c.get("lr_selection") or {}).get("inside") for c in cs}
+    return "yes" if flags == {True} else "no (edge of the ladder)" if False in flags else "n/a"
+
+
+def _pending(cfg_scale_name: str, results_dir: Path, done: set) -> dict:
+    """Dataset keys of the scale (configs/scale/<name>.yaml) without a finished cell: key -> reason."""
+    try:
+        cfg = compose("benchmark", [f"scale={cfg_scale_name}", f"scale.results_dir={results_dir}"])
+    except Exception:  # a results folder of a scale that no longer exists: nothing to list
+        return {}
+    out = {}
+    for key, spec in cfg.scale.datasets.items():
+        if key in done:
+            continue
+        states = [c["state"] for c in grid_cells(_only(cfg, key))]
+        why = spec.get("pending_reason") or "not run yet"
+        out[key] = f"{why} ({states.count('finished')} of {len(states)} cells finished)"
+    return out
+
+
+def _only(cfg, key: str):
+    c = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    c.only = {"datasets": [key], "models": None, "seeds": None}
+    return c
 
 
 def _family(entry) -> str:
@@ -322,18 +379,22 @@ def leaderboard(cfg) -> dict:
     results_dir = Path(str(results_dir))
     cells = load_cells(results_dir)
     agg = aggregate(cells)
-    references = {d: json.loads((results_dir / d / "persistence.json").read_text()) for d in agg
-                  if (results_dir / d / "persistence.json").exists()}  # written by dandelion-benchmark
+    references = {d: {name: json.loads(reference_path(results_dir, d, name).read_text()) for name in REFERENCES
+                      if reference_path(results_dir, d, name).exists()} for d in agg}  # written by dandelion-benchmark
     plots = {}
     if cfg.get("plots", True):
         for d, models in agg.items():
             plots[f"error_vs_lead_{d}"] = str(plot_error_vs_lead_log(models, results_dir / f"error_vs_lead_{d}.png", d))
+            p = plot_training_curves(models, results_dir / f"training_curves_{d}.png", d)
+            if p is not None:
+                plots[f"training_curves_{d}"] = str(p)
         for fam in sorted({_family(next(iter(m.values()))) for m in agg.values()}):
             p = plot_error_vs_resolution(agg, fam, results_dir / f"error_vs_resolution_{fam}.png")
             if p is not None:
                 plots[f"error_vs_resolution_{fam}"] = str(p)
     cmd = cfg.get("_command") or f"dandelion-report target=leaderboard scale={scale}"
-    md = render_markdown(cells, scale, plots=plots, report_command=cmd, references=references)
+    md = render_markdown(cells, scale, plots=plots, report_command=cmd, references=references,
+                         pending=_pending(scale, results_dir, set(agg)))
     if (results_dir / "NOTES.md").exists():  # a hand-written discussion of the numbers, kept beside the table
         first = next((f"\n## {METRICS[m].title}\n" for m in metric_names(table=True) if f"\n## {METRICS[m].title}\n" in md), None)
         if first is not None:  # before the first metric table

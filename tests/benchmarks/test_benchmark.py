@@ -24,7 +24,8 @@ def tiny_scale(make_tiny_dataset, tmp_path):
                              splits={"train": [0, 1], "valid": [2], "test": [3]})
     cfg = B.compose("benchmark", [
         "scale=cpu", f"scale.results_dir={tmp_path / 'results'}", f"scale.work_dir={tmp_path / 'work'}",
-        "scale.models=[_pointwise_test,sfno]", "scale.seeds=[0]", "scale.lr_sweep=[1e-3,1e-2]", "scale.plugins=[tiny_model]",
+        "scale.models=[_pointwise_test,sfno]", "scale.seeds=[0]", "scale.lr_sweep=[1e-3,1e-2]", "scale.lr_ladder=[1e-3,1e-2]",
+        "scale.plugins=[tiny_model]",
         "scale.trainer.epochs=1", "scale.trainer.max_batches_per_epoch=2", "scale.trainer.batch_size=2",
         "scale.trainer.finetune.epochs=1", "scale.trainer.warmup_steps=1", "scale.trainer.val_max_batches=1",
         "scale.evaluation.n_steps=3", "scale.evaluation.init_stride=2", "scale.evaluation.batch_size=4",
@@ -99,6 +100,11 @@ def test_one_cell_then_skip_then_leaderboard(tiny_scale, tmp_path):
                 expected = f"{v:.4f} ± n/a"  # one seed: no spread
                 assert rows[m][col] == (f"**{expected}**" if bold else expected), (metric, part, m)
     assert "dandelion-benchmark" in md and "dandelion-report target=leaderboard" in md
+    assert "| *persistence (reference)* |" in md and "| *linear AR (reference)* |" in md
+    ref = json.loads((tmp_path / "results" / "tiny_16x32" / "linear_ar.json").read_text())
+    assert ref["fit"]["n_windows"] > 0 and math.isfinite(ref["next_step"]["vrmse"]["mean"])
+    assert all(r["curve"] and r["curve"][-1]["step"] == r["steps"] for r in rec0["sweep"])  # validation curves are kept
+    assert "training_curves_tiny_16x32" in res["plots"]
     assert "dandelion-train " in md and "dandelion-rollout " in md
     for p in res["plots"].values():
         assert p.endswith(".png") and (tmp_path / "results" / p.split("/")[-1]).stat().st_size > 0

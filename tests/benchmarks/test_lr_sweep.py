@@ -1,0 +1,150 @@
+"""The benchmark's learning-rate sweep: widened along the ladder until the best rate is inside, swept once on
+the sweep seed and reused by the other seeds; and the linear autoregression reference.
+
+The sweep tests replace the training by a known loss landscape (``_train_one`` monkeypatched), so that the
+selection logic is checked against a loss whose optimum is known.
+"""
+
+import math
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from dandelion.benchmarks import benchmark as B
+from dandelion.benchmarks.references import fit_linear_ar
+from dandelion.datasets.torch_dataset import WindowDataset
+from dandelion.forecast import difference_window, next_frame, nonzero_scale
+
+LADDER = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
+
+
+def _cfg(start, ladder=LADDER, sweep_seed=0):
+    cfg = B.compose("benchmark", ["scale=cpu"])
+    OmegaConf.set_struct(cfg, False)
+    cfg.scale.lr_sweep = list(start)
+    cfg.scale.lr_ladder = list(ladder)
+    cfg.scale.sweep_seed = sweep_seed
+    return cfg
+
+
+@pytest.fixture
+def landscape(monkeypatch):
+    """Training replaced by a loss ``(log10 lr - log10 optimum)**2 + 1`` (inf above ``diverge``); records calls."""
+    calls = []
+    state = {"optimum": 3e-3, "diverge": math.inf}
+
+    def fake(cfg, key, model, seed, lr, data_path):
+        calls.append((seed, lr))
+        loss = math.nan if lr > state["diverge"] else (math.log10(lr) - math.log10(state["optimum"])) ** 2 + 1.0
+        return {"lr": lr, "val_loss": loss, "val_vrmse": loss, "train_loss": loss, "step": 1, "run_dir": f"r{seed}_{lr}",
+                "last": f"r{seed}_{lr}/last.pt", "command": f"train seed={seed} lr={lr}"}
+
+    monkeypatch.setattr(B, "_train_one", fake)
+    return state, calls
+
+
+@pytest.mark.parametrize("optimum, start, tried", [
+    (3e-3, [1e-3, 3e-3, 1e-2], [1e-3, 3e-3, 1e-2]),            # inside from the start: nothing added
+    (3e-2, [1e-3, 3e-3, 1e-2], [1e-3, 3e-3, 1e-2, 3e-2, 1e-1]),  # optimum above: widened upwards twice
+    (1e-4 * 1.5, [1e-3, 3e-3], [1e-4, 3e-4, 1e-3, 3e-3]),       # optimum below: widened down to the ladder's end
+])
+def test_sweep_widens_until_best_is_inside(landscape, optimum, start, tried):
+    state, calls = landscape
+    state["optimum"] = optimum
+    runs, best, info = B.sweep_lr(_cfg(start), "k", "m", 0, None)
+    assert info["tried"] == pytest.approx(tried)
+    assert [r["lr"] for r in runs] == pytest.approx(tried)
+    nearest = min(LADDER, key=lambda x: abs(math.log10(x) - math.log10(optimum)))
+    assert best["lr"] == pytest.approx(nearest)  # the ladder rate nearest the known optimum
+    assert info["inside"] == (tried[0] < best["lr"] < tried[-1])
+    assert len(calls) == len(tried)  # each rate trained once
+
+
+def test_sweep_at_ladder_edge_is_flagged(landscape):
+    state, _ = landscape
+    state["optimum"] = 1.0  # far above the ladder
+    _, best, info = B.sweep_lr(_cfg([1e-2, 3e-2]), "k", "m", 0, None)
+    assert best["lr"] == pytest.approx(1e-1) and info["inside"] is False
+
+
+def test_diverged_rate_counts_as_worst(landscape):
+    state, _ = landscape
+    state["optimum"], state["diverge"] = 1.0, 2e-2  # loss falls with the rate until the runs diverge
+    _, best, info = B.sweep_lr(_cfg([3e-3, 1e-2]), "k", "m", 0, None)
+    assert best["lr"] == pytest.approx(1e-2) and info["inside"] and info["tried"] == pytest.approx([3e-3, 1e-2, 3e-2])
+    state["diverge"] = 0.0
+    with pytest.raises(FloatingPointError, match="diverged"):
+        B.sweep_lr(_cfg([3e-3, 1e-2]), "k2", "m", 0, None)
+
+
+def test_start_rate_off_the_ladder_is_refused(landscape):
+    with pytest.raises(ValueError, match="lr_ladder"):
+        B.sweep_lr(_cfg([2e-3]), "k", "m", 0, None)
+
+
+def test_other_seeds_reuse_the_sweep_seed_rate(landscape, monkeypatch, tmp_path):
+    """run_cell on seed 2 runs (or reuses) the seed-0 sweep and trains seed 2 once, at seed 0's rate."""
+    state, calls = landscape
+    state["optimum"] = 1e-2
+    cfg = _cfg([1e-3, 3e-3, 1e-2])
+    captured = {}
+    monkeypatch.setattr(B, "ensure_dataset", lambda cfg, key: tmp_path)
+    monkeypatch.setattr(B, "load_metadata", lambda p: {"nlat": 8, "nlon": 16, "grid": "equiangular"})
+
+    class Stop(Exception):
+        pass
+
+    def fake_eval(cfg, key, ckpt, data_path, out_dir):
+        captured["ckpt"] = str(ckpt)
+        raise Stop
+
+    monkeypatch.setattr(B, "_evaluate", fake_eval)
+    with pytest.raises(Stop):
+        B.run_cell(cfg, "galewsky_32x64", "m", 2)
+    seed0 = [lr for s, lr in calls if s == 0]
+    seed2 = [lr for s, lr in calls if s == 2]
+    assert seed0 == pytest.approx([1e-3, 3e-3, 1e-2, 3e-2])  # the seed-0 sweep, widened once
+    assert seed2 == pytest.approx([1e-2])                   # seed 2: one run at the chosen rate
+    assert captured["ckpt"] == "r2_0.01/last.pt"            # and that run is the one evaluated
+
+
+class _LinearData(torch.utils.data.Dataset):
+    """Windows of an exactly linear recurrence per grid point, ``f_{k+1} = f_k + 0.5 (f_k - f_{k-1}) + c``,
+    with the layout and grid of a real dataset (its normalisation is irrelevant: the recurrence is on the
+    normalised values)."""
+
+    def __init__(self, base: WindowDataset, n_windows: int = 12):
+        self.layout, self.grid, self.wet, self.n_in = base.layout, base.grid, base.wet, base.n_in
+        self.split, self.path = "train", base.path
+        g = torch.Generator().manual_seed(0)
+        C, (H, W) = base.layout.n_channels, base.grid.shape
+        self.c = 0.01 * torch.randn(C, H, W, generator=g, dtype=torch.float64)
+        self.items = []
+        for _ in range(n_windows):
+            f = [torch.randn(C, H, W, generator=g, dtype=torch.float64)]
+            f.append(f[0] + 0.1 * torch.randn(C, H, W, generator=g, dtype=torch.float64))
+            while len(f) < self.n_in + 1:
+                f.append(f[-1] + 0.5 * (f[-1] - f[-2]) + self.c)
+            self.items.append({"x": torch.cat(f[: self.n_in]).float(), "y": f[self.n_in][None].float()})
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+
+def test_linear_ar_recovers_an_exactly_linear_recurrence(make_tiny_dataset, tmp_path):
+    base = WindowDataset(make_tiny_dataset(tmp_path / "d", nlat=8, nlon=16), "train", n_in=4, n_out=1)
+    data = _LinearData(base)
+    layer, info = fit_linear_ar(data)
+    assert info["n_windows"] == len(data) and info["n_features"] == 4 * base.layout.n_channels
+    C = base.layout.n_channels
+    s = base.layout.increment_scale()
+    for item in data.items[:3]:
+        x, y = item["x"][None], item["y"]
+        pred = next_frame(layer, x, C, s, s)
+        persistence = (x[:, -C:] - y).abs().max()
+        assert (pred - y).abs().max() < 1e-3 * persistence  # the recurrence is linear: the fit is exact up to float32
+    assert torch.isfinite(difference_window(data.items[0]["x"][None], C, nonzero_scale(s))).all()
