@@ -328,17 +328,22 @@ class Trainer:
                 reason = "max_minutes"
         return reason
 
+    def _last_train_loss(self) -> float:
+        """The last finite ``train_loss`` of the run's history (restored from a resumed checkpoint), else NaN."""
+        return next((float(r["train_loss"]) for r in reversed(self.history) if math.isfinite(r.get("train_loss", math.nan))), math.nan)
+
     def fit(self) -> dict:
         """Train (or continue) until the plan, ``max_steps``, ``stop_at_step`` or ``max_minutes`` ends it.
 
         Returns a dict: run_dir, best and last checkpoint paths, step, total_steps (the plan), epoch,
-        stop reason, last train loss, val_loss and val_vrmse of the final model, best_val_loss,
-        n_parameters, minutes. When ``max_minutes`` cuts the plan, rank 0 prints a warning
+        stop reason, last train loss (the mean over the last epoch trained; when this call trains nothing,
+        e.g. a finished run resumed unchanged, the checkpoint's last recorded one; NaN only for a run that never
+        took a step), val_loss and val_vrmse of the final model, best_val_loss, n_parameters, minutes. When ``max_minutes`` cuts the plan, rank 0 prints a warning
         "stopped early at step N of M" (and logs it).
         """
         t_start = time.perf_counter()
         reason = self._stop_reason(t_start, check_time=False)
-        train_loss, val = math.nan, {}
+        train_loss, val = self._last_train_loss(), {}
         epoch_offsets = [0]
         for p in self.phases:
             epoch_offsets.append(epoch_offsets[-1] + p["epochs"])

@@ -82,3 +82,11 @@ def test_checkpoint_schedule_kept_on_request_and_same_schedule_unchanged(data, t
     assert same["step"] == 8 and lrs_same == pytest.approx(lrs)
     with pytest.raises(ValueError, match="resume_schedule"):
         Trainer(train_cfg(data, tmp_path / "d", *COMMON, f"resume={first['last']}", "trainer.resume_schedule=sometimes"))
+
+
+def test_finished_run_resumed_unchanged_reports_its_last_train_loss(data, tmp_path):
+    done = train(train_cfg(data, tmp_path / "a", *COMMON, "trainer.epochs=1"))
+    again = train(train_cfg(data, tmp_path / "b", *COMMON, "trainer.epochs=1", f"resume={done['last']}"))
+    assert again["step"] == done["step"] == 4  # nothing trained in the second call
+    last = load_checkpoint(done["last"])["extra"]["history"][-1]["train_loss"]
+    assert again["train_loss"] == last == done["train_loss"]
