@@ -100,6 +100,15 @@ def _suggest(word: str, candidates) -> str | None:
     return found[0] if found else None
 
 
+def _value_of(overrides: list[str], key: str) -> str:
+    """The value the command line gave ``key`` (``key=V``, ``+key=V`` or ``++key=V``), else ``VALUE``."""
+    for o in overrides:
+        k, eq, v = o.partition("=")
+        if eq and k.lstrip("+") == key:
+            return v
+    return "VALUE"
+
+
 def _explain_compose_error(err: Exception, prog: str, name: str, overrides: list[str]) -> str:
     """One line for a hydra composition error: the bad override and, where one is close, a suggestion."""
     text = str(err)
@@ -122,6 +131,10 @@ def _explain_compose_error(err: Exception, prog: str, name: str, overrides: list
         close = _suggest(option, options)
         hint = f"did you mean {group}={close}? " if close else ""
         return f"unknown {group} {option!r}: {hint}choose one of {', '.join(options)}"
+    m = re.search(r"An item is already at '([^']+)'", text)
+    if m:  # +KEY=VALUE for a KEY that exists: the + only adds new keys
+        key = m.group(1)
+        return f"{key} already exists: write {key}={_value_of(overrides, key)} without the + (a + adds a new key only)"
     m = re.search(r"Could not override '([^']+)'", text)
     if m:
         key = m.group(1)
@@ -132,14 +145,16 @@ def _explain_compose_error(err: Exception, prog: str, name: str, overrides: list
             keys = config_keys(compose_config(name, chosen))
         except Exception:  # noqa: BLE001 - a second bad override: suggest from the defaults
             keys = config_keys(compose_config(name, []))
-        close = _suggest(key, keys + list(own))
+        # neither a config group nor a key's own parent node is a fix for a dotted key: "dataset" for "dataset.K=1"
+        candidates = [k for k in keys if not key.startswith(k + ".")] + ([] if "." in key else list(own))
+        close = _suggest(key, candidates)
         if close is None:  # a misspelt last part under a right prefix: compare the last parts of siblings
             head, _, leaf = key.rpartition(".")
             siblings = {k.rpartition(".")[2]: k for k in keys if k.rpartition(".")[0] == head}
             leaf_match = _suggest(leaf, siblings)
             close = siblings[leaf_match] if leaf_match else None
-        hint = f"did you mean {close!r}? " if close else ""
-        return f"unknown key {key!r}: {hint}({prog} --help lists the keys; +{key}=VALUE adds a new one)"
+        hint = f"did you mean {close}={_value_of(overrides, key)}? " if close else ""  # an existing key: no +
+        return f"unknown key {key!r}: {hint}({prog} --help lists the keys; +{key}=VALUE adds it as a new key)"
     cause = f" ({err.__cause__})" if err.__cause__ is not None else ""
     return f"bad override: {' '.join((text + cause).split())}"
 

@@ -33,7 +33,19 @@ def _checkpoint(tmp_path):
 def test_generate_unknown_key_suggests_the_right_one_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "data"
     err = _fails(generate.main, ["dataset.nlatt=32", f"dataset.path={out}"], capsys)
-    assert err.startswith("dandelion-generate: error:") and "did you mean 'dataset.nlat'" in err
+    assert err.startswith("dandelion-generate: error:") and "did you mean dataset.nlat=32?" in err
+    assert not out.exists()
+
+
+def test_generate_suggests_plus_only_for_a_new_key(tmp_path, capsys):
+    """An existing key is suggested as KEY=VALUE (a + there is refused by hydra); +KEY= only for the unknown key."""
+    out = tmp_path / "data"
+    err = _fails(generate.main, ["dataset.nlatt=32", f"dataset.path={out}"], capsys)
+    assert "+dataset.nlat=" not in err and "+dataset.nlatt=VALUE adds it as a new key" in err
+    err = _fails(generate.main, ["+dataset.nlat=32", f"dataset.path={out}"], capsys)
+    assert "write dataset.nlat=32 without the +" in err and "++" not in err
+    err = _fails(generate.main, ["dataset.K=[1]", f"dataset.path={out}"], capsys)
+    assert "did you mean dataset=" not in err  # the key's own parent node is no fix
     assert not out.exists()
 
 
@@ -85,7 +97,7 @@ def test_train_unknown_model_and_key(make_tiny_dataset, tmp_path, capsys):
     err = _fails(train.main, [f"dataset.path={data}", f"run_dir={run}", "model.name=dandelon"], capsys)
     assert "did you mean model.name=dandelion" in err
     err = _fails(train.main, [f"dataset.path={data}", f"run_dir={run}", "trainer.lrr=0.1"], capsys)
-    assert "did you mean 'trainer.lr'" in err
+    assert "did you mean trainer.lr=0.1?" in err
     err = _fails(train.main, [f"dataset.path={data}", f"run_dir={run}", f"resume={run / 'last.pt'}"], capsys)
     assert "resume=" in err and "does not exist" in err
     assert not run.exists()
@@ -274,7 +286,7 @@ def test_report_missing_rollout_folder(tmp_path, capsys):
 def test_bench_unknown_key_and_bad_target(tmp_path, capsys):
     out = tmp_path / "bench.json"
     err = _fails(bench.main, ["models.nmaes=[sfno]", f"output={out}"], capsys)
-    assert "did you mean 'models.names'" in err
+    assert "did you mean models.names=[sfno]?" in err
     err = _fails(bench.main, ["target=model", f"output={out}"], capsys)
     assert "did you mean target=models" in err
     err = _fails(bench.main, ["models.names=[dandelion,sfn]", f"output={out}"], capsys)
@@ -290,7 +302,7 @@ def test_bench_unknown_key_and_bad_target(tmp_path, capsys):
 def test_quickstart_unknown_key_and_model(tmp_path, capsys):
     out = tmp_path / "qs"
     err = _fails(quickstart.main, ["--fast", "trainer.max_minute=1", f"quickstart.output_dir={out}"], capsys)
-    assert "did you mean 'trainer.max_minutes'" in err
+    assert "did you mean trainer.max_minutes=1?" in err
     err = _fails(quickstart.main, ["--fast", "quickstart.models=[dandelon]", f"quickstart.output_dir={out}"], capsys)
     assert "quickstart.models=dandelion" in err
     assert not out.exists()
