@@ -50,7 +50,6 @@ from .folder import SPLITS, load_metadata, split_of, write_checksums
 from .scenario import SanityBoundError, Scenario, get_scenario
 from .statistics import compute_stats
 from .storage import CorruptFileError, TrajectoryWriter, open_trajectory, temp_path, trajectory_filename
-from .well_format import well_stats
 
 __all__ = ["generate", "check", "main", "config_fingerprint", "build_scenario"]
 
@@ -307,9 +306,9 @@ def _finalise(root: Path, scenario: Scenario, meta: dict, splits: dict) -> None:
                            "a rank failed; rerun the same command to finish the dataset")
     fields = {k: v.to_dict() for k, v in scenario.fields.items()}
     train = [root / "train" / trajectory_filename(i) for i in splits["train"]]
-    stats = compute_stats(train, fields)
-    # plus the Well's keys (mean, std, ... per field), so the Well's loader can normalise the files too
-    stats.update(well_stats(train, fields, scenario.grid))
+    # our per-field entries plus the Well's keys (mean, std, ... per field, so the Well's loader can normalise the
+    # files too), from one read of the train split
+    stats = compute_stats(train, fields, well=True)
     write_yaml_atomic(root / "stats.yaml", stats)
     write_json_atomic(root / "splits.json", splits)
     write_yaml_atomic(root / "dataset.yaml", {**meta, "parameter_stats": _parameter_stats(scenario, splits["train"]), "complete": True})

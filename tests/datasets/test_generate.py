@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -183,13 +184,31 @@ def test_foreign_folder_refused_and_path_required(tmp_path):
         generate({"dataset": {"name": "nonesuch", "path": str(tmp_path / "x")}})
 
 
+def test_statistics_read_each_train_file_once(tmp_path, monkeypatch):
+    """Our entries and the Well's keys of stats.yaml come from one pass over the train split: a train file is
+    opened for reading exactly once more than a valid or test file."""
+    opened = []
+
+    class CountingFile(h5py.File):
+        def __init__(self, name, mode="r", *args, **kwargs):
+            if mode == "r":
+                opened.append(Path(name).resolve())
+            super().__init__(name, mode, *args, **kwargs)
+
+    monkeypatch.setattr(h5py, "File", CountingFile)
+    root = generate(cfg(tmp_path / "d", n_trajectories=8))
+    counts = {s: {opened.count(p.resolve()) for p in folder.list_split(root, s)} for s in folder.SPLITS}
+    (others,) = counts["valid"] | counts["test"]  # one count for every file outside the train split
+    assert counts["train"] == {others + 1}
+
+
 def test_stats_come_from_the_train_split_only(tmp_path):
     root = generate(cfg(tmp_path / "d", n_trajectories=8))
     stats = folder.load_stats(root)
     train = folder.list_split(root, "train")
     fields = folder.load_metadata(root)["fields"]
     np.testing.assert_equal(statistics.compute_stats(train, fields), {k: stats[k] for k in fields})  # our per-field entries
-    np.testing.assert_equal(well_stats(train, fields, SphereGrid(16, 32)), {k: v for k, v in stats.items() if k not in fields})  # the Well's
+    np.testing.assert_equal(well_stats(train, fields), {k: v for k, v in stats.items() if k not in fields})  # the Well's
     # overwrite every valid/test file with wildly different values of the same layout
     for split in ("valid", "test"):
         for p in folder.list_split(root, split):
