@@ -19,14 +19,20 @@ models, the presets and the devices are measured the same way:
   ``reset_peak_memory_stats``) minus ``memory_allocated`` at the start; on the CPU the running sum of
   the allocation and free events of torch's CPU allocator recorded by the torch profiler
   (``profile_memory=True``), whose maximum is the peak. Both count tensor memory only (not the
-  Python interpreter, not the CUDA context, not allocator caches).
+  Python interpreter, not the CUDA context, not allocator caches). The profiler's own log lines
+  (libkineto's ``USDT:``/``STAGE:`` markers, and its failed GPU count on a machine without one) are held
+  back from stderr; anything else written there meanwhile is passed on when the call ends.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import re
+import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -174,12 +180,40 @@ def peak_bytes(fn: Callable[[], object], device: torch.device | str) -> int:
         return int(torch.cuda.max_memory_allocated(device) - base)
     if device.type != "cpu":
         raise ValueError(f"peak memory is measured on cpu and cuda, not {device.type}")
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        probe = torch.empty(64, dtype=torch.uint8)
-        del probe
-        fn()
-    events = sorted(((e.start_ns(), int(e.nbytes())) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"),
-                    key=lambda e: e[0])
+    with _without_profiler_log():
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            probe = torch.empty(64, dtype=torch.uint8)
+            del probe
+            fn()
+        events = sorted(((e.start_ns(), int(e.nbytes())) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"),
+                        key=lambda e: e[0])
     if len(events) < 2:
         raise RuntimeError("the torch profiler recorded no memory events: this torch build cannot measure CPU peak memory")
     return _cpu_peak(events[2:])  # the probe's allocation and free come first
+
+
+# libkineto's log lines ("USDT:<time> <pid>:<tid> <file>:<line>] profiler_start"): markers of every profile, and
+# the failed GPU count of a CUDA build on a machine without a GPU. Its errors and warnings pass.
+_KINETO_NOISE = re.compile(r"^(USDT|STAGE|INFO|VERBOSE):\S+ \S+ \d+:\d+ \S+\] |^ERROR:.*\] gpuGetDeviceCount failed")
+
+
+@contextlib.contextmanager
+def _without_profiler_log() -> Iterator[None]:
+    """Hold back what is written to file descriptor 2 meanwhile (libkineto writes there, below Python), then pass
+    it on to stderr without the profiler's own log lines (:data:`_KINETO_NOISE`)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            text = held.read().decode(errors="replace")
+            kept = "".join(line for line in text.splitlines(keepends=True) if not _KINETO_NOISE.match(line))
+            if kept:
+                sys.stderr.write(kept)
+                sys.stderr.flush()

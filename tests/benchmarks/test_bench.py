@@ -8,6 +8,7 @@ into a run folder unless ``output=`` names a file.
 """
 
 import math
+import os
 from importlib import resources
 
 import pytest
@@ -47,6 +48,17 @@ def test_cpu_peak_of_known_allocations_is_exact():
     assert peak_bytes(lambda: None, "cpu") == 0
     keep = torch.ones(n)  # allocated before the call: not part of its peak
     assert peak_bytes(keep.zero_, "cpu") == 0
+
+
+def test_cpu_peak_keeps_stderr_free_of_profiler_log_lines_but_passes_the_rest(capfd):
+    def alloc_and_complain():
+        torch.ones(1000)
+        os.write(2, b"a real problem\n")  # below Python, like the profiler's own lines
+
+    assert peak_bytes(alloc_and_complain, "cpu") > 0
+    err = capfd.readouterr().err
+    assert "a real problem" in err
+    assert not any(line.startswith(("USDT:", "STAGE:")) for line in err.splitlines()), err
 
 
 def test_saved_activations_count_unique_storages_without_parameters():
