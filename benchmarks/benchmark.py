@@ -53,7 +53,7 @@ from dandelion.datasets.folder import load_metadata
 from dandelion.datasets.generate import generate
 from dandelion.runtime import device_name, machine, versions, write_json_atomic
 
-from .cells import (CELL_SCHEMA, cell_path, reference_path, cells, dataset_spec, flatten_overrides, fmt_value, lr_tag, metric_summaries,
+from .cells import (CELL_SCHEMA, cell_finished, cell_path, reference_path, cells, dataset_spec, flatten_overrides, fmt_value, lr_tag, metric_summaries,
                     protocol_hash, resolved_trainer, stored_hash, training_hash)
 from .compose import compose
 from .references import linear_ar_reference, persistence_reference
@@ -127,7 +127,14 @@ def _train_one(cfg, key, model, seed, lr, data_path) -> dict:
         tcfg.resume = str(run_dir / "last.pt")
         print(f"[benchmark] resuming {run_dir}", flush=True)
     print(f"[benchmark] {command}", flush=True)
-    res = train(tcfg)
+    try:
+        res = train(tcfg)
+    except FloatingPointError as err:  # diverged: recorded as such (and reused), the worst of any sweep
+        res = {"run_dir": str(run_dir), "best": str(run_dir / "best.pt"), "last": str(run_dir / "last.pt"), "step": -1,
+               "stopped": "diverged", "error": str(err), "train_loss": math.nan, "val_loss": math.nan, "val_vrmse": math.nan,
+               "minutes": math.nan}
+        write_json_atomic(done, res)
+        print(f"[benchmark] {run_dir}: diverged ({err}); recorded in {done}", flush=True)
     return {**res, "lr": float(lr), "command": command, "reused": False}
 
 
@@ -181,11 +188,17 @@ def sweep_lr(cfg, key: str, model: str, seed: int, data_path: Path) -> tuple[lis
     FloatingPointError
         If every tried rate diverged (non-finite validation loss).
     ValueError
-        If a start rate is not on the ladder.
+        If ``lr_sweep`` is empty, a start rate is not on the ladder, or two ladder rates share a run-folder tag.
     """
     s = cfg.scale
-    start = sorted(float(x) for x in s.lr_sweep)
+    start = sorted(float(x) for x in (s.get("lr_sweep") or []))
+    if not start:
+        raise ValueError("scale.lr_sweep is empty: give the learning rates to train first, e.g. scale.lr_sweep=[1e-3,3e-3,1e-2]")
     ladder = sorted(float(x) for x in (s.get("lr_ladder") or start))
+    tags = [lr_tag(x) for x in ladder]
+    if len(set(tags)) != len(tags):
+        raise ValueError(f"scale.lr_ladder {ladder} has rates that share a run folder name ({tags}): rates must differ in their "
+                         "first significant digit")
     off = [lr for lr in start if not any(math.isclose(lr, x, rel_tol=1e-9) for x in ladder)]
     if off:
         raise ValueError(f"scale.lr_sweep rates {off} are not on scale.lr_ladder {ladder}: add them to the ladder")
@@ -210,6 +223,18 @@ def sweep_lr(cfg, key: str, model: str, seed: int, data_path: Path) -> tuple[lis
     return [runs[lr] for lr in tried], runs[best], info
 
 
+def _sweep_of_cell(cfg, key: str, model: str, sweep_seed: int, data_path: Path) -> tuple[list[dict], dict, dict]:
+    """The sweep on ``sweep_seed``: taken from that seed's finished cell JSON when there is one under the current
+    protocol (so another checkout, or another process, never retrains it), else :func:`sweep_lr`."""
+    path = cell_path(cfg.scale.results_dir, key, model, sweep_seed)
+    if cell_finished(path, protocol_hash(cfg, key), resolved_trainer(cfg)):
+        rec = json.loads(path.read_text())
+        sweep = [{**r, "step": r.get("steps"), "command": None} for r in rec["sweep"]]
+        chosen = next(r for r in sweep if math.isclose(float(r["lr"]), float(rec["lr"]), rel_tol=1e-9))
+        return sweep, chosen, {**rec["lr_selection"], "from_cell": str(path)}
+    return sweep_lr(cfg, key, model, sweep_seed, data_path)
+
+
 def run_cell(cfg, key: str, model: str, seed: int) -> dict:
     """Run one cell of the grid (sweep, selection, test evaluation) and write its result JSON atomically.
 
@@ -224,13 +249,18 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
     trainer_resolved = resolved_trainer(cfg)
     sweep_seed = s.get("sweep_seed")
     sweep_seed = int(seed) if sweep_seed is None else int(sweep_seed)
-    sweep, chosen, lr_info = sweep_lr(cfg, key, model, sweep_seed, data_path)
+    sweep, chosen, lr_info = _sweep_of_cell(cfg, key, model, sweep_seed, data_path)
     best = chosen if sweep_seed == int(seed) else _train_one(cfg, key, model, seed, float(chosen["lr"]), data_path)
-    if not math.isfinite(_loss(best)):
-        raise FloatingPointError(f"cell {key}/{model}/seed{seed}: the rate {best['lr']:g} chosen on seed {sweep_seed} diverged "
-                                 "on this seed (non-finite validation loss)")
+    if not math.isfinite(_loss(best)):  # the sweep seed's rate diverged on this seed: the next lower stable rate of the sweep
+        lower = sorted((r for r in sweep if float(r["lr"]) < float(best["lr"]) and math.isfinite(_loss(r))), key=lambda r: -float(r["lr"]))
+        if not lower:
+            raise FloatingPointError(f"cell {key}/{model}/seed{seed}: the rate {best['lr']:g} chosen on seed {sweep_seed} diverged "
+                                     "on this seed and the sweep has no lower stable rate")
+        lr_info = {**lr_info, "diverged_on_this_seed": float(best["lr"]), "fallback": float(lower[0]["lr"])}
+        print(f"[benchmark] {key}/{model}/seed{seed}: rate {best['lr']:g} diverged; training at {lower[0]['lr']:g}", flush=True)
+        best = _train_one(cfg, key, model, seed, float(lower[0]["lr"]), data_path)
     for r in (*sweep, best):
-        r["curve"] = _read_curve(r["run_dir"])
+        r.setdefault("curve", _read_curve(r["run_dir"]))
     t_train = time.perf_counter() - t0
     t1 = time.perf_counter()
     ckpt = Path(best["last"])
@@ -252,8 +282,10 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
         "n_parameters": int(best.get("n_parameters", 0)),
         "lr": float(best["lr"]),
         "selection": "lowest next-step loss (area-weighted MSE in the target's normalised units) of the final model (last.pt, after the "
-                     f"autoregressive fine-tune) on the valid split, swept on seed {sweep_seed} (widened along the ladder until the "
-                     "best rate is inside the tried rates) and reused for the other seeds",
+                     "autoregressive fine-tune) on the valid split, " + (
+                         f"swept on seed {sweep_seed} (widened along the ladder until the best rate is inside the tried rates) and "
+                         "reused for the other seeds" if s.get("sweep_seed") is not None else
+                         "swept on every seed (widened along the ladder until the best rate is inside the tried rates)"),
         "sweep": [_run_record(r) for r in sweep],
         "lr_selection": lr_info,
         "run": _run_record(best),
@@ -270,7 +302,7 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
         "lead_time_hours": results.get("lead_time_hours"),
         "units": results.get("units"),
         "commands": {"benchmark": cfg.get("_command") or _benchmark_command(cfg),
-                     "train": list(dict.fromkeys([r["command"] for r in sweep] + [best["command"]])),
+                     "train": list(dict.fromkeys([r["command"] for r in (*sweep, best) if r.get("command")])),
                      "selected_train": best["command"], "rollout": rollout_cmd},
         "minutes": {"train_wall": t_train / 60.0, "eval_wall": t_eval / 60.0},
         "versions": versions(),
@@ -296,12 +328,16 @@ def _benchmark_command(cfg) -> str:
 
 
 def benchmark(cfg) -> dict:
-    """Run (or resume) every unfinished cell of the grid; returns ``{"cells": [...], "ran": n, "skipped": n}``."""
+    """Run (or resume) every unfinished cell of the grid; returns ``{"cells": [...], "ran": n, "skipped": n, "failed": [...]}``.
+
+    A cell whose every learning rate diverged is reported in ``failed`` (with the reason) and the grid goes on.
+    """
     cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
     if cfg.scale.get("threads"):
         torch.set_num_threads(int(cfg.scale.threads))
     grid = cells(cfg)
     ran = skipped = 0
+    failed = []
     print(f"[benchmark] scale={cfg.scale.name}: {len(grid)} cells, {sum(c['finished'] for c in grid)} finished", flush=True)
     for c in grid:
         state = c["state"]
@@ -315,12 +351,18 @@ def benchmark(cfg) -> dict:
             skipped += 1
             continue
         t0 = time.perf_counter()
-        rec = run_cell(cfg, c["dataset"], c["model"], c["seed"])
+        try:
+            rec = run_cell(cfg, c["dataset"], c["model"], c["seed"])
+        except FloatingPointError as err:
+            failed.append(f"{c['dataset']}/{c['model']}/seed{c['seed']}: {err}")
+            print(f"[benchmark] FAILED {failed[-1]}", flush=True)
+            continue
         ran += 1
         print(f"[benchmark] {c['dataset']} {c['model']} seed {c['seed']}: lr {rec['lr']:g}, next-step VRMSE "
               f"{rec['next_step']['vrmse']['mean']:.4f}, 1:20 {rec['rollout_mean']['vrmse']['mean']:.4f} "
               f"({(time.perf_counter() - t0) / 60:.1f} min) -> {c['path']}", flush=True)
-    return {"cells": [{k: (str(v) if isinstance(v, Path) else v) for k, v in c.items()} for c in grid], "ran": ran, "skipped": skipped}
+    return {"cells": [{k: (str(v) if isinstance(v, Path) else v) for k, v in c.items()} for c in grid], "ran": ran, "skipped": skipped,
+            "failed": failed}
 
 
 def check(cfg, overrides=()) -> None:

@@ -20,7 +20,7 @@ from dandelion.metrics import metric_names
 
 from .compose import compose
 
-__all__ = ["CELL_SCHEMA", "REFERENCES", "reference_path", "cells", "cell_path", "dataset_spec", "protocol_hash", "training_hash", "resolved_trainer",
+__all__ = ["CELL_SCHEMA", "REFERENCES", "reference_path", "cell_finished", "cells", "cell_path", "dataset_spec", "protocol_hash", "training_hash", "resolved_trainer",
            "stored_hash", "fmt_value", "flatten_overrides", "lr_tag", "metric_summaries", "load_cells"]
 
 #: Schema tag of a cell's result JSON.
@@ -116,6 +116,11 @@ def _cell_state(path: Path, h: str, trainer: dict) -> str:
     if "trainer_resolved" in rec and json.loads(json.dumps(rec["trainer_resolved"])) != json.loads(json.dumps(trainer)):
         return "stale"  # a default of configs/trainer/default.yaml changed since the cell was made
     return "finished"
+
+
+def cell_finished(path: Path, h: str, trainer: dict) -> bool:
+    """Whether the cell result at ``path`` exists and was made under protocol ``h`` with the resolved trainer ``trainer``."""
+    return _cell_state(Path(path), h, trainer) == "finished"
 
 
 def lr_tag(lr: float) -> str:

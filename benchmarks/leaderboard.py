@@ -25,13 +25,11 @@ import math
 from pathlib import Path
 
 import numpy as np
-from omegaconf import OmegaConf
 
 from dandelion.metrics import METRICS, metric_names
 from dandelion.runtime import write_text_atomic
 
 from .cells import REFERENCES, load_cells, reference_path
-from .cells import cells as grid_cells
 from .compose import compose
 from .curves import plot_training_curves
 from .plotting import plain_log_ticks, pyplot, save_figure
@@ -62,7 +60,7 @@ def aggregate(cells: list[dict]) -> dict:
         for m, cs in models.items():
             entry = {"seeds": [c["seed"] for c in cs], "n_parameters": cs[0]["n_parameters"], "preset": cs[0]["preset"],
                      "lrs": [c["lr"] for c in cs], "steps": [c["steps"] for c in cs],
-                     "train_minutes": [c["minutes"]["train_wall"] for c in cs], "cells": cs,
+                     "train_minutes": [(c.get("run") or {}).get("minutes", c["minutes"]["train_wall"]) for c in cs], "cells": cs,
                      "nlat": cs[0]["nlat"], "nlon": cs[0]["nlon"], "dataset": cs[0]["dataset"], "reduced": cs[0].get("reduced"),
                      "lead_time_hours": cs[0].get("lead_time_hours"), "lead_time": cs[0].get("lead_time")}
             for part in ("next_step", "rollout_mean"):
@@ -195,7 +193,7 @@ def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, re
     for d in datasets:
         L += [f"### {d}", ""] + _field_table(agg, d, models) + [""]
     L += ["## Training", ""]
-    L.append("| dataset | model | preset | parameters | seeds | chosen lr per seed | sweep (lr: final valid loss) | inside | steps | train wall min (mean) |")
+    L.append("| dataset | model | preset | parameters | seeds | chosen lr per seed | sweep (lr: final valid loss) | inside | steps | wall min per run (mean) |")
     L.append("|---|---|---|---:|---|---|---|---|---:|---:|")
     for d in datasets:
         for m in models:
@@ -264,26 +262,13 @@ def _inside_text(cs: list[dict]) -> str:
     return "yes" if flags == {True} else "no (edge of the ladder)" if False in flags else "n/a"
 
 
-def _pending(cfg_scale_name: str, results_dir: Path, done: set) -> dict:
-    """Dataset keys of the scale (configs/scale/<name>.yaml) without a finished cell: key -> reason."""
-    try:
-        cfg = compose("benchmark", [f"scale={cfg_scale_name}", f"scale.results_dir={results_dir}"])
-    except Exception:  # a results folder of a scale that no longer exists: nothing to list
+def _pending(scale_cfg, results_dir: Path, done: set) -> dict:
+    """Dataset keys of the composed scale ``scale_cfg`` without a cell in ``results_dir``: key -> reason
+    (its ``pending_reason``, else "not run yet"). Empty when ``results_dir`` is not the scale's own folder
+    (a test or custom grid), whose datasets the scale does not describe."""
+    if scale_cfg is None or Path(str(scale_cfg.get("results_dir"))).resolve() != Path(results_dir).resolve():
         return {}
-    out = {}
-    for key, spec in cfg.scale.datasets.items():
-        if key in done:
-            continue
-        states = [c["state"] for c in grid_cells(_only(cfg, key))]
-        why = spec.get("pending_reason") or "not run yet"
-        out[key] = f"{why} ({states.count('finished')} of {len(states)} cells finished)"
-    return out
-
-
-def _only(cfg, key: str):
-    c = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    c.only = {"datasets": [key], "models": None, "seeds": None}
-    return c
+    return {key: str(spec.get("pending_reason") or "not run yet") for key, spec in scale_cfg.datasets.items() if key not in done}
 
 
 def _family(entry) -> str:
@@ -370,12 +355,17 @@ def leaderboard(cfg) -> dict:
     """
     scale = cfg.get("scale") or "cpu"
     if hasattr(scale, "get"):  # the composed protocol (configs/scale/<scale>.yaml, a group of report.yaml)
+        scale_cfg = scale
         results_dir = cfg.get("results_dir") or scale.get("results_dir")
         scale = str(scale.get("name"))
     else:
         scale, results_dir = str(scale), cfg.get("results_dir")
+        try:
+            scale_cfg = compose("benchmark", [f"scale={scale}"]).scale
+        except Exception:  # noqa: BLE001 - a results folder of a scale with no config: no pending list
+            scale_cfg = None
     if not results_dir:
-        results_dir = compose("benchmark", [f"scale={scale}"]).scale.results_dir
+        results_dir = scale_cfg.results_dir
     results_dir = Path(str(results_dir))
     cells = load_cells(results_dir)
     agg = aggregate(cells)
@@ -394,7 +384,7 @@ def leaderboard(cfg) -> dict:
                 plots[f"error_vs_resolution_{fam}"] = str(p)
     cmd = cfg.get("_command") or f"dandelion-report target=leaderboard scale={scale}"
     md = render_markdown(cells, scale, plots=plots, report_command=cmd, references=references,
-                         pending=_pending(scale, results_dir, set(agg)))
+                         pending=_pending(scale_cfg, results_dir, set(agg)))
     if (results_dir / "NOTES.md").exists():  # a hand-written discussion of the numbers, kept beside the table
         first = next((f"\n## {METRICS[m].title}\n" for m in metric_names(table=True) if f"\n## {METRICS[m].title}\n" in md), None)
         if first is not None:  # before the first metric table

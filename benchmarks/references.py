@@ -82,8 +82,9 @@ def fit_linear_ar(data: WindowDataset, batch_size: int = 32) -> tuple[Pointwise,
             feats = torch.cat([feats, wet.to(feats.dtype).expand(feats.shape[0], 1, *wet.shape)], dim=1)
         feats = torch.cat([feats, torch.ones_like(feats[:, :1])], dim=1)
         target = (y - x[:, -c:]) / nonzero_scale(scale).reshape(1, c, 1, 1)
-        if wet is not None:  # land values may be non-finite fill: their weight is 0, their value must not be read
+        if wet is not None:  # land values may be non-finite fill: their weight is 0, their value must not be read (0 * NaN = NaN)
             target = torch.where(wet, target, torch.zeros_like(target))
+            feats = torch.where(wet, feats, torch.zeros_like(feats))
         f = feats.permute(0, 2, 3, 1).reshape(x.shape[0], -1, feats.shape[1])  # (B, points, F)
         t = target.permute(0, 2, 3, 1).reshape(x.shape[0], -1, c)
         fw = f * w[None, :, None]

@@ -5,6 +5,7 @@ The sweep tests replace the training by a known loss landscape (``_train_one`` m
 selection logic is checked against a loss whose optimum is known.
 """
 
+import json
 import math
 
 import pytest
@@ -14,7 +15,7 @@ from omegaconf import OmegaConf
 from dandelion.benchmarks import benchmark as B
 from dandelion.benchmarks.references import fit_linear_ar
 from dandelion.datasets.torch_dataset import WindowDataset
-from dandelion.forecast import difference_window, next_frame, nonzero_scale
+from dandelion.forecast import next_frame
 
 LADDER = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
 
@@ -44,12 +45,12 @@ def landscape(monkeypatch):
     return state, calls
 
 
-@pytest.mark.parametrize("optimum, start, tried", [
-    (3e-3, [1e-3, 3e-3, 1e-2], [1e-3, 3e-3, 1e-2]),            # inside from the start: nothing added
-    (3e-2, [1e-3, 3e-3, 1e-2], [1e-3, 3e-3, 1e-2, 3e-2, 1e-1]),  # optimum above: widened upwards twice
-    (1e-4 * 1.5, [1e-3, 3e-3], [1e-4, 3e-4, 1e-3, 3e-3]),       # optimum below: widened down to the ladder's end
+@pytest.mark.parametrize("optimum, start, tried, inside", [
+    (3e-3, [1e-3, 3e-3, 1e-2], [1e-3, 3e-3, 1e-2], True),            # inside from the start: nothing added
+    (3e-2, [1e-3, 3e-3, 1e-2], [1e-3, 3e-3, 1e-2, 3e-2, 1e-1], True),  # optimum above: widened upwards twice
+    (1e-4 * 1.5, [1e-3, 3e-3], [1e-4, 3e-4, 1e-3, 3e-3], False),      # optimum below the ladder's end: flagged
 ])
-def test_sweep_widens_until_best_is_inside(landscape, optimum, start, tried):
+def test_sweep_widens_until_best_is_inside(landscape, optimum, start, tried, inside):
     state, calls = landscape
     state["optimum"] = optimum
     runs, best, info = B.sweep_lr(_cfg(start), "k", "m", 0, None)
@@ -57,7 +58,7 @@ def test_sweep_widens_until_best_is_inside(landscape, optimum, start, tried):
     assert [r["lr"] for r in runs] == pytest.approx(tried)
     nearest = min(LADDER, key=lambda x: abs(math.log10(x) - math.log10(optimum)))
     assert best["lr"] == pytest.approx(nearest)  # the ladder rate nearest the known optimum
-    assert info["inside"] == (tried[0] < best["lr"] < tried[-1])
+    assert info["inside"] is inside
     assert len(calls) == len(tried)  # each rate trained once
 
 
@@ -147,4 +148,55 @@ def test_linear_ar_recovers_an_exactly_linear_recurrence(make_tiny_dataset, tmp_
         pred = next_frame(layer, x, C, s, s)
         persistence = (x[:, -C:] - y).abs().max()
         assert (pred - y).abs().max() < 1e-3 * persistence  # the recurrence is linear: the fit is exact up to float32
-    assert torch.isfinite(difference_window(data.items[0]["x"][None], C, nonzero_scale(s))).all()
+
+
+def test_linear_ar_ignores_non_finite_land(make_tiny_dataset, tmp_path):
+    """Land points (weight 0) holding NaN must not reach the fit: the coefficients equal those of a fit with the land
+    values replaced by anything finite."""
+    base = WindowDataset(make_tiny_dataset(tmp_path / "d", nlat=8, nlon=16, masked=True), "train", n_in=4, n_out=1)
+    assert base.wet is not None and not base.wet.all()
+    data = _LinearData(base)
+    fits = []
+    for fill in (math.nan, 7.0):
+        for item in data.items:
+            item["x"] = torch.where(base.wet, item["x"], torch.full_like(item["x"], fill))
+            item["y"] = torch.where(base.wet, item["y"], torch.full_like(item["y"], fill))
+        fits.append(fit_linear_ar(data)[0])
+    w_nan, w_fill = (torch.cat([f.weight.flatten(), f.bias]) for f in fits)
+    assert torch.isfinite(w_nan).all()
+    assert torch.allclose(w_nan, w_fill, rtol=1e-4, atol=1e-6)
+
+
+def test_a_diverging_rate_is_recorded_and_the_sweep_goes_on(make_tiny_dataset, tmp_path):
+    """The real trainer raises on a non-finite loss; the sweep records that rate as diverged (reused on a rerun,
+    never retrained) and keeps the stable one."""
+    data = make_tiny_dataset(tmp_path / "data", nlat=8, nlon=16, n_frames=8, splits={"train": [0, 1], "valid": [2], "test": [3]})
+    cfg = B.compose("benchmark", [
+        "scale=cpu", f"scale.results_dir={tmp_path / 'results'}", f"scale.work_dir={tmp_path / 'work'}", "scale.preset=tiny",
+        "scale.lr_sweep=[1e-3]", "scale.lr_ladder=[1e-3,1e4]", "scale.trainer.grad_clip=0", "scale.trainer.epochs=1",
+        "scale.trainer.max_batches_per_epoch=2", "scale.trainer.batch_size=2", "scale.trainer.finetune.epochs=0",
+        "scale.trainer.warmup_steps=1", "scale.trainer.val_max_batches=1"])
+    OmegaConf.set_struct(cfg, False)
+    cfg.scale.datasets = {"tiny": {"dataset": "solid_body", "path": str(data), "overrides": {}}}
+    runs, best, info = B.sweep_lr(cfg, "tiny", "sfno", 0, data)
+    assert info["tried"] == pytest.approx([1e-3, 1e4]) and best["lr"] == pytest.approx(1e-3) and info["inside"] is False
+    diverged = next(r for r in runs if r["lr"] > 1)
+    assert diverged["stopped"] == "diverged" and math.isnan(diverged["val_loss"])
+    again, _, _ = B.sweep_lr(cfg, "tiny", "sfno", 0, data)
+    assert all(r["reused"] for r in again)
+
+
+def test_other_seeds_take_the_rate_from_the_finished_sweep_cell(landscape, monkeypatch, tmp_path):
+    """With the sweep seed's cell finished under the current protocol, another seed trains nothing of seed 0."""
+    state, calls = landscape
+    cfg = _cfg([1e-3, 3e-3, 1e-2])
+    cfg.scale.results_dir = str(tmp_path / "results")
+    key = "galewsky_32x64"
+    sweep = [{"lr": lr, "val_loss": v, "val_vrmse": v, "train_loss": v, "steps": 1, "stopped": "done", "minutes": 0.0,
+              "run_dir": f"r0_{lr}", "reused": False, "curve": []} for lr, v in ((1e-3, 3.0), (3e-3, 1.0), (1e-2, 2.0))]
+    path = B.cell_path(cfg.scale.results_dir, key, "m", 0)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"protocol_hash": B.protocol_hash(cfg, key), "trainer_resolved": B.resolved_trainer(cfg), "lr": 3e-3,
+                                "sweep": sweep, "lr_selection": {"sweep_seed": 0, "tried": [1e-3, 3e-3, 1e-2], "inside": True}}))
+    runs, chosen, info = B._sweep_of_cell(cfg, key, "m", 0, None)
+    assert calls == [] and chosen["lr"] == 3e-3 and info["from_cell"] == str(path) and len(runs) == 3
