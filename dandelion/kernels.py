@@ -162,6 +162,7 @@ def _mask(compare, x: torch.Tensor, threshold: float) -> torch.Tensor:
     return compare(x, threshold, out=torch.empty_like(x))
 
 
+@torch.no_grad()
 def warp_index(sampler, d_east: torch.Tensor, d_north: torch.Tensor, jacobian: bool = False):
     """:meth:`~dandelion.warp.SphereSampler.displaced_index` evaluated in place, without autograd.
 
