@@ -6,7 +6,8 @@ map followed by pole-aware bilinear sampling, :mod:`dandelion.warp`) and differ 
 * :class:`Pointwise` is an ``nn.Conv2d`` with kernel size 1 (same parameters, same state_dict
   keys and shapes) whose forward is one batched matrix product ``W @ x + b`` on the
   ``(B, C, nlat * nlon)`` view, instead of the convolution kernels (on CPU the generic
-  ``slow_conv2d`` path fills and copies buffers around its matrix products);
+  ``slow_conv2d`` path fills and copies buffers around its matrix products), with a
+  hand-written backward (:class:`_PointwiseFunction`);
 * :class:`WarpSample` evaluates displacement -> padded (row, column) index -> ``grid_sample`` as
   ONE autograd node. Its forward also evaluates the 2x2 Jacobian of the indices in the
   displacement (:meth:`~dandelion.warp.SphereSampler.displaced_index`), and it keeps for backward
@@ -16,10 +17,13 @@ map followed by pole-aware bilinear sampling, :mod:`dandelion.warp`) and differ 
   of the autograd graph of the index arithmetic). Forward values are those of the unfused graph
   bit for bit (the same operations in the same order); gradients agree to rounding (float64
   tests) and are more accurate for small displacements (a Taylor series where the derivative of
-  ``sin s / s`` cancels).
+  ``sin s / s`` cancels). The index arithmetic runs in place (:func:`warp_index`): on the CPU a
+  fresh intermediate of a few MiB costs more than the arithmetic done on it.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn as nn
@@ -92,12 +96,42 @@ class _GhostPad(torch.autograd.Function):
         return _GhostPad.pad_adjoint(grad, *ctx.meta), None, None, None, None
 
 
+class _PointwiseFunction(torch.autograd.Function):
+    """``y[b] = W x[b] + bias`` on ``(B, C, N)`` views, with a hand-written backward.
+
+    Forward: one ``bmm`` with the weight broadcast over the batch (``baddbmm`` with a stride-0
+    batch operand takes a generic path on the CPU that costs several times the matrix product)
+    followed by an in-place bias add. Backward: ``dx[b] = W^T dy[b]``, ``dW = sum_b dy[b] x[b]^T``,
+    ``dbias = sum dy``. Saves only ``x`` and ``W``.
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        b = x.shape[0]
+        return torch.bmm(weight.expand(b, -1, -1), x).add_(bias[:, None])
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        b = x.shape[0]
+        gx = gw = gb = None
+        if ctx.needs_input_grad[0]:
+            gx = torch.bmm(weight.t().expand(b, -1, -1), grad)
+        if ctx.needs_input_grad[1]:
+            gw = torch.bmm(grad, x.transpose(1, 2)).sum(0)
+        if ctx.needs_input_grad[2]:
+            gb = grad.sum((0, 2))
+        return gx, gw, gb
+
+
 class Pointwise(nn.Conv2d):
     """Pointwise (1x1) linear map of ``(B, in_channels, nlat, nlon)`` fields, as a batched matmul.
 
     A subclass of ``nn.Conv2d(in_channels, out_channels, 1)``: same initialisation, parameters
     ``weight (out, in, 1, 1)`` and ``bias (out,)``, state_dict keys and shapes. ``y[b] = W x[b] + bias``
-    with ``x[b]`` viewed as ``(in_channels, nlat * nlon)``.
+    with ``x[b]`` viewed as ``(in_channels, nlat * nlon)`` (:class:`_PointwiseFunction`).
 
     Shapes: ``(B, in_channels, H, W) -> (B, out_channels, H, W)``.
     """
@@ -106,12 +140,112 @@ class Pointwise(nn.Conv2d):
         super().__init__(in_channels, out_channels, kernel_size=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
+        if x.dim() != 4 or x.shape[1] != self.in_channels or self.bias is None:
             return super().forward(x)  # the convolution's own shape checks and messages
         b, c, h, w = x.shape
-        weight = self.weight.reshape(self.out_channels, c).expand(b, -1, -1)
-        y = torch.baddbmm(self.bias[:, None], weight, x.reshape(b, c, h * w))
+        dtype = x.dtype
+        if torch.is_autocast_enabled(x.device.type):  # the cast autocast applies to a convolution
+            dtype = torch.get_autocast_dtype(x.device.type)
+        weight = self.weight.reshape(self.out_channels, c).to(dtype)
+        y = _PointwiseFunction.apply(x.reshape(b, c, h * w).to(dtype), weight, self.bias.to(dtype))
         return y.reshape(b, self.out_channels, h, w)
+
+
+def _pole_tol2(dtype: torch.dtype) -> float:
+    """Squared distance from a pole below which a point counts as ON the pole."""
+    return (8.0 * torch.finfo(dtype).eps) ** 2
+
+
+def _mask(compare, x: torch.Tensor, threshold: float) -> torch.Tensor:
+    """``compare(x, threshold)`` as 1.0 / 0.0 in ``x.dtype`` (written directly: a boolean tensor
+    converted with ``.to`` costs several times the comparison on the CPU)."""
+    return compare(x, threshold, out=torch.empty_like(x))
+
+
+@torch.no_grad()
+def warp_index(sampler, d_east: torch.Tensor, d_north: torch.Tensor, jacobian: bool = False):
+    """:meth:`~dandelion.warp.SphereSampler.displaced_index` evaluated in place, without autograd.
+
+    Same arguments and returns (``rows, cols`` and, with ``jacobian=True``, the 4 index
+    derivatives). ``rows`` and ``cols`` are bit for bit those of the autograd graph of
+    ``displaced_index`` (the same operations in the same order, with results written over
+    temporaries that are no longer needed: on the CPU each fresh intermediate of a few MiB costs
+    more than the arithmetic on it). Inputs are not modified.
+    """
+    a, b = d_east, d_north
+    st, ct = sampler.sin_colat, sampler.cos_colat
+    eps = torch.finfo(a.dtype).eps
+    s2 = a * a
+    s2.add_(b * b)
+    s = s2.clamp_min(eps * eps).sqrt_()
+    cos_s = torch.cos(s)
+    sinc_s = torch.sin(s).div_(s)
+    sd_n = sinc_s * b
+    ye = sinc_s * a
+    yh = torch.mul(cos_s, st).addcmul_(sd_n, ct, value=-1.0)
+    z = torch.mul(cos_s, ct).addcmul_(sd_n, st)
+    del sd_n
+    r2 = ye * ye
+    r2.add_(yh * yh)
+    keep = _mask(torch.gt, r2, _pole_tol2(a.dtype))
+    rho = torch.sqrt(r2).mul_(keep)
+    cols = torch.atan2(ye, yh).mul_(keep).mul_(sampler.nlon / (2 * math.pi)).add_(sampler.columns)
+    num = rho * ct
+    num.sub_(z * st)
+    dtheta = num.atan2_(torch.mul(z, ct).addcmul_(rho, st))
+    if sampler.uniform_rows:
+        pre = dtheta.mul_(sampler.inv_step).add_(sampler.node_rows)
+        rows = pre.clamp(0, sampler.nlat + 1)
+    else:
+        rows, slope = sampler._row_index(dtheta.add_(sampler.colat))
+    if not jacobian:
+        return rows, cols
+    if sampler.uniform_rows:
+        slope = _mask(torch.ge, pre, 0.0).mul_(_mask(torch.le, pre, sampler.nlat + 1)).mul_(sampler.inv_step)
+    return rows, cols, _index_jacobian(sampler, a, b, s2, cos_s, sinc_s, ye, yh, z, rho, r2, keep, slope)
+
+
+def _index_jacobian(sampler, a, b, s2, cos_s, sinc_s, ye, yh, z, rho, r2, keep, slope):
+    """Derivatives of (rows, cols) in (d_east, d_north), in place (see :meth:`~dandelion.warp.SphereSampler.displaced_index`).
+
+    Overwrites ``cos_s``, ``r2`` and ``slope``.
+    """
+    st, ct = sampler.sin_colat, sampler.cos_colat
+    eps = torch.finfo(s2.dtype).eps
+    moving = _mask(torch.ge, s2, eps * eps)  # the clamp of |d| passes no gradient below eps
+    # K = (cos s - S)/s^2 = sum_n (-1)^n 2n s^(2n-2) / (2n+1)!, n >= 1; series below s = 1/2 (truncation
+    # below 3e-15), evaluated at min(s^2, 1/4) so that it stays finite where it is not used
+    s2s = s2.clamp_max(0.25)
+    series = s2s * (1.0 / 518918400.0)
+    for c in (-1.0 / 3991680.0, 1.0 / 45360.0, -1.0 / 840.0, 1.0 / 30.0):
+        series.add_(c).mul_(s2s)
+    series.add_(-1.0 / 3.0)
+    direct = cos_s.sub_(sinc_s).div_(s2.clamp_min(0.25))
+    # lerp with a 0/1 weight selects exactly (start + 0 * (end - start), end - 0 * (end - start))
+    # and costs a tenth of torch.where on the CPU
+    k = torch.lerp(series, direct, _mask(torch.ge, s2, 0.25)).mul_(moving)
+    del series, direct, s2s
+    ka, kb = k * a, k.mul_(b)
+    sm = moving.mul_(sinc_s)
+    dc_a, dc_b = (sm * a).neg_(), sm.mul_(b).neg_()  # d cos s
+    dye_a, dye_b = torch.addcmul(sinc_s, ka, a), ka.mul_(b)  # d (S a); d (S b) / d a is dye_b too
+    dsn_b = torch.addcmul(sinc_s, kb, b)
+    del kb
+    dyh_a = torch.mul(dc_a, st).sub_(dye_b * ct)
+    dyh_b = torch.mul(dc_b, st).sub_(dsn_b * ct)
+    dz_a = dc_a.mul_(ct).add_(dye_b * st)
+    dz_b = dc_b.mul_(ct).add_(dsn_b.mul_(st))
+    tol2 = _pole_tol2(r2.dtype)
+    r2c = r2.clamp_min_(tol2)
+    inv_r = torch.rsqrt(r2c).mul_(keep)
+    col_scale = keep.div_(r2c).mul_(sampler.nlon / (2 * math.pi))
+    row_scale = slope.div_(torch.mul(z, z).addcmul_(rho, rho))  # d atan2(P, Q) = (Q dP - P dQ) / (P^2 + Q^2)
+    out = []
+    for dye, dyh, dz in ((dye_a, dyh_a, dz_a), (dye_b, dyh_b, dz_b)):
+        drho = torch.mul(ye, dye).addcmul_(yh, dyh).mul_(inv_r)
+        out.append(drho.mul_(z).sub_(dz.mul_(rho)).mul_(row_scale))
+        out.append(dye.mul_(yh).sub_(dyh.mul_(ye)).mul_(col_scale))
+    return out[0], out[2], out[1], out[3]
 
 
 class WarpSample(torch.autograd.Function):
@@ -127,9 +261,9 @@ class WarpSample(torch.autograd.Function):
     def forward(ctx, values, d_east, d_north, sampler):
         need_d = ctx.needs_input_grad[1] or ctx.needs_input_grad[2]
         if need_d:
-            rows, cols, jac = sampler.displaced_index(d_east, d_north, jacobian=True)
+            rows, cols, jac = warp_index(sampler, d_east, d_north, jacobian=True)
         else:
-            (rows, cols), jac = sampler.displaced_index(d_east, d_north), ()
+            (rows, cols), jac = warp_index(sampler, d_east, d_north), ()
         grid = sampler.sample_grid(rows, cols)
         ctx.save_for_backward(values, grid, *jac)
         ctx.sampler = sampler

@@ -83,7 +83,7 @@ class _AreaNormFunction(torch.autograd.Function):
         mean = torch.matmul(x.sum(-1), row_weights).reshape(b, g, -1).mean(-1, keepdim=True)  # (B, G, 1)
         mean = mean.expand(b, g, c // g).reshape(b, c, 1, 1)
         d = x - mean
-        var = torch.matmul((d * d).sum(-1), row_weights).reshape(b, g, -1).mean(-1, keepdim=True)
+        var = torch.matmul(torch.linalg.vecdot(d, d), row_weights).reshape(b, g, -1).mean(-1, keepdim=True)
         s = torch.rsqrt(var + eps)  # (B, G, 1)
         scale = s.expand(b, g, c // g).reshape(b, c) * weight
         ctx.save_for_backward(d, s, weight, row_weights)
@@ -98,7 +98,7 @@ class _AreaNormFunction(torch.autograd.Function):
         g = ctx.groups
         cg = c // g
         r = dy.sum((-2, -1))  # (B, C)
-        qd = (dy * d).sum((-2, -1))  # (B, C)
+        qd = torch.linalg.vecdot(dy.flatten(-2), d.flatten(-2))  # (B, C)
         s_c = s.expand(b, g, cg).reshape(b, c)
         g_weight = (qd * s_c).sum(0)
         g_bias = r.sum(0)
@@ -109,4 +109,4 @@ class _AreaNormFunction(torch.autograd.Function):
         gamma = (-s * s * s * bq / cg).expand(b, g, cg).reshape(b, c, 1, 1)
         t = torch.addcmul(beta, d, gamma)
         t.mul_(row_weights[:, None])
-        return torch.addcmul(t, dy, alpha), g_weight, g_bias, None, None, None
+        return t.addcmul_(dy, alpha), g_weight, g_bias, None, None, None

@@ -81,12 +81,41 @@ class _SpectralResample(nn.Module):
         if x.dtype in (torch.float16, torch.bfloat16):
             x = x.float()
         with torch.autocast(device_type=x.device.type, enabled=False):
-            # isht(sht(x)) with the Legendre stages fused: per order m, the analysis (quadrature
-            # weights times Legendre functions, (lmax, nlat_in)) and the synthesis (Legendre
-            # functions, (nlat_out, lmax)) are one matrix product computed once in float64
-            coeffs = torch.view_as_real(rfft(x, nmodes=self.mmax, dim=-1, norm="forward"))  # (..., nlat_in, mmax, 2)
-            out = torch.einsum("...kmc,mok->...omc", coeffs, self.resample.to(x.dtype))
-            return irfft(torch.view_as_complex(out.contiguous()), n=self.grid_out.nlon, dim=-1, norm="forward")
+            return _Resample.apply(x, self.resample.to(x.dtype), self.mmax, self.grid_out.nlon)
+
+
+class _Resample(torch.autograd.Function):
+    """``irfft(R_m rfft(x)_m)``: the fused ``isht(sht(x))`` of :class:`_SpectralResample` as one autograd node.
+
+    Forward: per order m, the analysis (quadrature weights times Legendre functions, (lmax,
+    nlat_in)) and the synthesis (Legendre functions, (nlat_out, lmax)) are one matrix
+    ``R_m (nlat_out, nlat_in)`` computed once in float64, between torch-harmonics' truncated real
+    FFT and its inverse (``norm="forward"``). The map is linear, so backward is its adjoint
+    written out: ``rfft`` of the gradient (orders ``m > 0`` counted twice, they stand for
+    ``+-m``), ``R_m^T``, and ``irfft`` back onto the input's longitudes (orders ``m > 0`` halved, all
+    divided by ``nlon_in``). Autograd through the FFT functions would pad the spectrum to full
+    length and run a complex-to-complex transform instead. Nothing is saved for backward.
+    """
+
+    @staticmethod
+    def forward(ctx, x, resample, mmax: int, nlon_out: int):
+        ctx.meta = (x.shape[-1], mmax)
+        ctx.save_for_backward(resample)
+        coeffs = torch.view_as_real(rfft(x, nmodes=mmax, dim=-1, norm="forward"))  # (..., nlat_in, mmax, 2)
+        out = torch.einsum("...kmc,mok->...omc", coeffs, resample)
+        return irfft(torch.view_as_complex(out.contiguous()), n=nlon_out, dim=-1, norm="forward")
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        (resample,) = ctx.saved_tensors
+        nlon_in, mmax = ctx.meta
+        scale = torch.full((mmax,), 2.0, dtype=grad.dtype, device=grad.device)
+        scale[0] = 1.0
+        g = torch.fft.rfft(grad, dim=-1)[..., :mmax] * scale  # imaginary part of order 0: zero
+        g = torch.einsum("...omc,mok->...kmc", torch.view_as_real(g), resample)
+        g = torch.view_as_complex(g.contiguous()) / (nlon_in * scale)
+        return torch.fft.irfft(g, n=nlon_in, dim=-1, norm="forward"), None, None, None
 
 
 class SpectralDownsample(_SpectralResample):

@@ -38,7 +38,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .kernels import Pointwise, WarpSample, _GhostPad
+from .kernels import Pointwise, WarpSample, _GhostPad, _pole_tol2, warp_index
 from .sphere import SphereGrid
 
 __all__ = ["exp_map", "sample_sphere", "SphereSampler", "TangentWarpS2"]
@@ -61,11 +61,6 @@ def _cos_sinc(d_east: torch.Tensor, d_north: torch.Tensor) -> tuple[torch.Tensor
     eps = torch.finfo(s2.dtype).eps
     s = torch.sqrt(s2.clamp_min(eps * eps))
     return torch.cos(s), torch.sin(s) / s
-
-
-def _pole_tol2(dtype: torch.dtype) -> float:
-    """Squared distance from a pole below which a point counts as ON the pole."""
-    return (8.0 * torch.finfo(dtype).eps) ** 2
 
 
 def exp_map(x: torch.Tensor, d_east: torch.Tensor, d_north: torch.Tensor, east: torch.Tensor | None = None, north: torch.Tensor | None = None) -> torch.Tensor:
@@ -276,8 +271,10 @@ class SphereSampler(nn.Module):
 
     def sample_grid(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
         """grid_sample's normalised ``(N, H_out, W_out, 2)`` grid of padded indices (columns reduced modulo ``nlon``)."""
-        cols = torch.remainder(cols, self.nlon)
-        return torch.stack((cols * (2.0 / (self.wp - 1)) - 1.0, rows * (2.0 / (self.hp - 1)) - 1.0), dim=-1)
+        grid = rows.new_empty(*rows.shape, 2)  # filled by two copies (cheaper than torch.stack on the CPU)
+        grid[..., 0] = torch.remainder(cols, self.nlon).mul_(2.0 / (self.wp - 1)).sub_(1.0)
+        grid[..., 1] = (rows * (2.0 / (self.hp - 1))).sub_(1.0)
+        return grid
 
     def pad(self, field: torch.Tensor) -> torch.Tensor:
         """The padded ``(..., hp, wp)`` image of ``field (..., nlat, nlon)`` (ghost rows, periodic column; no autograd)."""
@@ -316,8 +313,8 @@ class SphereSampler(nn.Module):
             Displacements in radians along each node's east and north unit vectors
             (``SphereGrid.east/north``; on pole rows, the limits along each column's meridian).
         jacobian : bool
-            Also return the derivatives of the indices (for :class:`~dandelion.kernels.WarpSample`;
-            evaluate without autograd).
+            Also return the derivatives of the indices (for :class:`~dandelion.kernels.WarpSample`):
+            evaluated without autograd and in place by :func:`~dandelion.kernels.warp_index`.
 
         Returns
         -------
@@ -340,6 +337,8 @@ class SphereSampler(nn.Module):
         Taylor series ``-1/3 + s^2/30 - s^4/840 + ...`` below ``s = 1/2``, where the difference
         cancels), ``d delta_theta = (z d rho - rho d z) / (rho^2 + z^2)`` and the polar-angle derivatives.
         """
+        if jacobian:
+            return warp_index(self, d_east, d_north, jacobian=True)
         cos_s, sinc_s = _cos_sinc(d_east, d_north)
         st, ct = self.sin_colat, self.cos_colat
         sd_n = sinc_s * d_north
@@ -354,46 +353,9 @@ class SphereSampler(nn.Module):
         if self.uniform_rows:
             # a walk of exactly pi from the south pole to the north pole gives delta_theta = +pi
             # (atan2's branch) and lands on the south ghost row; no other point leaves the table
-            pre = self.node_rows + dtheta * self.inv_step
-            rows = pre.clamp(0, self.nlat + 1)
-        else:
-            rows, slope = self._row_index(self.colat + dtheta)
-        if not jacobian:
-            return rows, cols
-        if self.uniform_rows:
-            slope = ((pre >= 0) & (pre <= self.nlat + 1)).to(pre.dtype) * self.inv_step
-        return rows, cols, self._index_jacobian(d_east, d_north, cos_s, sinc_s, ye, yh, z, rho, slope)
+            return (self.node_rows + dtheta * self.inv_step).clamp(0, self.nlat + 1), cols
+        return self.row_index(self.colat + dtheta), cols
 
-    def _index_jacobian(self, a, b, cos_s, sinc_s, ye, yh, z, rho, slope):
-        """Derivatives of (rows, cols) in (d_east, d_north); see :meth:`displaced_index`."""
-        st, ct = self.sin_colat, self.cos_colat
-        s2 = a * a + b * b
-        eps = torch.finfo(s2.dtype).eps
-        moving = (s2 >= eps * eps).to(s2.dtype)  # the clamp of |d| passes no gradient below eps
-        # K = sum_n (-1)^n 2n s^(2n-2) / (2n+1)!, n >= 1; truncation below 3e-15 for s < 1/2
-        series = -1.0 / 3.0 + s2 * (1.0 / 30.0 + s2 * (-1.0 / 840.0 + s2 * (1.0 / 45360.0 + s2 * (-1.0 / 3991680.0 + s2 * (1.0 / 518918400.0)))))
-        k = torch.where(s2 < 0.25, series, (cos_s - sinc_s) / s2.clamp_min(0.25)) * moving
-        ka, kb = k * a, k * b
-        sm = sinc_s * moving
-        dc_a, dc_b = -sm * a, -sm * b  # d cos s
-        dye_a, dye_b = torch.addcmul(sinc_s, ka, a), ka * b  # d (S a); d (S b) / d a is dye_b too
-        dsn_b = torch.addcmul(sinc_s, kb, b)
-        dyh_a, dyh_b = dc_a * st - dye_b * ct, dc_b * st - dsn_b * ct
-        dz_a, dz_b = dc_a * ct + dye_b * st, dc_b * ct + dsn_b * st
-        r2 = ye * ye + yh * yh
-        tol2 = _pole_tol2(r2.dtype)
-        keep = (r2 > tol2).to(r2.dtype)
-        r2c = r2.clamp_min(tol2)
-        inv_r = torch.rsqrt(r2c) * keep
-        inv_r2 = keep / r2c
-        col_scale = inv_r2 * (self.nlon / (2 * math.pi))
-        row_scale = slope / torch.addcmul(z * z, rho, rho)  # d atan2(P, Q) = (Q dP - P dQ) / (P^2 + Q^2)
-        out = []
-        for dye, dyh, dz in ((dye_a, dyh_a, dz_a), (dye_b, dyh_b, dz_b)):
-            drho = (ye * dye + yh * dyh) * inv_r
-            out.append((z * drho - rho * dz) * row_scale)
-            out.append((yh * dye - ye * dyh) * col_scale)
-        return out[0], out[2], out[1], out[3]
 
 _SAMPLERS: dict = {}
 
