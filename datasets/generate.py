@@ -12,6 +12,8 @@ What it does:
   its trajectories in batches of ``batch_size`` per solver call on ``device``, with a tqdm bar;
 * writes one HDF5 file per trajectory (:mod:`dandelion.datasets.storage`) into ``train/``,
   ``valid/`` or ``test/`` under a temporary name, renamed when complete;
+* ``splits=[test]`` writes only the files of those splits (same split of trajectory ids as the whole
+  dataset): a test set on another grid for models trained elsewhere;
 * resumes: complete files are skipped (a damaged one is regenerated), temporary leftovers removed.
   The batches are a fixed partition of each rank's trajectory ids, so a resumed run computes every
   file in the same batch as an uninterrupted run and gives the same bytes (same batch_size, world
@@ -104,6 +106,12 @@ def _prepare(cfg):
     batch_size = 4 if batch_size is None else int(batch_size)
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size} must be a positive integer")
+    only = cfg.get("splits")
+    if only is not None:
+        bad = [x for x in only if x not in SPLITS]
+        if bad or not only:
+            raise ValueError(f"splits={only!r}: list some of {list(SPLITS)} (or null for all of them)")
+        cfg["splits"] = [x for x in SPLITS if x in only]
     resolved = dict(scenario.cfg)
     resolved["path"] = str(root)
     return cfg, scenario, root, device, batch_size, resolved, config_fingerprint(resolved)
@@ -166,7 +174,11 @@ def generate(cfg) -> Path:
         if dist.rank == 0:
             write_json_atomic(root / "splits.json", splits)
         dist.barrier()
-        ids = list(range(scenario.n_trajectories))[dist.rank::dist.world_size]
+        only = cfg.get("splits")  # e.g. [test]: a test set on another grid; the split itself is that of the full dataset
+        wanted = sorted(i for sp in (only or SPLITS) for i in splits[sp])
+        if only is not None:
+            meta["generated_splits"] = list(only)
+        ids = wanted[dist.rank::dist.world_size]
         _run(scenario, root, ids, split_of(splits), batch_size=batch_size, device=device, progress=progress,
              desc=f"{scenario.name}" + (f" rank {dist.rank}" if dist.world_size > 1 else ""))
         dist.barrier()
@@ -243,7 +255,7 @@ def _run(scenario: Scenario, root: Path, ids: list[int], split: dict[int, str], 
     batches = [ids[k:k + batch_size] for k in range(0, len(ids), batch_size)]
     todo = [b for b in batches if any(i in missing for i in b)]
     times, stored = scenario.solver_times(), scenario.stored_times()
-    grid = scenario.grid
+    grid, out_grid = scenario.grid, scenario.output_grid  # out_grid: the stored band limit (config output_lmax)
     mask = scenario.static_mask() if hasattr(scenario, "static_mask") else None  # masked datasets only
     bar = tqdm(total=sum(len(b) for b in todo) * len(times), desc=desc, unit="frame", disable=not progress, smoothing=0.1)
     try:
@@ -265,7 +277,7 @@ def _run(scenario: Scenario, root: Path, ids: list[int], split: dict[int, str], 
                 for k, t in enumerate(times):
                     try:
                         sim.advance_to(float(t))
-                        values = scenario.stored_fields(sim.fields(grid))
+                        values = scenario.stored_fields(sim.fields(out_grid))
                         for j, i in enumerate(batch):
                             for name, a in values.items():
                                 if not np.isfinite(a[j]).all():
@@ -298,20 +310,28 @@ def _run(scenario: Scenario, root: Path, ids: list[int], split: dict[int, str], 
 
 
 def _finalise(root: Path, scenario: Scenario, meta: dict, splits: dict) -> None:
-    """Check all files are there, then write stats.yaml, splits.json, dataset.yaml and checksums."""
-    rel = [f"{s}/{trajectory_filename(i)}" for s in SPLITS for i in splits[s]]
+    """Check all files are there, then write stats.yaml, splits.json, dataset.yaml and checksums.
+
+    With ``generated_splits`` in ``meta`` (config ``splits``, e.g. ``[test]``) only those splits' files
+    exist; stats.yaml is then computed from the first of them and dataset.yaml says so (``stats_split``):
+    such a folder is a test set for a model normalised with its own training statistics."""
+    made = list(meta.get("generated_splits") or SPLITS)
+    rel = [f"{s}/{trajectory_filename(i)}" for s in made for i in splits[s]]
     missing = [r for r in rel if not (root / r).is_file()]
     if missing:
         raise RuntimeError(f"{len(missing)} trajectory files are missing in {root} (e.g. {missing[:3]}): "
                            "a rank failed; rerun the same command to finish the dataset")
     fields = {k: v.to_dict() for k, v in scenario.fields.items()}
-    train = [root / "train" / trajectory_filename(i) for i in splits["train"]]
+    stats_split = "train" if "train" in made else made[0]
+    if stats_split != "train":
+        meta = {**meta, "stats_split": stats_split}
+    train = [root / stats_split / trajectory_filename(i) for i in splits[stats_split]]
     # our per-field entries plus the Well's keys (mean, std, ... per field, so the Well's loader can normalise the
     # files too), from one read of the train split
     stats = compute_stats(train, fields, well=True)
     write_yaml_atomic(root / "stats.yaml", stats)
     write_json_atomic(root / "splits.json", splits)
-    write_yaml_atomic(root / "dataset.yaml", {**meta, "parameter_stats": _parameter_stats(scenario, splits["train"]), "complete": True})
+    write_yaml_atomic(root / "dataset.yaml", {**meta, "parameter_stats": _parameter_stats(scenario, splits[stats_split]), "complete": True})
     write_checksums(root, rel + ["dataset.yaml", "splits.json", "stats.yaml"])
 
 

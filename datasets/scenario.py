@@ -67,6 +67,7 @@ from .folder import make_splits as _random_splits
 __all__ = [
     "FieldSpec",
     "SanityBoundError",
+    "TruncatedGrid",
     "Scenario",
     "Simulation",
     "register_scenario",
@@ -74,6 +75,19 @@ __all__ = [
     "available_scenarios",
     "trajectory_rng",
 ]
+
+
+@dataclass(frozen=True)
+class TruncatedGrid(SphereGrid):
+    """A :class:`~dandelion.sphere.SphereGrid` whose :attr:`lmax` is capped at ``band_limit`` (the
+    simulations' ``fields(grid)`` truncate to ``min(solver lmax, grid.lmax)``, so synthesis on this
+    grid keeps degrees ``< min(solver lmax, analysis band limit, band_limit)``)."""
+
+    band_limit: int = 1
+
+    @property
+    def lmax(self) -> int:
+        return min(super().lmax, int(self.band_limit))
 
 
 @dataclass(frozen=True)
@@ -179,6 +193,8 @@ class Scenario:
         if not self.band_limited and cfg.get("lmax") is not None:
             raise ValueError(f"dataset.lmax={cfg['lmax']!r} does not apply to {self.name!r} (finite volume, not band-limited): "
                              "leave it null and set the solver resolution with the dataset's own keys")
+        if not self.band_limited and cfg.get("output_lmax") is not None:
+            raise ValueError(f"dataset.output_lmax={cfg['output_lmax']!r} does not apply to {self.name!r} (finite volume, not band-limited)")
         merged = dict(self.DEFAULTS)
         merged.update({k: v for k, v in cfg.items() if v is not None or k not in merged})
         if merged.get("lmax") is None:
@@ -191,6 +207,12 @@ class Scenario:
             if int(merged[key]) != merged[key] or int(merged[key]) < 1:
                 raise ValueError(f"dataset.{key}={merged[key]!r} must be a positive integer")
             merged[key] = int(merged[key])
+        if merged.get("output_lmax") is None:
+            merged.pop("output_lmax", None)  # absent unless set: fingerprints of datasets made without it are unchanged
+        elif int(merged["output_lmax"]) != merged["output_lmax"] or int(merged["output_lmax"]) < 1:
+            raise ValueError(f"dataset.output_lmax={merged['output_lmax']!r} must be a positive integer (or null)")
+        else:
+            merged["output_lmax"] = int(merged["output_lmax"])
         if int(merged["seed"]) < 0:
             raise ValueError(f"dataset.seed={merged['seed']} must be a non-negative integer")
         merged["seed"] = int(merged["seed"])
@@ -247,7 +269,16 @@ class Scenario:
     def stored_lmax(self) -> int | None:
         """Band limit of the stored fields: ``min(solver lmax, grid.lmax)`` (docs/ARCHITECTURE.md §3); ``None`` when not
         :attr:`band_limited`."""
-        return min(self.solver_lmax, self.grid.lmax) if self.band_limited else None
+        return min(self.solver_lmax, self.output_grid.lmax) if self.band_limited else None
+
+    @property
+    def output_grid(self) -> SphereGrid:
+        """The grid handed to ``fields(grid)``: :attr:`grid`, or with config ``output_lmax`` a
+        :class:`TruncatedGrid` capping the stored band limit."""
+        cap = self.cfg.get("output_lmax")
+        if cap is None:
+            return self.grid
+        return TruncatedGrid(self.grid.nlat, self.grid.nlon, self.grid.grid, band_limit=int(cap))
 
     @property
     def reduced(self) -> bool:
@@ -349,6 +380,7 @@ class Scenario:
             "nlon": self.grid.nlon,
             "lmax": self.stored_lmax,
             **({"solver_lmax": self.solver_lmax, "min_solver_lmax": int(self.min_lmax)} if self.band_limited else {}),
+            **({"output_lmax": int(self.cfg["output_lmax"])} if self.cfg.get("output_lmax") is not None else {}),
             "reduced": bool(self.reduced),
             "band_limited": bool(self.band_limited),
             "dt_frame": float(self.dt_frame()),
