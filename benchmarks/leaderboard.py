@@ -33,6 +33,7 @@ from .cells import REFERENCES, load_cells, reference_path
 from .compose import compose
 from .curves import plot_training_curves
 from .plotting import plain_log_ticks, pyplot, save_figure
+from .transfer_report import transfer_section
 
 __all__ = ["load_cells", "aggregate", "render_markdown", "plot_error_vs_resolution", "leaderboard", "bold_best"]
 
@@ -385,6 +386,10 @@ def leaderboard(cfg) -> dict:
     cmd = cfg.get("_command") or f"dandelion-report target=leaderboard scale={scale}"
     md = render_markdown(cells, scale, plots=plots, report_command=cmd, references=references,
                          pending=_pending(scale_cfg, results_dir, set(agg)))
+    section, transfer_plots = transfer_section(results_dir, cells, plots=bool(cfg.get("plots", True)))  # dandelion-transfer's results
+    if section:
+        md = md.replace("\n## Training\n", "\n" + "\n".join(section) + "\n## Training\n", 1)
+        plots.update(transfer_plots)
     if (results_dir / "NOTES.md").exists():  # a hand-written discussion of the numbers, kept beside the table
         first = next((f"\n## {METRICS[m].title}\n" for m in metric_names(table=True) if f"\n## {METRICS[m].title}\n" in md), None)
         if first is not None:  # before the first metric table

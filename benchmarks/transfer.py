@@ -1,0 +1,376 @@
+"""``dandelion-transfer``: zero-shot resolution transfer of the benchmark's trained models.
+
+Models trained by ``dandelion-benchmark`` on a coarse grid (the ``cpu`` scale: 32x64) are evaluated,
+without retraining, on TEST data made at finer grids by the same solver, from the same initial states
+and with the same physical parameters (docs/datasets/README.md, "Zero-shot resolution transfer"). Each
+finer grid is made twice:
+
+* ``coarse_band``: the solver runs at the coarse dataset's solver band limit and the stored fields are
+  truncated to the coarse dataset's stored band limit (``dataset.output_lmax``): the same fields as the
+  coarse test set, sampled finer (a test of discretisation consistency);
+* ``fine_band``: the solver band limit scaled with the grid (``lmax * nlat / nlat_coarse``), stored at
+  what the finer grid resolves: new small scales (the real test). Diffusion that a scenario defines
+  per truncation degree is held fixed in physical units (:data:`FIXED_PHYSICS`).
+
+For every finished cell (``results_dir/<dataset>/<model>/seed<k>.json``) the selected checkpoint
+(``last.pt`` of the chosen learning rate's run) is loaded with its OWN normalisation statistics (the
+checkpoint's, never the fine test set's ``stats.yaml``), rebuilt on the finer grid by the model's
+transfer rule (:func:`transfer_rule`) and scored with the cell's evaluation settings (next-step and
+1:20 VRMSE, area-weighted and the Well's) by :func:`dandelion.benchmarks.rollout.evaluate`. One JSON per
+(fine dataset, model, seed) is written atomically to ``results_dir/transfer/<fine key>/<model>/seed<k>.json``;
+a finished one (same cell, checkpoint and fine dataset) is skipped, so the command resumes. A model
+whose weights cannot run at the finer grid gets a JSON with ``transferable: false`` and the reason.
+
+Use::
+
+    dandelion-transfer scale=cpu                          # generate the fine test sets, evaluate every finished cell
+    dandelion-transfer scale=cpu 'only.datasets=[galewsky_32x64]' 'only.models=[dandelion]'
+    dandelion-transfer scale=cpu generate_only=true       # only the fine test sets (resumable)
+    dandelion-report target=leaderboard scale=cpu         # the "Zero-shot resolution transfer" section
+
+The leaderboard section and plot live in :mod:`dandelion.benchmarks.transfer_report`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from dandelion.channels import ChannelLayout
+from dandelion.checkpoint import config_from_checkpoint, layout_from_checkpoint, load_checkpoint, model_state
+from dandelion.cli import check_choice, check_device, run
+from dandelion.datasets.folder import load_metadata
+from dandelion.datasets.generate import generate
+from dandelion.datasets.torch_dataset import WindowDataset
+from dandelion.forecast import Forecaster
+from dandelion.grid_guard import allow_grid_change
+from dandelion.registry import build_model, import_plugins
+from dandelion.runtime import device_name, machine, versions, write_json_atomic
+from dandelion.sphere import analysis_lmax
+
+from .cells import _digest, cell_path, load_cells, metric_summaries
+from .rollout import evaluate
+from .transfer_report import TRANSFER_SCHEMA, VARIANTS
+
+__all__ = ["TRANSFER_SCHEMA", "VARIANTS", "FIXED_PHYSICS", "fine_datasets", "fine_dataset_config", "ensure_fine_dataset",
+           "transfer_rule", "transfer_forecaster", "transfer_cell", "transfer_path", "transfer", "main"]
+
+def _galewsky_fixed_nu(coarse: dict, fine: dict) -> dict:
+    """Galewsky's hyperviscosity follows the card's rule ``nu4 ~ (256 / lmax)^4`` at the solver band limit
+    (:meth:`dandelion.datasets.galewsky.GalewskyScenario.solver_nu`); at another band limit the coarse
+    value is kept by referring the rule to the coarse band limit (``nu_reference_lmax``)."""
+    if int(fine["lmax"]) == int(coarse["lmax"]):
+        return {}
+    ref = coarse.get("nu_reference_lmax")
+    return {"nu_reference_lmax": int(coarse["lmax"]) if ref is None else int(ref)}
+
+
+#: Scenario name -> ``f(coarse resolved config, fine config) -> overrides`` that hold diffusion defined per
+#: truncation degree fixed in physical units. Scenarios absent here define their physics in physical units
+#: whatever the band limit (Cahn-Hilliard: epsilon, D, a; chained turbulence: the linear operator's rates per
+#: degree on the unit sphere), so nothing needs fixing.
+FIXED_PHYSICS = {"galewsky": _galewsky_fixed_nu}
+
+
+def _grid_tag(nlat: int, nlon: int) -> str:
+    return f"{int(nlat)}x{int(nlon)}"
+
+
+def _parse_grid(text) -> tuple[int, int]:
+    try:
+        a, b = str(text).lower().split("x")
+        return int(a), int(b)
+    except ValueError as err:
+        raise ValueError(f"transfer grid {text!r}: write it as NLATxNLON, e.g. 64x128") from err
+
+
+def fine_dataset_config(coarse_meta: dict, nlat: int, nlon: int, variant: str) -> dict:
+    """The resolved dataset config of one fine test set, from the coarse dataset's ``dataset.yaml``.
+
+    Same scenario, seeds, ``split_seed``, ``n_trajectories`` (hence the same test trajectory ids) and
+    physical parameters; ``nlat``, ``nlon`` replaced; ``coarse_band``: the coarse solver ``lmax`` and
+    ``output_lmax`` = the coarse stored band limit; ``fine_band``: ``lmax`` scaled by ``nlat / nlat_coarse``
+    (rounded down), diffusion held fixed (:data:`FIXED_PHYSICS`). ``path`` is left out.
+
+    Raises
+    ------
+    ValueError
+        For an unknown variant, a coarse dataset that is not band-limited (finite volume: no solver band
+        limit to keep), or a grid of another type than the coarse one is refused by the scenario itself.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"transfer variant {variant!r}: use one of {VARIANTS}")
+    coarse = dict((coarse_meta.get("config") or {}).get("dataset") or {})
+    if not coarse_meta.get("band_limited", True) or coarse.get("lmax") is None:
+        raise ValueError(f"dataset {coarse_meta.get('name')!r} is not band-limited (finite volume): the transfer protocol "
+                         "keeps a solver band limit, which it has not")
+    fine = {k: v for k, v in coarse.items() if k not in ("path", "output_lmax")}
+    fine.update(nlat=int(nlat), nlon=int(nlon), name=str(coarse.get("name") or coarse_meta["name"]))
+    if variant == "coarse_band":
+        fine["output_lmax"] = int(coarse_meta["lmax"])  # the coarse STORED band limit: the same fields, sampled finer
+    else:
+        fine["lmax"] = int(coarse["lmax"]) * int(nlat) // int(coarse_meta["nlat"])
+        fine.update(FIXED_PHYSICS.get(fine["name"], lambda c, f: {})(coarse, fine))
+    return fine
+
+
+def fine_datasets(cfg, key: str) -> list[dict]:
+    """The fine test sets of coarse dataset ``key`` (a key of ``scale.datasets`` listed in ``transfer.datasets``):
+    dicts ``key`` (``<key>_to_<nlat>x<nlon>_<variant>``), ``coarse_key``, ``variant``, ``nlat``, ``nlon``, ``path``
+    (under ``scale.work_dir/transfer``), ``config`` (:func:`fine_dataset_config`) and ``batch_size``.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the coarse dataset has not been generated (run ``dandelion-benchmark`` first).
+    """
+    spec = cfg.transfer.datasets[key]
+    coarse_path = Path(str(cfg.scale.datasets[key].get("path") or Path(cfg.scale.work_dir) / key))
+    meta = load_metadata(coarse_path)
+    out = []
+    for g in spec.grids:
+        nlat, nlon = _parse_grid(g)
+        for variant in spec.get("variants") or VARIANTS:
+            fkey = f"{key}_to_{_grid_tag(nlat, nlon)}_{variant}"
+            out.append({"key": fkey, "coarse_key": key, "coarse_path": str(coarse_path), "variant": str(variant), "nlat": nlat, "nlon": nlon,
+                        "path": str(Path(cfg.scale.work_dir) / "transfer" / fkey), "config": fine_dataset_config(meta, nlat, nlon, variant),
+                        "batch_size": int(spec.get("generate_batch_size") or 4)})
+    return out
+
+
+def ensure_fine_dataset(fd: dict, device: str = "cpu", progress: bool = False) -> Path:
+    """Generate (or complete: resumable) the test split of fine dataset ``fd`` (:func:`fine_datasets`);
+    returns its folder and records the generation wall time in ``<folder>/.generation_seconds`` (added up
+    over resumed runs)."""
+    path = Path(fd["path"])
+    if (path / "checksums.sha256").exists() and (path / "stats.yaml").exists():
+        return path
+    print(f"[transfer] generating {fd['key']} (test split only)", flush=True)
+    t0 = time.perf_counter()
+    generate(OmegaConf.create({"dataset": {**fd["config"], "path": str(path)}, "device": device, "batch_size": fd["batch_size"],
+                               "progress": progress, "splits": ["test"]}))
+    spent = time.perf_counter() - t0
+    log = path / ".generation_seconds"
+    before = float(log.read_text()) if log.exists() else 0.0
+    log.write_text(f"{before + spent:.1f}\n")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------- models
+
+
+def _keep_trained_modes(model, spec: dict) -> tuple[dict, str]:
+    return ({"lmax": int(model.lmax)},
+            f"spectral weights kept for the trained degrees l < {int(model.lmax)} (lmax fixed); its SHTs run on the finer grid, "
+            "so degrees above the trained band limit are not represented inside the network")
+
+
+#: Model name -> ``f(model built on the training grid, model_spec) -> (build overrides, description)`` for a
+#: model whose weights depend on the resolution but keep a meaning at another grid once the overrides hold.
+TRANSFER_RULES = {"sfno": _keep_trained_modes}
+
+_RESOLUTION_FREE = {
+    "dandelion": "same weights: warps are great-circle displacements in radians, pooling is spectral (band limits per level)",
+    "disco": "same weights, filters rebuilt at the finer grid with the same cutoff radius in radians (theta_cutoff)",
+    "flower2d": ("same weights: warp displacements are in normalised image coordinates (a fraction of the longitude turn and "
+                 "of the pole-to-pole rows), so they move as far in radians at every grid; its 2x2 strided down/up "
+                 "convolutions act per pixel, i.e. over half the angular distance at 2x resolution"),
+}
+
+
+def transfer_rule(ckpt: dict) -> dict:
+    """How the checkpoint's model runs at another grid: ``{"transferable", "treatment" | "reason", "overrides"}``.
+
+    Resolution-free models (``resolution_dependent = False``, :mod:`dandelion.grid_guard`) keep their weights;
+    a resolution-dependent model transfers only with a rule in :data:`TRANSFER_RULES` (SFNO: keep the trained
+    modes); any other is not transferable and the reason says why.
+    """
+    spec = ckpt["extra"]["model_spec"]
+    g = ckpt["grid"]
+    model = build_model(spec["name"], spec["preset"], int(spec["in_channels"]), int(spec["out_channels"]), int(g["nlat"]),
+                        int(g["nlon"]), str(g["grid"]), **dict(spec.get("overrides") or {}))
+    name = str(spec["name"])
+    if name in TRANSFER_RULES:
+        over, text = TRANSFER_RULES[name](model, spec)
+        return {"transferable": True, "treatment": text, "overrides": over}
+    if not getattr(model, "resolution_dependent", True):
+        return {"transferable": True, "treatment": _RESOLUTION_FREE.get(name, "same weights (resolution_dependent = False)"), "overrides": {}}
+    return {"transferable": False, "overrides": {},
+            "reason": f"{type(model).__name__} has resolution-dependent weights (resolution_dependent = True) and no transfer rule "
+                      "in dandelion.benchmarks.transfer.TRANSFER_RULES"}
+
+
+def transfer_forecaster(checkpoint, dataset, device: str = "cpu", ckpt: dict | None = None) -> tuple[Forecaster | None, dict]:
+    """The checkpoint's model as a :class:`~dandelion.forecast.Forecaster` on ``dataset``'s grid, normalised
+    with the CHECKPOINT's statistics; returns ``(forecaster or None, rule)`` (:func:`transfer_rule`).
+
+    Raises
+    ------
+    ValueError
+        If the dataset's fields differ from the checkpoint's, or the grid types differ.
+    """
+    ckpt = load_checkpoint(checkpoint) if ckpt is None else ckpt
+    layout = layout_from_checkpoint(ckpt)
+    if dataset.layout.fields != layout.fields:
+        raise ValueError(f"checkpoint {checkpoint} was trained on fields {layout.fields} but {dataset.path} has {dataset.layout.fields}")
+    if dataset.grid.grid != str(ckpt["grid"]["grid"]):
+        raise ValueError(f"checkpoint {checkpoint} was trained on a {ckpt['grid']['grid']!r} grid, {dataset.path} is {dataset.grid.grid!r}: "
+                         "the transfer changes the resolution only")
+    rule = transfer_rule(ckpt)
+    if not rule["transferable"]:
+        return None, rule
+    spec = ckpt["extra"]["model_spec"]
+    model = build_model(spec["name"], spec["preset"], int(spec["in_channels"]), int(spec["out_channels"]), dataset.grid.nlat,
+                        dataset.grid.nlon, dataset.grid.grid, **{**dict(spec.get("overrides") or {}), **rule["overrides"]})
+    with allow_grid_change(model):  # PyTorch still checks every weight shape
+        model.load_state_dict(model_state(ckpt, model))
+    extra = ckpt.get("extra", {})
+    layout = ChannelLayout(layout.fields, layout.stats, dataset.grid, stats_source=f"checkpoint {checkpoint}", levels=layout.levels)
+    n_in = extra.get("n_in")
+    if n_in is None:  # as dandelion.checkpoint.load_model: the trainer's n_in, else the input channels per frame
+        n_in = (config_from_checkpoint(ckpt).get("trainer") or {}).get("n_in") or int(spec["in_channels"]) // layout.n_channels
+    fc = Forecaster(model.eval(), layout, int(n_in), name=str(spec["name"]), checkpoint=checkpoint,
+                    target=extra.get("target", "frame"), inputs=extra.get("inputs", "frames"), wet=extra.get("wet"))
+    return fc.to(device_name(device)).eval(), rule
+
+
+# ---------------------------------------------------------------------------------------------- results
+
+
+def transfer_path(results_dir, fine_key: str, model: str, seed: int) -> Path:
+    """``results_dir/transfer/<fine_key>/<model>/seed<seed>.json``."""
+    return cell_path(Path(results_dir) / "transfer", fine_key, model, seed)
+
+
+def _selected_checkpoint(cell: dict) -> Path:
+    chosen = [r for r in cell["sweep"] if float(r["lr"]) == float(cell["lr"])]
+    if not chosen:
+        raise ValueError(f"cell {cell.get('_path')}: no sweep entry has the chosen lr {cell['lr']}")
+    return Path(chosen[0]["run_dir"]) / "last.pt"
+
+
+def _transfer_hash(cell: dict, fd: dict, meta: dict) -> str:
+    return _digest({"cell": cell.get("protocol_hash"), "cell_finished": cell.get("finished_utc"), "checkpoint": str(_selected_checkpoint(cell)),
+                    "fine_fingerprint": meta.get("fingerprint"), "evaluation": cell.get("evaluation"), "schema": TRANSFER_SCHEMA})
+
+
+def transfer_cell(cell: dict, fd: dict, results_dir, device: str = "cpu", progress: bool = False) -> tuple[dict, bool]:
+    """Evaluate one finished cell's selected checkpoint on fine test set ``fd`` and write its JSON atomically;
+    returns ``(record, ran)``. A record of the same cell, checkpoint, fine dataset and evaluation is reused."""
+    out = transfer_path(results_dir, fd["key"], cell["model"], cell["seed"])
+    path = Path(fd["path"])
+    meta = load_metadata(path)
+    h = _transfer_hash(cell, fd, meta)
+    if out.exists():
+        try:
+            old = json.loads(out.read_text())
+            if old.get("transfer_hash") == h:
+                return old, False
+        except json.JSONDecodeError:
+            pass  # a torn file: evaluate again
+    ckpt_path = _selected_checkpoint(cell)
+    e = dict(cell["evaluation"])
+    data = WindowDataset(path, e.get("split", "test"), n_in=4, n_out=1)
+    t0 = time.perf_counter()
+    model, rule = transfer_forecaster(ckpt_path, data, device=device)
+    rec = {"schema": TRANSFER_SCHEMA, "transfer_hash": h, "dataset_key": cell["dataset_key"], "fine_key": fd["key"], "variant": fd["variant"],
+           "model": cell["model"], "seed": int(cell["seed"]), "cell": cell.get("_path"), "checkpoint": str(ckpt_path),
+           "trained_grid": {"nlat": cell["nlat"], "nlon": cell["nlon"], "lmax": cell.get("lmax")},
+           "nlat": int(meta["nlat"]), "nlon": int(meta["nlon"]), "lmax": meta.get("lmax"), "solver_lmax": meta.get("solver_lmax"),
+           "dataset_path": str(path), "fine_dataset": {k: meta["config"]["dataset"].get(k) for k in sorted(meta["config"]["dataset"]) if k != "path"},
+           "transferable": bool(rule["transferable"]), "normalisation": "checkpoint statistics (the training set's stats.yaml)"}
+    if model is None:
+        rec["reason"] = rule["reason"]
+    else:
+        n = int(e["n_steps"])
+        res = evaluate(model, data, n_steps=n, init_stride=int(e.get("init_stride", 1)), max_inits=e.get("max_inits"),
+                       batch_size=int(e.get("batch_size", 8)), spectra_leads=[], sample=False, progress=progress)["results"]
+        rec.update({"treatment": rule["treatment"], "build_overrides": rule["overrides"], "evaluation": {**e, "n_forecasts": int(res["n_forecasts"])},
+                    **metric_summaries(res)})
+        rec["finite"] = all(math.isfinite(v) for part in ("next_step", "rollout_mean") for v in rec[part]["vrmse"].values())
+    rec.update({"minutes": (time.perf_counter() - t0) / 60.0, "versions": versions(), "machine": machine(device),
+                "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    write_json_atomic(out, rec)
+    return rec, True
+
+
+# ---------------------------------------------------------------------------------------------- the job
+
+
+def _device(cfg) -> str:
+    return device_name(cfg.get("device") or cfg.scale.get("device") or "cpu")
+
+
+def _only(cfg, key: str):
+    only = cfg.get("only") or {}
+    return None if only.get(key) is None else list(only.get(key))
+
+
+def transfer(cfg) -> dict:
+    """Generate the fine test sets and evaluate every finished cell on them (module docstring); returns
+    ``{"datasets": [...], "ran": n, "skipped": n, "pending": [...]}``."""
+    cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
+    import_plugins(list(cfg.scale.get("plugins") or []))
+    device, progress = _device(cfg), bool(cfg.get("progress", False))
+    keys = [k for k in cfg.transfer.datasets if _only(cfg, "datasets") is None or k in _only(cfg, "datasets")]
+    try:
+        cells = [c for c in load_cells(cfg.scale.results_dir) if c["dataset_key"] in keys]
+    except FileNotFoundError:
+        cells = []
+    models, seeds = _only(cfg, "models"), _only(cfg, "seeds")
+    cells = [c for c in cells if (models is None or c["model"] in models) and (seeds is None or int(c["seed"]) in [int(s) for s in seeds])]
+    ran = skipped = 0
+    made, pending = [], []
+    for key in keys:
+        try:
+            fds = fine_datasets(cfg, key)
+        except FileNotFoundError as err:
+            pending.append(f"{key}: coarse dataset not generated ({err})")
+            continue
+        for fd in fds:
+            t0 = time.perf_counter()
+            ensure_fine_dataset(fd, device, progress)
+            made.append({"key": fd["key"], "path": fd["path"], "minutes": (time.perf_counter() - t0) / 60.0})
+            if cfg.get("generate_only"):
+                continue
+            for c in (c for c in cells if c["dataset_key"] == key):
+                rec, did = transfer_cell(c, fd, cfg.scale.results_dir, device, progress)
+                ran, skipped = ran + did, skipped + (not did)
+                what = (f"next-step VRMSE {rec['next_step']['vrmse']['mean']:.4f}, 1:{rec['evaluation']['n_steps']} "
+                        f"{rec['rollout_mean']['vrmse']['mean']:.4f}") if rec["transferable"] else f"not transferable: {rec['reason']}"
+                print(f"[transfer] {fd['key']} {c['model']} seed {c['seed']}: {what}{'' if did else ' (reused)'}", flush=True)
+    return {"datasets": made, "ran": ran, "skipped": skipped, "pending": pending}
+
+
+def check(cfg, overrides=()) -> None:
+    """What ``dandelion-transfer`` checks first: the device, and that ``transfer.datasets`` and ``only.*`` name
+    datasets of the scale. Raises :class:`dandelion.cli.UsageError` (with the closest name)."""
+    check_device(cfg.get("device") or cfg.scale.get("device") or "cpu")
+    for key in cfg.transfer.datasets:
+        check_choice(key, list(cfg.scale.datasets), "transfer.datasets")
+    for name in _only(cfg, "datasets") or []:
+        check_choice(name, list(cfg.transfer.datasets), "only.datasets")
+    for name in _only(cfg, "models") or []:
+        check_choice(name, [str(m) for m in cfg.scale.models], "only.models")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``dandelion-transfer scale=cpu [only.datasets=[..]] [only.models=[..]] [generate_only=true]`` (``--help``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+
+    def _job(cfg: DictConfig) -> None:
+        out = transfer(cfg)
+        print(json.dumps({k: v for k, v in out.items() if k != "datasets"}))
+        print("[transfer] made by: dandelion-transfer " + " ".join(shlex.quote(a) for a in argv if a != "--debug"))
+
+    run("dandelion-transfer", "transfer", _job, check=check, argv=argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""The leaderboard's "Zero-shot resolution transfer" section: transfer JSONs -> markdown table and plot.
+
+Reads ``results_dir/transfer/<fine key>/<model>/seed<k>.json`` (written by ``dandelion-transfer``,
+:mod:`dandelion.benchmarks.transfer`) and the cells they come from (``results_dir/<dataset>/<model>/seed<k>.json``,
+the trained-resolution column). Per coarse dataset: a table, model x {trained grid, each finer grid at the coarse
+band limit and at its own band limit}, next-step and 1:20 VRMSE (area-weighted, mean over fields) as mean ± sample
+std over seeds; models that cannot run at another grid are listed with the reason; a plot of error against
+resolution (``transfer_<dataset>.png``), the trained resolution marked. Nothing is recomputed here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from .plotting import plain_log_ticks, pyplot, save_figure
+
+__all__ = ["TRANSFER_SCHEMA", "VARIANTS", "load_transfers", "transfer_section", "plot_transfer", "HEADING"]
+
+#: Schema tag of a transfer result JSON (written by :mod:`dandelion.benchmarks.transfer`).
+TRANSFER_SCHEMA = "dandelion-transfer/1"
+#: The two test sets made at every finer grid: the training data's band limit, and the finer grid's own.
+VARIANTS = ("coarse_band", "fine_band")
+
+#: The section heading in leaderboard.md.
+HEADING = "## Zero-shot resolution transfer"
+_PARTS = (("next_step", "next step"), ("rollout_mean", "1:20"))
+_LABEL = {"coarse_band": "coarse band", "fine_band": "fine band"}
+
+
+def load_transfers(results_dir) -> list[dict]:
+    """Every transfer JSON under ``results_dir/transfer`` (empty list when there is none)."""
+    out = []
+    for p in sorted((Path(results_dir) / "transfer").glob("*/*/seed*.json")):
+        try:
+            rec = json.loads(p.read_text())
+        except json.JSONDecodeError:
+            continue
+        if rec.get("schema") == TRANSFER_SCHEMA:
+            out.append(rec)
+    return out
+
+
+def _stats(values) -> tuple[float, float, int]:
+    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
+    if v.size == 0:
+        return math.nan, math.nan, 0
+    return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else math.nan, int(v.size)
+
+
+def _fmt(values) -> str:
+    m, s, n = _stats(values)
+    if n == 0:
+        return "–"
+    return f"{m:.4f} ± " + (f"{s:.4f}" if math.isfinite(s) else "n/a") + ("" if n == len(values) else f" ({len(values) - n} non-finite)")
+
+
+def _columns(recs: list[dict], cell: dict) -> list[tuple[str, str, int]]:
+    """``(column label, variant, nlat)``, the trained grid first, then by grid and variant."""
+    cols = {(r["nlat"], r["nlon"], r["variant"]) for r in recs}
+    out = [(f"{cell['nlat']}x{cell['nlon']} (trained)", "trained", int(cell["nlat"]))]
+    for nlat, nlon, v in sorted(cols, key=lambda c: (c[0], VARIANTS.index(c[2]) if c[2] in VARIANTS else 9)):
+        lmax = next(r["lmax"] for r in recs if (r["nlat"], r["nlon"], r["variant"]) == (nlat, nlon, v))
+        out.append((f"{nlat}x{nlon} {_LABEL.get(v, v)} (l<{lmax})", v, int(nlat)))
+    return out
+
+
+def _values(recs, cells, model, col, part) -> list[float]:
+    label, variant, nlat = col
+    if variant == "trained":
+        return [c[part]["vrmse"]["mean"] for c in cells if c["model"] == model]
+    return [r[part]["vrmse"]["mean"] for r in recs if r["model"] == model and r["variant"] == variant and r["nlat"] == nlat and r["transferable"]]
+
+
+def transfer_section(results_dir, cells: list[dict], plots: bool = True) -> tuple[list[str], dict]:
+    """The markdown lines of the section (none when there is no transfer JSON) and ``{name: png path}``.
+
+    ``cells``: the benchmark's cell records (:func:`dandelion.benchmarks.cells.load_cells`), for the
+    trained-resolution column.
+    """
+    recs = load_transfers(results_dir)
+    if not recs:
+        return [], {}
+    L = [HEADING, "",
+         "Models trained at the benchmark grid, evaluated WITHOUT retraining on test data made at finer grids by the same "
+         "solver from the same initial states (the same test trajectory ids), normalised with the checkpoint's own statistics. "
+         "*coarse band*: the solver at the training data's band limit, the fields stored at the training data's band limit "
+         "(the same fields, sampled finer: discretisation consistency); *fine band*: the band limit the finer grid supports "
+         "(new small scales), diffusion held fixed in physical units. VRMSE (area-weighted, mean over fields), mean ± sample std "
+         "over seeds. Protocol and each model's treatment: docs/datasets/README.md (Zero-shot resolution transfer). "
+         "Made by `dandelion-transfer scale=<scale>`.", ""]
+    pngs = {}
+    for key in sorted({r["dataset_key"] for r in recs}):
+        rs = [r for r in recs if r["dataset_key"] == key]
+        cs = [c for c in cells if c["dataset_key"] == key]
+        if not cs:
+            continue
+        cols = _columns(rs, cs[0])
+        models = list(dict.fromkeys([c["model"] for c in cs]))
+        L += [f"### {key}", "", "| model | lead | " + " | ".join(c[0] for c in cols) + " |", "|---|---|" + "---:|" * len(cols)]
+        refused = {}
+        for m in models:
+            no = [r for r in rs if r["model"] == m and not r["transferable"]]
+            if no:
+                refused[m] = no[0]["reason"]
+            for part, lead in _PARTS:
+                L.append(f"| {m} | {lead} | " + " | ".join(_fmt(_values(rs, cs, m, col, part)) if col[1] == "trained" or m not in refused
+                                                            else "not transferable" for col in cols) + " |")
+        L.append("")
+        treatments = {r["model"]: r["treatment"] for r in rs if r["transferable"]}
+        for m in models:
+            if m in refused:
+                L.append(f"- {m}: not transferable: {refused[m]}")
+            elif m in treatments:
+                L.append(f"- {m}: {treatments[m]}")
+        L.append("")
+        if plots:
+            p = plot_transfer(rs, cs, cols, models, Path(results_dir) / f"transfer_{key}.png", key)
+            pngs[f"transfer_{key}"] = str(p)
+            L += [f"![transfer {key}]({p.name})", ""]
+    return L, pngs
+
+
+def plot_transfer(recs, cells, cols, models, path, title: str) -> Path:
+    """1:20 VRMSE (left) and next-step VRMSE (right) against grid, one colour per model; fine band solid,
+    coarse band dashed, from the trained point (marked by a vertical line and a star)."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8))
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.2, top=0.88, wspace=0.25)
+    trained = cols[0][2]
+    grids = sorted({c[2] for c in cols})
+    for ax, (part, lead) in zip(axes, reversed(_PARTS)):
+        for i, m in enumerate(models):
+            t = _stats(_values(recs, cells, m, cols[0], part))[0]
+            ax.plot([trained], [t], marker="*", ms=10, color=f"C{i}", ls="none")
+            for variant, ls in (("fine_band", "-"), ("coarse_band", "--")):
+                pts = [(c[2], _stats(_values(recs, cells, m, c, part))) for c in cols if c[1] == variant]
+                pts = [(x, s) for x, s in pts if s[2] > 0]
+                if not pts:
+                    continue
+                x = [trained] + [p[0] for p in pts]
+                y = [t] + [p[1][0] for p in pts]
+                e = [0.0] + [p[1][1] if math.isfinite(p[1][1]) else 0.0 for p in pts]
+                ax.errorbar(x, y, yerr=e, ls=ls, marker="o", ms=4, capsize=3, color=f"C{i}",
+                            label=f"{m}, {_LABEL[variant]}")
+        ax.axvline(trained, color="0.5", lw=0.8, ls=":")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        plain_log_ticks(ax)
+        ax.set_xticks(grids)
+        ax.set_xticklabels([f"{n}x{2 * n}" + ("\n(trained)" if n == trained else "") for n in grids])
+        ax.set_xlabel("grid (nlat x nlon)")
+        ax.set_ylabel(f"VRMSE {lead} (area-weighted)")
+        ax.grid(alpha=0.3, which="both")
+    axes[0].legend(fontsize=6, ncol=2)
+    fig.suptitle(f"{title}: zero-shot transfer (solid: fine band, dashed: coarse band)", fontsize=9)
+    return save_figure(fig, path)

@@ -1,0 +1,163 @@
+"""Zero-shot resolution transfer (dandelion-transfer): fine test sets, transferred models, resumable results.
+
+Physics: a test set at the coarse band limit on a finer grid holds the coarse fields sampled finer (spectral
+interpolation of the coarse data agrees to float32 storage precision); the initial state does not depend on
+the band limit; Galewsky's hyperviscosity is held fixed in physical units. Models: every built-in model's
+weights run at a finer grid (finite forecasts) with the checkpoint's normalisation; a resolution-dependent
+model without a transfer rule is reported with the reason. Pipeline: one JSON per cell and fine dataset,
+skipped when finished; the leaderboard section.
+"""
+
+import json
+import math
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+from torch_harmonics import InverseRealSHT, RealSHT
+
+import tiny_model  # noqa: F401  (registers "_pointwise_test")
+from dandelion.benchmarks import benchmark as B
+from dandelion.benchmarks import leaderboard as LB
+from dandelion.benchmarks import transfer as T
+from dandelion.benchmarks.transfer_report import HEADING
+from dandelion.checkpoint import save_checkpoint
+from dandelion.datasets.folder import load_metadata
+from dandelion.datasets.galewsky import GalewskyScenario
+from dandelion.datasets.generate import generate
+from dandelion.datasets.storage import open_trajectory
+from dandelion.datasets.torch_dataset import WindowDataset
+from dandelion.registry import build_model
+
+
+def _generate(path, dataset: dict, splits=None):
+    generate(OmegaConf.create({"dataset": {**dataset, "path": str(path)}, "device": "cpu", "batch_size": 4, "progress": False,
+                               "splits": splits}))
+    return path
+
+
+def _frames(path, tid, field):
+    split = next(s for s in ("train", "valid", "test") if (path / s / f"traj_{tid:06d}.h5").exists())
+    with open_trajectory(path / split / f"traj_{tid:06d}.h5") as f:
+        group = "t0_fields" if field in f["t0_fields"] else "t1_fields"
+        return torch.tensor(f[group][field][0], dtype=torch.float64)
+
+
+def test_coarse_band_is_the_coarse_data_sampled_finer_and_the_initial_state_is_band_limit_free(tmp_path):
+    coarse_cfg = {"name": "cahn_hilliard", "nlat": 16, "nlon": 32, "lmax": 12, "n_trajectories": 10, "n_frames": 3, "dt_frame": 1.0}
+    coarse = _generate(tmp_path / "coarse", coarse_cfg, splits=["test"])
+    meta = load_metadata(coarse)
+    tid = json.loads((coarse / "splits.json").read_text())["test"][0]
+    a = T.fine_dataset_config(meta, 32, 64, "coarse_band")
+    b = T.fine_dataset_config(meta, 32, 64, "fine_band")
+    assert (a["lmax"], a["output_lmax"], b["lmax"]) == (12, 8, 24)  # solver lmax kept / stored band of 16x32 / scaled
+    fa, fb = _generate(tmp_path / "a", a, ["test"]), _generate(tmp_path / "b", b, ["test"])
+    assert json.loads((fa / "splits.json").read_text())["test"] == json.loads((coarse / "splits.json").read_text())["test"]
+    assert load_metadata(fa)["output_lmax"] == 8 and load_metadata(fa)["lmax"] == 8 and load_metadata(fb)["lmax"] == 16
+    L = load_metadata(coarse)["lmax"]
+    analysis = RealSHT(16, 32, lmax=L, mmax=L, grid="equiangular").double()
+    up = InverseRealSHT(32, 64, lmax=L, mmax=L, grid="equiangular").double()
+    c = _frames(coarse, tid, "phi")
+    interp = up(analysis(c))
+    err = (interp - _frames(fa, tid, "phi")).abs().max() / c.abs().max()
+    assert err < 1e-5, f"coarse-band test set differs from the spectrally interpolated coarse data by {err:.2e}"
+    # frame 0 is the initial state: its degrees below the coarse band limit do not depend on the band limit
+    fine0 = RealSHT(32, 64, lmax=L, mmax=L, grid="equiangular").double()(_frames(fb, tid, "phi")[0])
+    assert torch.allclose(fine0, analysis(c[0]), atol=1e-6 * float(c[0].abs().max()))
+    assert (_frames(fb, tid, "phi")[1:] - _frames(fa, tid, "phi")[1:]).abs().max() > 1e-4  # new small scales do act
+
+
+def test_galewsky_fine_band_keeps_the_hyperviscosity_in_physical_units():
+    coarse = GalewskyScenario({"nlat": 32, "nlon": 64, "lmax": 32, "n_trajectories": 20})
+    meta = {**coarse.describe(), "config": {"dataset": dict(coarse.cfg)}}
+    nu4 = coarse.solver_settings()["hyperviscosity_m4_per_s"]
+    for nlat in (64, 128):
+        fine = GalewskyScenario(T.fine_dataset_config(meta, nlat, 2 * nlat, "fine_band"))
+        assert fine.solver_lmax == nlat
+        assert fine.solver_settings()["hyperviscosity_m4_per_s"] == pytest.approx(nu4, rel=1e-12)
+        band = GalewskyScenario(T.fine_dataset_config(meta, nlat, 2 * nlat, "coarse_band"))
+        assert band.solver_settings() == coarse.solver_settings() and band.stored_lmax == coarse.stored_lmax
+
+
+@pytest.fixture(scope="module")
+def solid_pair(tmp_path_factory):
+    """A 16x32 solid-body dataset and its 32x64 fine-band test set (analytic, fractions of a second)."""
+    root = tmp_path_factory.mktemp("solid")
+    coarse = _generate(root / "coarse", {"name": "solid_body", "nlat": 16, "nlon": 32, "n_frames": 8})
+    fine = _generate(root / "fine", T.fine_dataset_config(load_metadata(coarse), 32, 64, "fine_band"), ["test"])
+    return coarse, fine
+
+
+def _checkpoint(path, name, coarse, **overrides):
+    data = WindowDataset(coarse, "train", n_in=4, n_out=1)
+    C = data.layout.n_channels
+    model = build_model(name, "tiny", 4 * C, C, 16, 32, "equiangular", **overrides)
+    spec = {"name": name, "preset": "tiny", "in_channels": 4 * C, "out_channels": C, "overrides": overrides}
+    layout = data.layout.to_dict()
+    return save_checkpoint(path, model=model, config={"trainer": {"n_in": 4}}, stats=layout["stats"], grid=data.grid.to_dict(), step=0,
+                           epoch=0, extra={"model_spec": spec, "layout": layout, "target": "increment", "inputs": "differences"})
+
+
+@pytest.mark.parametrize("name", ["dandelion", "sfno", "disco", "flower2d"])
+def test_every_model_runs_at_the_finer_grid_with_the_checkpoint_statistics(solid_pair, tmp_path, name):
+    coarse, fine = solid_pair
+    ckpt = _checkpoint(tmp_path / "last.pt", name, coarse)
+    data = WindowDataset(fine, "test", n_in=4, n_out=1)
+    fc, rule = T.transfer_forecaster(ckpt, data)
+    assert rule["transferable"] and fc.grid.shape == (32, 64)
+    assert fc.layout.stats == WindowDataset(coarse, "train").layout.stats != data.layout.stats  # the training set's, not the test set's
+    if name == "sfno":
+        assert fc.model.lmax == build_model("sfno", "tiny", 12, 3, 16, 32).lmax  # the trained modes, not the finer grid's
+        assert fc.model.lmax < build_model("sfno", "tiny", 12, 3, 32, 64).lmax
+    if name == "disco":
+        assert fc.model.theta_cutoff == build_model("disco", "tiny", 12, 3, 16, 32).theta_cutoff  # radians kept
+    res = B.evaluate(fc, data, n_steps=2, batch_size=4, spectra_leads=[], sample=False)["results"]
+    assert all(math.isfinite(v) for v in res["summary"]["mean_1_2"]["vrmse"].values())
+
+
+def test_a_resolution_dependent_model_without_a_rule_is_reported_with_the_reason(solid_pair, tmp_path):
+    coarse, fine = solid_pair
+    ckpt = _checkpoint(tmp_path / "last.pt", "_pointwise_test", coarse, resolution_dependent=True)
+    fc, rule = T.transfer_forecaster(ckpt, WindowDataset(fine, "test", n_in=4, n_out=1))
+    assert fc is None and not rule["transferable"]
+    assert "resolution-dependent" in rule["reason"] and "TRANSFER_RULES" in rule["reason"]
+
+
+@pytest.fixture
+def tiny_transfer(tmp_path):
+    """One finished cell (pointwise test model, a few steps) on a generated 16x32 solid-body dataset, and the transfer config."""
+    cfg = B.compose("transfer", [
+        "scale=cpu", f"scale.results_dir={tmp_path / 'results'}", f"scale.work_dir={tmp_path / 'work'}",
+        "scale.models=[_pointwise_test]", "scale.seeds=[0]", "scale.lr_sweep=[1e-2]", "scale.plugins=[tiny_model]",
+        "scale.trainer.epochs=1", "scale.trainer.max_batches_per_epoch=2", "scale.trainer.batch_size=2",
+        "scale.trainer.finetune.epochs=1", "scale.trainer.warmup_steps=1", "scale.trainer.val_max_batches=1",
+        "scale.evaluation.n_steps=3", "scale.evaluation.init_stride=2", "scale.evaluation.batch_size=4",
+    ])
+    OmegaConf.set_struct(cfg, False)
+    cfg.scale.datasets = {"tiny_16x32": {"dataset": "solid_body", "overrides": {"nlat": 16, "nlon": 32, "n_frames": 10}}}
+    cfg.transfer.datasets = {"tiny_16x32": {"grids": ["32x64"]}}
+    B.run_cell(cfg, "tiny_16x32", "_pointwise_test", 0)
+    return cfg
+
+
+def test_transfer_writes_one_json_per_cell_and_dataset_and_resumes(tiny_transfer):
+    cfg = tiny_transfer
+    first = T.transfer(cfg)
+    assert (first["ran"], first["skipped"]) == (2, 0)
+    paths = [T.transfer_path(cfg.scale.results_dir, f"tiny_16x32_to_32x64_{v}", "_pointwise_test", 0) for v in T.VARIANTS]
+    recs = [json.loads(p.read_text()) for p in paths]
+    for rec in recs:
+        assert rec["transferable"] and rec["finite"] and (rec["nlat"], rec["nlon"]) == (32, 64)
+        assert rec["checkpoint"].endswith("last.pt") and rec["evaluation"]["n_steps"] == 3
+        assert rec["normalisation"].startswith("checkpoint")
+    stamps = [p.stat().st_mtime_ns for p in paths]
+    again = T.transfer(cfg)
+    assert (again["ran"], again["skipped"]) == (0, 2)
+    assert [p.stat().st_mtime_ns for p in paths] == stamps  # finished results are not rewritten
+    paths[0].write_text("{torn")  # a torn file is evaluated again
+    assert T.transfer(cfg)["ran"] == 1
+    res = LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": True}))
+    md = open(res["markdown"]).read()
+    assert HEADING in md and "16x32 (trained)" in md and "32x64 fine band" in md
+    assert md.index(HEADING) < md.index("## Training")
+    assert "transfer_tiny_16x32" in res["plots"]
