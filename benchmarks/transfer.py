@@ -40,6 +40,7 @@ import sys
 import time
 from pathlib import Path
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from dandelion.channels import ChannelLayout
@@ -58,7 +59,7 @@ from .cells import _digest, cell_path, load_cells, metric_summaries
 from .rollout import evaluate
 from .transfer_report import TRANSFER_SCHEMA, VARIANTS
 
-__all__ = ["TRANSFER_SCHEMA", "VARIANTS", "FIXED_PHYSICS", "fine_datasets", "fine_dataset_config", "ensure_fine_dataset",
+__all__ = ["TRANSFER_SCHEMA", "VARIANTS", "FIXED_PHYSICS", "fine_datasets", "fine_dataset_config", "ensure_fine_dataset", "generation_cost",
            "transfer_rule", "transfer_forecaster", "transfer_cell", "transfer_path", "transfer", "main"]
 
 def _galewsky_fixed_nu(coarse: dict, fine: dict) -> dict:
@@ -146,20 +147,27 @@ def fine_datasets(cfg, key: str) -> list[dict]:
 
 def ensure_fine_dataset(fd: dict, device: str = "cpu", progress: bool = False) -> Path:
     """Generate (or complete: resumable) the test split of fine dataset ``fd`` (:func:`fine_datasets`);
-    returns its folder and records the generation wall time in ``<folder>/.generation_seconds`` (added up
-    over resumed runs)."""
+    returns its folder. The cost is added up over resumed runs in ``<folder>/.generation.json`` (wall and
+    process CPU seconds, :func:`generation_cost`)."""
     path = Path(fd["path"])
     if (path / "checksums.sha256").exists() and (path / "stats.yaml").exists():
         return path
     print(f"[transfer] generating {fd['key']} (test split only)", flush=True)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     generate(OmegaConf.create({"dataset": {**fd["config"], "path": str(path)}, "device": device, "batch_size": fd["batch_size"],
                                "progress": progress, "splits": ["test"]}))
-    spent = time.perf_counter() - t0
-    log = path / ".generation_seconds"
-    before = float(log.read_text()) if log.exists() else 0.0
-    log.write_text(f"{before + spent:.1f}\n")
+    cost = generation_cost(path)
+    write_json_atomic(path / ".generation.json", {"wall_s": cost["wall_s"] + time.perf_counter() - t0,
+                                                  "cpu_s": cost["cpu_s"] + time.process_time() - c0, "threads": torch.get_num_threads()})
     return path
+
+
+def generation_cost(path) -> dict:
+    """``{"wall_s", "cpu_s", "threads"}`` spent generating the fine test set at ``path`` (zeros if unknown)."""
+    try:
+        return json.loads((Path(path) / ".generation.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return {"wall_s": 0.0, "cpu_s": 0.0, "threads": None}
 
 
 # ---------------------------------------------------------------------------------------------- models
@@ -284,7 +292,7 @@ def transfer_cell(cell: dict, fd: dict, results_dir, device: str = "cpu", progre
            "trained_grid": {"nlat": cell["nlat"], "nlon": cell["nlon"], "lmax": cell.get("lmax")},
            "nlat": int(meta["nlat"]), "nlon": int(meta["nlon"]), "lmax": meta.get("lmax"), "solver_lmax": meta.get("solver_lmax"),
            "dataset_path": str(path), "fine_dataset": {k: meta["config"]["dataset"].get(k) for k in sorted(meta["config"]["dataset"]) if k != "path"},
-           "transferable": bool(rule["transferable"]), "normalisation": "checkpoint statistics (the training set's stats.yaml)"}
+           "generation": generation_cost(path), "transferable": bool(rule["transferable"]), "normalisation": "checkpoint statistics (the training set's stats.yaml)"}
     if model is None:
         rec["reason"] = rule["reason"]
     else:
@@ -334,9 +342,8 @@ def transfer(cfg) -> dict:
             pending.append(f"{key}: coarse dataset not generated ({err})")
             continue
         for fd in fds:
-            t0 = time.perf_counter()
             ensure_fine_dataset(fd, device, progress)
-            made.append({"key": fd["key"], "path": fd["path"], "minutes": (time.perf_counter() - t0) / 60.0})
+            made.append({"key": fd["key"], "path": fd["path"], **generation_cost(fd["path"])})
             if cfg.get("generate_only"):
                 continue
             for c in (c for c in cells if c["dataset_key"] == key):

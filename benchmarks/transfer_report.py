@@ -117,6 +117,13 @@ def transfer_section(results_dir, cells: list[dict], plots: bool = True) -> tupl
             elif m in treatments:
                 L.append(f"- {m}: {treatments[m]}")
         L.append("")
+        L += ["| test set | grid | solver lmax | stored lmax | generation wall min (CPU min) |", "|---|---|---:|---:|---:|"]
+        for fk in sorted({r["fine_key"] for r in rs}, key=lambda k: next((r["nlat"], r["variant"]) for r in rs if r["fine_key"] == k)):
+            r = next(r for r in rs if r["fine_key"] == fk)
+            g = r.get("generation") or {}
+            cost = f"{g['wall_s'] / 60:.1f} ({g['cpu_s'] / 60:.1f})" if g.get("wall_s") else "–"
+            L.append(f"| {fk} | {r['nlat']}x{r['nlon']} | {r.get('solver_lmax')} | {r.get('lmax')} | {cost} |")
+        L.append("")
         if plots:
             p = plot_transfer(rs, cs, cols, models, Path(results_dir) / f"transfer_{key}.png", key)
             pngs[f"transfer_{key}"] = str(p)
