@@ -27,7 +27,7 @@ VARIANTS = ("coarse_band", "fine_band")
 
 #: The section heading in leaderboard.md.
 HEADING = "## Zero-shot resolution transfer"
-_PARTS = (("next_step", "next step"), ("rollout_mean", "1:20"))
+_PARTS = (("next_step", "next step"), ("rollout_mean", "1:{n}"))  # n: min(20, the cell's rollout steps)
 _LABEL = {"coarse_band": "coarse band", "fine_band": "fine band"}
 
 
@@ -56,6 +56,11 @@ def _fmt(values) -> str:
     if n == 0:
         return "–"
     return f"{m:.4f} ± " + (f"{s:.4f}" if math.isfinite(s) else "n/a") + ("" if n == len(values) else f" ({len(values) - n} non-finite)")
+
+
+def _parts(cell: dict) -> list[tuple[str, str]]:
+    n = min(20, int(cell["evaluation"]["n_steps"]))
+    return [(part, label.format(n=n)) for part, label in _PARTS]
 
 
 def _columns(recs: list[dict], cell: dict) -> list[tuple[str, str, int]]:
@@ -106,7 +111,7 @@ def transfer_section(results_dir, cells: list[dict], plots: bool = True) -> tupl
             no = [r for r in rs if r["model"] == m and not r["transferable"]]
             if no:
                 refused[m] = no[0]["reason"]
-            for part, lead in _PARTS:
+            for part, lead in _parts(cs[0]):
                 L.append(f"| {m} | {lead} | " + " | ".join(_fmt(_values(rs, cs, m, col, part)) if col[1] == "trained" or m not in refused
                                                             else "not transferable" for col in cols) + " |")
         L.append("")
@@ -139,7 +144,7 @@ def plot_transfer(recs, cells, cols, models, path, title: str) -> Path:
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.2, top=0.88, wspace=0.25)
     trained = cols[0][2]
     grids = sorted({c[2] for c in cols})
-    for ax, (part, lead) in zip(axes, reversed(_PARTS)):
+    for ax, (part, lead) in zip(axes, reversed(_parts(cells[0]))):
         for i, m in enumerate(models):
             t = _stats(_values(recs, cells, m, cols[0], part))[0]
             ax.plot([trained], [t], marker="*", ms=10, color=f"C{i}", ls="none")
