@@ -257,10 +257,12 @@ def transfer_path(results_dir, fine_key: str, model: str, seed: int) -> Path:
 
 
 def _selected_checkpoint(cell: dict) -> Path:
-    chosen = [r for r in cell["sweep"] if float(r["lr"]) == float(cell["lr"])]
-    if not chosen:
-        raise ValueError(f"cell {cell.get('_path')}: no sweep entry has the chosen lr {cell['lr']}")
-    return Path(chosen[0]["run_dir"]) / "last.pt"
+    """``last.pt`` of the run the cell evaluated: ``cell["run"]`` (the seed's own run; the ``sweep`` entries may be
+    another seed's when the rate was swept on one seed), else the sweep entry at the chosen rate (older cells)."""
+    run = cell.get("run") or next((r for r in cell["sweep"] if float(r["lr"]) == float(cell["lr"])), None)
+    if run is None:
+        raise ValueError(f"cell {cell.get('_path')}: no run record and no sweep entry at the chosen lr {cell['lr']}")
+    return Path(run["run_dir"]) / "last.pt"
 
 
 def _transfer_hash(cell: dict, fd: dict, meta: dict) -> str:
@@ -286,7 +288,11 @@ def transfer_cell(cell: dict, fd: dict, results_dir, device: str = "cpu", progre
     e = dict(cell["evaluation"])
     data = WindowDataset(path, e.get("split", "test"), n_in=4, n_out=1)
     t0 = time.perf_counter()
-    model, rule = transfer_forecaster(ckpt_path, data, device=device)
+    ckpt = load_checkpoint(ckpt_path)
+    seed = config_from_checkpoint(ckpt).get("seed")
+    if seed is not None and int(seed) != int(cell["seed"]):
+        raise ValueError(f"cell {cell.get('_path')} is seed {cell['seed']} but its checkpoint {ckpt_path} was trained with seed {seed}")
+    model, rule = transfer_forecaster(ckpt_path, data, device=device, ckpt=ckpt)
     rec = {"schema": TRANSFER_SCHEMA, "transfer_hash": h, "dataset_key": cell["dataset_key"], "fine_key": fd["key"], "variant": fd["variant"],
            "model": cell["model"], "seed": int(cell["seed"]), "cell": cell.get("_path"), "checkpoint": str(ckpt_path),
            "trained_grid": {"nlat": cell["nlat"], "nlon": cell["nlon"], "lmax": cell.get("lmax")},
