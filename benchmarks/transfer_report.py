@@ -167,6 +167,7 @@ def plot_transfer(recs, cells, cols, models, path, title: str) -> Path:
         ax.set_xlabel("grid (nlat x nlon)")
         ax.set_ylabel(f"VRMSE {lead} (area-weighted)")
         ax.grid(alpha=0.3, which="both")
-    axes[0].legend(fontsize=6, ncol=2)
+    if axes[0].get_legend_handles_labels()[0]:  # (a name starting with "_" is not shown by matplotlib)
+        axes[0].legend(fontsize=6, ncol=2)
     fig.suptitle(f"{title}: zero-shot transfer (solid: fine band, dashed: coarse band)", fontsize=9)
     return save_figure(fig, path)

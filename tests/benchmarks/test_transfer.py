@@ -20,6 +20,7 @@ import tiny_model  # noqa: F401  (registers "_pointwise_test")
 from dandelion.benchmarks import benchmark as B
 from dandelion.benchmarks import leaderboard as LB
 from dandelion.benchmarks import transfer as T
+from dandelion.benchmarks.rollout import evaluate
 from dandelion.benchmarks.transfer_report import HEADING
 from dandelion.checkpoint import save_checkpoint
 from dandelion.datasets.folder import load_metadata
@@ -111,7 +112,7 @@ def test_every_model_runs_at_the_finer_grid_with_the_checkpoint_statistics(solid
         assert fc.model.lmax < build_model("sfno", "tiny", 12, 3, 32, 64).lmax
     if name == "disco":
         assert fc.model.theta_cutoff == build_model("disco", "tiny", 12, 3, 16, 32).theta_cutoff  # radians kept
-    res = B.evaluate(fc, data, n_steps=2, batch_size=4, spectra_leads=[], sample=False)["results"]
+    res = evaluate(fc, data, n_steps=2, batch_size=4, spectra_leads=[], sample=False)["results"]
     assert all(math.isfinite(v) for v in res["summary"]["mean_1_2"]["vrmse"].values())
 
 
@@ -128,7 +129,7 @@ def tiny_transfer(tmp_path):
     """One finished cell (pointwise test model, a few steps) on a generated 16x32 solid-body dataset, and the transfer config."""
     cfg = B.compose("transfer", [
         "scale=cpu", f"scale.results_dir={tmp_path / 'results'}", f"scale.work_dir={tmp_path / 'work'}",
-        "scale.models=[_pointwise_test]", "scale.seeds=[0]", "scale.lr_sweep=[1e-2]", "scale.plugins=[tiny_model]",
+        "scale.models=[_pointwise_test]", "scale.seeds=[0]", "scale.lr_sweep=[1e-2]", "scale.lr_ladder=[1e-2]", "scale.plugins=[tiny_model]",
         "scale.trainer.epochs=1", "scale.trainer.max_batches_per_epoch=2", "scale.trainer.batch_size=2",
         "scale.trainer.finetune.epochs=1", "scale.trainer.warmup_steps=1", "scale.trainer.val_max_batches=1",
         "scale.evaluation.n_steps=3", "scale.evaluation.init_stride=2", "scale.evaluation.batch_size=4",
