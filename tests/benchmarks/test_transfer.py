@@ -162,3 +162,18 @@ def test_transfer_writes_one_json_per_cell_and_dataset_and_resumes(tiny_transfer
     assert HEADING in md and "16x32 (trained)" in md and "32x64 fine band" in md
     assert md.index(HEADING) < md.index("## Training")
     assert "transfer_tiny_16x32" in res["plots"]
+
+
+def test_cli_refuses_a_dataset_without_transfer_settings_in_one_line(capsys):
+    with pytest.raises(SystemExit) as info:
+        T.main(["only.datasets=[galewsky_3x64]"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+    assert "only.datasets" in err and "galewsky_32x64" in err
+
+
+def test_generate_refuses_an_unknown_split(tmp_path):
+    with pytest.raises(ValueError, match="splits"):
+        _generate(tmp_path / "x", {"name": "solid_body"}, splits=["tset"])
+    assert not (tmp_path / "x").exists()
