@@ -60,7 +60,7 @@ from .rollout import evaluate
 from .transfer_report import TRANSFER_SCHEMA, VARIANTS
 
 __all__ = ["TRANSFER_SCHEMA", "VARIANTS", "FIXED_PHYSICS", "fine_datasets", "fine_dataset_config", "ensure_fine_dataset", "generation_cost",
-           "transfer_rule", "transfer_forecaster", "transfer_cell", "transfer_path", "transfer", "main"]
+           "transfer_rule", "transfer_forecaster", "persistence_on", "transfer_cell", "transfer_path", "transfer", "main"]
 
 def _galewsky_fixed_nu(coarse: dict, fine: dict) -> dict:
     """Galewsky's hyperviscosity follows the card's rule ``nu4 ~ (256 / lmax)^4`` at the solver band limit
@@ -314,6 +314,42 @@ def transfer_cell(cell: dict, fd: dict, results_dir, device: str = "cpu", progre
     return rec, True
 
 
+class _Newest(torch.nn.Module):
+    """Persistence: the newest input frame as the forecast."""
+
+    def __init__(self, n_channels: int):
+        super().__init__()
+        self.n_channels = n_channels
+
+    def forward(self, x):
+        return x[:, -self.n_channels:]
+
+
+def persistence_on(fd: dict, results_dir, evaluation: dict, n_in: int = 4) -> dict:
+    """Persistence scored on fine test set ``fd`` with ``evaluation`` (a cell's settings), the reference row of the
+    section; written atomically to ``results_dir/transfer/<fine key>/persistence.json`` and reused while the
+    test set and the settings are the same."""
+    out = Path(results_dir) / "transfer" / fd["key"] / "persistence.json"
+    meta = load_metadata(fd["path"])
+    h = _digest({"fine_fingerprint": meta.get("fingerprint"), "evaluation": evaluation, "n_in": int(n_in)})
+    if out.exists():
+        try:
+            old = json.loads(out.read_text())
+            if old.get("transfer_hash") == h:
+                return old
+        except json.JSONDecodeError:
+            pass
+    e = evaluation
+    data = WindowDataset(fd["path"], e.get("split", "test"), n_in=n_in, n_out=1)
+    model = Forecaster(_Newest(data.layout.n_channels), data.layout, int(n_in), name="persistence")
+    res = evaluate(model, data, n_steps=int(e["n_steps"]), init_stride=int(e.get("init_stride", 1)), max_inits=e.get("max_inits"),
+                   batch_size=int(e.get("batch_size", 8)), spectra_leads=[], sample=False)["results"]
+    rec = {"schema": "dandelion-transfer-reference/1", "model": "persistence", "transfer_hash": h, "fine_key": fd["key"],
+           "variant": fd["variant"], "nlat": fd["nlat"], "nlon": fd["nlon"], **metric_summaries(res)}
+    write_json_atomic(out, rec)
+    return rec
+
+
 # ---------------------------------------------------------------------------------------------- the job
 
 
@@ -350,9 +386,11 @@ def transfer(cfg) -> dict:
         for fd in fds:
             ensure_fine_dataset(fd, device, progress)
             made.append({"key": fd["key"], "path": fd["path"], **generation_cost(fd["path"])})
-            if cfg.get("generate_only"):
+            mine = [c for c in cells if c["dataset_key"] == key]
+            if cfg.get("generate_only") or not mine:
                 continue
-            for c in (c for c in cells if c["dataset_key"] == key):
+            persistence_on(fd, cfg.scale.results_dir, dict(mine[0]["evaluation"]), int(mine[0].get("trainer", {}).get("n_in", 4)))
+            for c in mine:
                 rec, did = transfer_cell(c, fd, cfg.scale.results_dir, device, progress)
                 ran, skipped = ran + did, skipped + (not did)
                 what = (f"next-step VRMSE {rec['next_step']['vrmse']['mean']:.4f}, 1:{rec['evaluation']['n_steps']} "

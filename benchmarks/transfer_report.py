@@ -58,6 +58,24 @@ def _fmt(values) -> str:
     return f"{m:.4f} ± " + (f"{s:.4f}" if math.isfinite(s) else "n/a") + ("" if n == len(values) else f" ({len(values) - n} non-finite)")
 
 
+def _persistence(results_dir, key: str, recs: list[dict], cols) -> list[list[float] | None]:
+    """Per column, ``{part: value}`` of persistence (the benchmark's reference at the trained grid, the transfer
+    job's on each fine test set), or None where it is missing."""
+    out = []
+    for label, variant, nlat in cols:
+        if variant == "trained":
+            p = Path(results_dir) / key / "persistence.json"
+        else:
+            fk = next((r["fine_key"] for r in recs if r["variant"] == variant and r["nlat"] == nlat), None)
+            p = None if fk is None else Path(results_dir) / "transfer" / fk / "persistence.json"
+        try:
+            rec = json.loads(p.read_text())
+            out.append({part: rec[part]["vrmse"]["mean"] for part, _ in _PARTS})
+        except (AttributeError, OSError, KeyError, json.JSONDecodeError):
+            out.append(None)
+    return out
+
+
 def _parts(cell: dict) -> list[tuple[str, str]]:
     n = min(20, int(cell["evaluation"]["n_steps"]))
     return [(part, label.format(n=n)) for part, label in _PARTS]
@@ -107,6 +125,10 @@ def transfer_section(results_dir, cells: list[dict], plots: bool = True) -> tupl
         models = list(dict.fromkeys([c["model"] for c in cs]))
         L += [f"### {key}", "", "| model | lead | " + " | ".join(c[0] for c in cols) + " |", "|---|---|" + "---:|" * len(cols)]
         refused = {}
+        ref = _persistence(results_dir, key, rs, cols)
+        if any(ref):
+            for part, lead in _parts(cs[0]):
+                L.append(f"| *persistence (reference)* | {lead} | " + " | ".join(f"*{r[part]:.4f}*" if r else "–" for r in ref) + " |")
         for m in models:
             no = [r for r in rs if r["model"] == m and not r["transferable"]]
             if no:

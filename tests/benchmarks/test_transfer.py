@@ -10,6 +10,7 @@ skipped when finished; the leaderboard section.
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,6 +21,7 @@ import tiny_model  # noqa: F401  (registers "_pointwise_test")
 from dandelion.benchmarks import benchmark as B
 from dandelion.benchmarks import leaderboard as LB
 from dandelion.benchmarks import transfer as T
+from dandelion.benchmarks.references import persistence_reference
 from dandelion.benchmarks.rollout import evaluate
 from dandelion.benchmarks.transfer_report import HEADING
 from dandelion.checkpoint import save_checkpoint
@@ -138,6 +140,7 @@ def tiny_transfer(tmp_path):
     cfg.scale.datasets = {"tiny_16x32": {"dataset": "solid_body", "overrides": {"nlat": 16, "nlon": 32, "n_frames": 10}}}
     cfg.transfer.datasets = {"tiny_16x32": {"grids": ["32x64"]}}
     B.run_cell(cfg, "tiny_16x32", "_pointwise_test", 0)
+    persistence_reference(cfg, "tiny_16x32", B.ensure_dataset(cfg, "tiny_16x32"))
     return cfg
 
 
@@ -162,6 +165,13 @@ def test_transfer_writes_one_json_per_cell_and_dataset_and_resumes(tiny_transfer
     assert HEADING in md and "16x32 (trained)" in md and "32x64 fine band" in md
     assert md.index(HEADING) < md.index("## Training")
     assert "transfer_tiny_16x32" in res["plots"]
+    assert "*persistence (reference)*" in md
+    # the coarse-band test set holds the coarse fields sampled finer: persistence scores the same (exact quadrature)
+    results = Path(cfg.scale.results_dir)
+    coarse = json.loads((results / "tiny_16x32" / "persistence.json").read_text())
+    band = json.loads((results / "transfer" / "tiny_16x32_to_32x64_coarse_band" / "persistence.json").read_text())
+    for part in ("next_step", "rollout_mean"):
+        assert band[part]["vrmse"]["mean"] == pytest.approx(coarse[part]["vrmse"]["mean"], rel=1e-4)
 
 
 def test_cli_refuses_a_dataset_without_transfer_settings_in_one_line(capsys):
