@@ -53,14 +53,14 @@ from dandelion.forecast import Forecaster
 from dandelion.grid_guard import allow_grid_change
 from dandelion.registry import build_model, import_plugins
 from dandelion.runtime import device_name, machine, versions, write_json_atomic
-from dandelion.sphere import analysis_lmax
 
 from .cells import _digest, cell_path, load_cells, metric_summaries
 from .rollout import evaluate
 from .transfer_report import TRANSFER_SCHEMA, VARIANTS
 
 __all__ = ["TRANSFER_SCHEMA", "VARIANTS", "FIXED_PHYSICS", "fine_datasets", "fine_dataset_config", "ensure_fine_dataset", "generation_cost",
-           "transfer_rule", "transfer_forecaster", "persistence_on", "transfer_cell", "transfer_path", "transfer", "main"]
+           "transfer_rule", "transfer_forecaster", "persistence_on", "transfer_cell", "transfer_path", "transfer", "main", "TRANSFER_RULES"]
+
 
 def _galewsky_fixed_nu(coarse: dict, fine: dict) -> dict:
     """Galewsky's hyperviscosity follows the card's rule ``nu4 ~ (256 / lmax)^4`` at the solver band limit
