@@ -327,7 +327,7 @@ def _finalise(root: Path, scenario: Scenario, meta: dict, splits: dict) -> None:
         meta = {**meta, "stats_split": stats_split}
     train = [root / stats_split / trajectory_filename(i) for i in splits[stats_split]]
     # our per-field entries plus the Well's keys (mean, std, ... per field, so the Well's loader can normalise the
-    # files too), from one read of the train split
+    # files too), from one read of the statistics split (train unless only other splits were generated)
     stats = compute_stats(train, fields, well=True)
     write_yaml_atomic(root / "stats.yaml", stats)
     write_json_atomic(root / "splits.json", splits)
