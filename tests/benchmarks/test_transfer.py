@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from omegaconf import OmegaConf
-from torch_harmonics import InverseRealSHT, RealSHT
+from torch_harmonics import InverseRealSHT, InverseRealVectorSHT, RealSHT, RealVectorSHT
 
 import tiny_model  # noqa: F401  (registers "_pointwise_test")
 from dandelion.benchmarks import benchmark as B
@@ -187,3 +187,19 @@ def test_generate_refuses_an_unknown_split(tmp_path):
     with pytest.raises(ValueError, match="splits"):
         _generate(tmp_path / "x", {"name": "solid_body"}, splits=["tset"])
     assert not (tmp_path / "x").exists()
+
+
+def test_galewsky_coarse_band_velocity_is_the_coarse_velocity_sampled_finer(tmp_path):
+    """The vector field too: the coarse velocity's vector-harmonic synthesis at the finer grid is the coarse-band velocity."""
+    coarse = _generate(tmp_path / "coarse", {"name": "galewsky", "nlat": 16, "nlon": 32, "lmax": 16, "n_trajectories": 10, "n_frames": 3,
+                                             "spinup_days": 0.25}, splits=["test"])
+    fine = _generate(tmp_path / "a", T.fine_dataset_config(load_metadata(coarse), 32, 64, "coarse_band"), ["test"])
+    tid = json.loads((coarse / "splits.json").read_text())["test"][0]
+    L = load_metadata(coarse)["lmax"]
+
+    def colat_lon(uv):  # (T, nlat, nlon, 2) eastward/northward -> (T, 2, nlat, nlon) colatitude/longitude components
+        return torch.stack([-uv[..., 1], uv[..., 0]], 1)
+
+    c, f = colat_lon(_frames(coarse, tid, "velocity")), colat_lon(_frames(fine, tid, "velocity"))
+    up = InverseRealVectorSHT(32, 64, lmax=L, mmax=L, grid="equiangular").double()(RealVectorSHT(16, 32, lmax=L, mmax=L, grid="equiangular").double()(c))
+    assert (up - f).abs().max() / f.abs().max() < 1e-5
