@@ -162,6 +162,14 @@ def ensure_fine_dataset(fd: dict, device: str = "cpu", progress: bool = False) -
     return path
 
 
+def _check_test_ids(fd: dict) -> None:
+    """The fine test set must hold the coarse test split's trajectory ids (same n_trajectories and split_seed)."""
+    fine, coarse = (json.loads((Path(p) / "splits.json").read_text())["test"] for p in (fd["path"], fd["coarse_path"]))
+    if sorted(fine) != sorted(coarse):
+        raise ValueError(f"{fd['path']}: test trajectory ids {fine} differ from the coarse test split {coarse} of {fd['coarse_path']}; "
+                         "delete the fine folder and rerun dandelion-transfer")
+
+
 def generation_cost(path) -> dict:
     """``{"wall_s", "cpu_s", "threads"}`` spent generating the fine test set at ``path`` (zeros if unknown)."""
     try:
@@ -385,6 +393,7 @@ def transfer(cfg) -> dict:
             continue
         for fd in fds:
             ensure_fine_dataset(fd, device, progress)
+            _check_test_ids(fd)
             made.append({"key": fd["key"], "path": fd["path"], **generation_cost(fd["path"])})
             mine = [c for c in cells if c["dataset_key"] == key]
             if cfg.get("generate_only") or not mine:
