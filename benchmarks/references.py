@@ -33,12 +33,14 @@ from dandelion.runtime import write_json_atomic
 from .cells import REFERENCES, metric_summaries, protocol_hash, reference_path
 from .rollout import evaluate
 
-__all__ = ["REFERENCES", "persistence_reference", "linear_ar_reference", "fit_linear_ar", "reference_path"]
+__all__ = ["Persistence", "REFERENCES", "persistence_reference", "linear_ar_reference", "fit_linear_ar", "reference_path"]
 
 _SCHEMA = "dandelion-benchmark-reference/1"
 
 
-class _Persistence(torch.nn.Module):
+class Persistence(torch.nn.Module):
+    """The newest frame of a ``(B, n_in * C, nlat, nlon)`` window as the forecast ``(B, C, nlat, nlon)`` (target ``frame``)."""
+
     def __init__(self, n_channels: int):
         super().__init__()
         self.n_channels = n_channels
@@ -120,7 +122,7 @@ def persistence_reference(cfg, key: str, data_path) -> dict:
     e = cfg.scale.evaluation
     n_in = int(cfg.scale.trainer.n_in)
     data = WindowDataset(data_path, e.get("split", "test"), n_in=n_in, n_out=1)
-    model = Forecaster(_Persistence(data.layout.n_channels), data.layout, n_in, name="persistence")
+    model = Forecaster(Persistence(data.layout.n_channels), data.layout, n_in, name="persistence")
     return _evaluate_reference(cfg, key, "persistence", model, data)
 
 

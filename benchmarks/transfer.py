@@ -55,6 +55,7 @@ from dandelion.registry import build_model, import_plugins
 from dandelion.runtime import device_name, machine, versions, write_json_atomic
 
 from .cells import _digest, cell_path, load_cells, metric_summaries
+from .references import Persistence
 from .rollout import evaluate
 from .transfer_report import TRANSFER_SCHEMA, VARIANTS
 
@@ -322,17 +323,6 @@ def transfer_cell(cell: dict, fd: dict, results_dir, device: str = "cpu", progre
     return rec, True
 
 
-class _Newest(torch.nn.Module):
-    """Persistence: the newest input frame as the forecast."""
-
-    def __init__(self, n_channels: int):
-        super().__init__()
-        self.n_channels = n_channels
-
-    def forward(self, x):
-        return x[:, -self.n_channels:]
-
-
 def persistence_on(fd: dict, results_dir, evaluation: dict, n_in: int = 4) -> dict:
     """Persistence scored on fine test set ``fd`` with ``evaluation`` (a cell's settings), the reference row of the
     section; written atomically to ``results_dir/transfer/<fine key>/persistence.json`` and reused while the
@@ -349,7 +339,7 @@ def persistence_on(fd: dict, results_dir, evaluation: dict, n_in: int = 4) -> di
             pass
     e = evaluation
     data = WindowDataset(fd["path"], e.get("split", "test"), n_in=n_in, n_out=1)
-    model = Forecaster(_Newest(data.layout.n_channels), data.layout, int(n_in), name="persistence")
+    model = Forecaster(Persistence(data.layout.n_channels), data.layout, int(n_in), name="persistence")
     res = evaluate(model, data, n_steps=int(e["n_steps"]), init_stride=int(e.get("init_stride", 1)), max_inits=e.get("max_inits"),
                    batch_size=int(e.get("batch_size", 8)), spectra_leads=[], sample=False)["results"]
     rec = {"schema": "dandelion-transfer-reference/1", "model": "persistence", "transfer_hash": h, "fine_key": fd["key"],
