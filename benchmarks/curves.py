@@ -58,6 +58,10 @@ def plot_training_curves(models: dict, path, title: str) -> Path | None:
         ax.set_xlabel("optimiser step")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=6)
+    tops = [max(_xy(c["run"]["curve"])[1] or [math.nan]) for e in have.values() for c in e["cells"] if (c.get("run") or {}).get("curve")]
+    tops = [t for t in tops if math.isfinite(t)]
+    if tops:  # a diverging sweep rate would stretch the shared axis over orders of magnitude: keep the chosen runs readable
+        axes[0][0].set_ylim(top=10 * max(tops))
     axes[0][0].set_ylabel("valid loss (final model)")
     fig.suptitle(f"{title}: validation loss during training (dotted: fine-tune starts)", fontsize=9)
     fig.subplots_adjust(left=0.07, right=0.99, bottom=0.16, top=0.84, wspace=0.08)
