@@ -238,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = Path(args.path)
     if not root.exists():
+        key, eq, value = args.path.partition("=")
+        if eq and key in ("path", "dataset.path") and Path(value).exists():  # the Hydra spelling of the other jobs
+            fail(PROG, f"{args.path!r} is not a folder: dandelion-verify takes the folder itself, as in "
+                       f"'dandelion-verify {value}' (no {key}=)")
         fail(PROG, f"{root} does not exist: pass the dataset.path of a dandelion-generate run")
     if not root.is_dir() or not (root / "dataset.yaml").is_file():
         fail(PROG, f"{root} is not a Dandelion dataset folder (no dataset.yaml): pass the dataset.path of a "

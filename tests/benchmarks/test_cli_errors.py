@@ -78,6 +78,12 @@ def test_verify_missing_folder(tmp_path, capsys):
     assert "does not exist" in err and "dandelion-generate" in err
 
 
+def test_verify_hydra_spelling_names_the_fix(tmp_path, capsys):
+    # the other jobs take dataset.path=DIR; dandelion-verify takes DIR: the message says so
+    err = _fails(verify.main, [f"dataset.path={tmp_path}"], capsys)
+    assert f"dandelion-verify {tmp_path}" in err and "no dataset.path=" in err
+
+
 def test_verify_foreign_folder(tmp_path, capsys):
     err = _fails(verify.main, [str(tmp_path)], capsys)
     assert "not a Dandelion dataset folder" in err
