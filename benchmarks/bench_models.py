@@ -148,6 +148,8 @@ def _build(name: str, spec: dict, device: torch.device) -> torch.nn.Module:
     overrides = {}
     if name == "disco" and spec.get("disco_optimized_kernel") is not None:
         overrides["optimized_kernel"] = bool(spec["disco_optimized_kernel"])
+    if name == "dandelion" and spec.get("checkpoint_blocks"):
+        overrides["checkpoint_blocks"] = True
     torch.manual_seed(0)
     return build_model(name, spec["preset"], spec["in_channels"], spec["out_channels"], spec["nlat"], spec["nlon"], spec["grid"],
                        **overrides).to(device)
@@ -158,7 +160,7 @@ def measure_group(names: list[str], spec: dict) -> list[dict]:
 
     ``spec`` keys: preset, nlat, nlon, grid, batch, dtype (fp32 | bf16), device, in_channels,
     out_channels, n_warmup, n_repeat, disco_optimized_kernel (None = the preset's choice),
-    largest_batch (bool), max_batch, max_step_s, max_tries, cpu_capacity_mib (None).
+    checkpoint_blocks (Dandelion's activation checkpointing, default False), largest_batch (bool), max_batch, max_step_s, max_tries, cpu_capacity_mib (None).
 
     Returns one row per model; a model that fails to build or run gets a row with ``error``.
     """
@@ -179,6 +181,8 @@ def measure_group(names: list[str], spec: dict) -> list[dict]:
                 row["disco_optimized_kernel"] = "preset default" if kernel is None else bool(kernel)
                 if kernel is not None and not kernel:
                     row["note"] = "torch-harmonics' pure-torch DISCO kernels (optimized_kernel=False), not its compiled kernels"
+            if name == "dandelion":
+                row["checkpoint_blocks"] = bool(spec.get("checkpoint_blocks", False))
             row["n_parameters"] = count_parameters(model)
             row["resolution_dependent"] = bool(getattr(model, "resolution_dependent", True))
             opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-6)
@@ -273,6 +277,7 @@ def bench_models(m, device: str, save: Callable[[dict], None] | None = None, out
                     spec = {"preset": str(preset), "nlat": int(nlat), "nlon": int(nlon), "grid": str(m.grid), "batch": int(batch),
                             "dtype": str(dtype), "device": device, "in_channels": int(m.in_channels), "out_channels": int(m.out_channels),
                             "n_warmup": int(m.n_warmup), "n_repeat": int(m.n_repeat), "disco_optimized_kernel": m.get("disco_optimized_kernel"),
+                            "checkpoint_blocks": bool(m.get("checkpoint_blocks", False)),
                             "largest_batch": bool(m.get("largest_batch", False)) and str(dtype) in [str(d) for d in m.get("largest_batch_dtypes", ["fp32"])],
                             "max_batch": m.get("max_batch"),
                             "max_step_s": m.get("max_step_s"), "max_tries": m.get("max_tries"), "cpu_capacity_mib": m.get("cpu_capacity_mib")}

@@ -30,6 +30,7 @@ from typing import Sequence
 
 import torch
 import torch.nn as nn
+import torch.utils.checkpoint
 
 from .grid_guard import GridGuard
 from .kernels import Pointwise
@@ -120,6 +121,13 @@ class Dandelion(GridGuard, nn.Module):
         Width of each warp's displacement MLP as a fraction of the level width.
     cond_dim : int
         Number of scalar conditioning parameters for FiLM (0: off, the benchmark protocol).
+    checkpoint_blocks : bool
+        Activation checkpointing (recomputation) of every warp block while gradients are on
+        (``torch.utils.checkpoint``, non-reentrant; Chen et al. 2016, arXiv:1604.06174): a block keeps
+        only its input for backward and runs its forward again there, trading about one more forward
+        of the blocks for their saved activations. Same parameters and state_dict; outputs and
+        gradients are those of the plain model (the recomputation repeats the same operations).
+        Off by default (the cost tables in benchmarks/results measure it off and on).
 
     Attributes
     ----------
@@ -139,9 +147,10 @@ class Dandelion(GridGuard, nn.Module):
 
     resolution_dependent = False
 
-    def __init__(self, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str = "equiangular", *, width: int = 32, multipliers: Sequence[int] = (1, 2, 4), heads: int = 8, encoder_blocks: Sequence[int] = (1, 1, 2), decoder_blocks: Sequence[int] = (1, 1), offset_ratio: float = 0.5, cond_dim: int = 0):
+    def __init__(self, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str = "equiangular", *, width: int = 32, multipliers: Sequence[int] = (1, 2, 4), heads: int = 8, encoder_blocks: Sequence[int] = (1, 1, 2), decoder_blocks: Sequence[int] = (1, 1), offset_ratio: float = 0.5, cond_dim: int = 0, checkpoint_blocks: bool = False):
         super().__init__()
         levels = len(multipliers)
+        self.checkpoint_blocks = bool(checkpoint_blocks)
         if int(in_channels) < 1 or int(out_channels) < 1 or int(width) < 1 or int(heads) < 1:
             raise ValueError(f"in_channels={in_channels}, out_channels={out_channels}, width={width} and heads={heads} must all be >= 1")
         if levels < 1:
@@ -201,7 +210,7 @@ class Dandelion(GridGuard, nn.Module):
         levels = len(self.widths)
         for k in range(levels):
             for blk in self.encoder[k]:
-                h = blk(h, cond)
+                h = self._block(blk, h, cond)
             if k < levels - 1:
                 skips.append(h)
                 h = self.down_proj[k](self.down[k](h))
@@ -209,8 +218,13 @@ class Dandelion(GridGuard, nn.Module):
             h = self.up[k](self.up_proj[k](h))
             h = self.fuse[k](torch.cat([h.to(skips[k].dtype), skips[k]], dim=1))
             for blk in self.decoder[k]:
-                h = blk(h, cond)
+                h = self._block(blk, h, cond)
         return self.head(self.head_norm(h))
+
+    def _block(self, blk: WarpBlockS2, h: torch.Tensor, cond: torch.Tensor | None) -> torch.Tensor:
+        if self.checkpoint_blocks and torch.is_grad_enabled():
+            return torch.utils.checkpoint.checkpoint(blk, h, cond, use_reentrant=False)
+        return blk(h, cond)
 
 
 @register_model("dandelion")
@@ -225,7 +239,7 @@ def build_dandelion(preset: str, in_channels: int, out_channels: int, nlat: int,
     if preset not in PRESETS:
         raise ValueError(f"unknown Dandelion preset {preset!r}: choose one of {sorted(PRESETS)}")
     params = dict(PRESETS[preset])
-    allowed = set(params) | {"cond_dim"}
+    allowed = set(params) | {"cond_dim", "checkpoint_blocks"}
     unknown = set(overrides) - allowed
     if unknown:
         raise ValueError(f"unknown Dandelion hyper-parameter(s) {sorted(unknown)}: choose from {sorted(allowed)}")
