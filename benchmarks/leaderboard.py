@@ -138,7 +138,8 @@ def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, re
                     references: dict | None = None, pending: dict | None = None) -> str:
     """The ``leaderboard.md`` text for the cells of one scale (see the module docstring); ``references``:
     dataset key -> {reference name (:data:`~dandelion.benchmarks.references.REFERENCES`) -> record} (reference
-    lines in the tables); ``pending``: dataset key -> why it has no finished cell yet."""
+    lines in the tables); ``pending``: label (a dataset key, or a dataset key and model) -> why it has no
+    finished cell yet (:func:`_pending`)."""
     agg = aggregate(cells)
     for d, refs in (references or {}).items():
         for e in agg.get(d, {}).values():
@@ -165,7 +166,7 @@ def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, re
                  "They benchmark the models at small size; they are not the paper's numbers.")
         L.append("")
     if pending:
-        L.append("Datasets of the scale without results yet (pending):")
+        L.append("Cells of the scale without results yet (pending; a '–' in the tables below):")
         L.append("")
         L += [f"- `{d}`: {why}" for d, why in pending.items()]
         L.append("")
@@ -263,13 +264,27 @@ def _inside_text(cs: list[dict]) -> str:
     return "yes" if flags == {True} else "no (edge of the ladder)" if False in flags else "n/a"
 
 
-def _pending(scale_cfg, results_dir: Path, done: set) -> dict:
-    """Dataset keys of the composed scale ``scale_cfg`` without a cell in ``results_dir``: key -> reason
-    (its ``pending_reason``, else "not run yet"). Empty when ``results_dir`` is not the scale's own folder
-    (a test or custom grid), whose datasets the scale does not describe."""
+def _pending(scale_cfg, results_dir: Path, agg: dict) -> dict:
+    """What the composed scale ``scale_cfg`` asks for and ``results_dir`` does not hold yet: label -> reason.
+
+    A dataset key without any cell maps to its ``pending_reason`` (else "not run yet"); a dataset with some
+    cells but models or seeds missing gets one label ``"<key>: <model> (seeds ...)"`` per missing model
+    with the same reason, so that a "–" in the tables is explained. Empty when ``results_dir`` is not the
+    scale's own folder (a test or custom grid), whose datasets the scale does not describe."""
     if scale_cfg is None or Path(str(scale_cfg.get("results_dir"))).resolve() != Path(results_dir).resolve():
         return {}
-    return {key: str(spec.get("pending_reason") or "not run yet") for key, spec in scale_cfg.datasets.items() if key not in done}
+    models, seeds = list(scale_cfg.get("models") or []), list(scale_cfg.get("seeds") or [])
+    out = {}
+    for key, spec in scale_cfg.datasets.items():
+        why = str(spec.get("pending_reason") or "not run yet")
+        if key not in agg:
+            out[key] = why
+            continue
+        for m in models:
+            missing = [s for s in seeds if s not in (agg[key].get(m) or {}).get("seeds", [])]
+            if missing:
+                out[f"{key}: {m} (seed{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))})"] = why
+    return out
 
 
 def _family(entry) -> str:
@@ -385,7 +400,7 @@ def leaderboard(cfg) -> dict:
                 plots[f"error_vs_resolution_{fam}"] = str(p)
     cmd = cfg.get("_command") or f"dandelion-report target=leaderboard scale={scale}"
     md = render_markdown(cells, scale, plots=plots, report_command=cmd, references=references,
-                         pending=_pending(scale_cfg, results_dir, set(agg)))
+                         pending=_pending(scale_cfg, results_dir, agg))
     section, transfer_plots = transfer_section(results_dir, cells, plots=bool(cfg.get("plots", True)))  # dandelion-transfer's results
     if section:
         md = md.replace("\n## Training\n", "\n" + "\n".join(section) + "\n## Training\n", 1)

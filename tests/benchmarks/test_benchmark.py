@@ -190,3 +190,12 @@ def test_changed_protocol_makes_cells_stale_and_reuses_only_matching_runs(tiny_s
     B.benchmark(cfg)
     rec = json.loads(path.read_text())
     assert not any(r["reused"] for r in rec["sweep"]) and rec["target"] == "frame"
+
+
+def test_pending_lists_missing_datasets_and_missing_model_seeds(tmp_path):
+    """Every '–' of the leaderboard has a line saying why: a dataset without cells, and a model short of seeds."""
+    scale_cfg = OmegaConf.create({"results_dir": str(tmp_path), "models": ["x", "y"], "seeds": [0, 1, 2],
+                                  "datasets": {"a": {"pending_reason": "slow"}, "b": {}}})
+    agg = {"a": {"x": {"seeds": [0, 1, 2]}, "y": {"seeds": [0]}}}
+    assert LB._pending(scale_cfg, tmp_path, agg) == {"a: y (seeds 1, 2)": "slow", "b": "not run yet"}
+    assert LB._pending(scale_cfg, tmp_path / "elsewhere", agg) == {}
