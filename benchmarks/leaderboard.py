@@ -11,7 +11,7 @@ writes into ``results_dir``:
   one seed), the best (lowest mean) of every column in **bold**; per-field tables; the training details (parameters, chosen learning rates,
   steps, minutes); the exact commands that made every number;
 * ``error_vs_lead_<dataset>.png``: mean VRMSE (over fields and seeds) versus lead, one line per model;
-* ``error_vs_resolution_<family>.png``: 1:20 and next-step VRMSE versus grid size for Dandelion and
+* ``error_vs_resolution_<family>.png`` (families trained at two or more grids only): 1:20 and next-step VRMSE versus grid size for Dandelion and
   the best baseline (lowest 1:20 VRMSE averaged over that family's resolutions).
 
 All metrics are those of :mod:`dandelion.metrics` as computed by ``dandelion-rollout``;
@@ -295,10 +295,13 @@ def plot_error_vs_resolution(agg: dict, family: str, path, reference: str = REFE
     """1:20 (solid) and next-step (dashed) VRMSE versus grid size, Dandelion and the best baseline.
 
     The best baseline: lowest 1:20 VRMSE averaged over the resolutions where it was run. Returns the
-    PNG path, or None when the family has no model to show.
+    PNG path, or None when the family has no model to show or was trained at one resolution only (one
+    point per curve says nothing about resolution; zero-shot transfer has its own plot, ``transfer_<cell>.png``).
     """
     keys = [d for d in agg if _family(next(iter(agg[d].values()))) == family]
     keys.sort(key=lambda d: next(iter(agg[d].values()))["nlat"])
+    if len({next(iter(agg[d].values()))["nlat"] for d in keys}) < 2:
+        return None
     models = {m for d in keys for m in agg[d]}
     baselines = {m: np.mean([agg[d][m]["rollout_mean"]["vrmse"]["mean"]["mean"] for d in keys if m in agg[d]])
                  for m in models if m != reference}

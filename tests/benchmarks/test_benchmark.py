@@ -108,7 +108,21 @@ def test_one_cell_then_skip_then_leaderboard(tiny_scale, tmp_path):
     assert "dandelion-train " in md and "dandelion-rollout " in md
     for p in res["plots"].values():
         assert p.endswith(".png") and (tmp_path / "results" / p.split("/")[-1]).stat().st_size > 0
-    assert any("error_vs_resolution" in k for k in res["plots"])
+    assert not any("error_vs_resolution" in k for k in res["plots"])  # one grid: nothing to plot against
+
+
+def test_error_vs_resolution_plot_needs_two_grids(tmp_path):
+    """The resolution plot exists for a family trained at two grids and is skipped at one."""
+    def entry(nlat, v):
+        stats = {"vrmse": {"mean": {"mean": v, "std": 0.1 * v, "n": 3}}}
+        return {"nlat": nlat, "nlon": 2 * nlat, "dataset": "fam", "next_step": stats, "rollout_mean": stats}
+    agg = {"fam_16x32": {"dandelion": entry(16, 0.2), "sfno": entry(16, 0.3)},
+           "fam_32x64": {"dandelion": entry(32, 0.1), "sfno": entry(32, 0.4)}}
+    p = LB.plot_error_vs_resolution(agg, "fam", tmp_path / "two.png")
+    assert p is not None and p.stat().st_size > 0
+    one = {"fam_16x32": agg["fam_16x32"]}
+    assert LB.plot_error_vs_resolution(one, "fam", tmp_path / "one.png") is None
+    assert not (tmp_path / "one.png").exists()
 
 
 @pytest.mark.parametrize("values, best", [
