@@ -122,15 +122,16 @@ def _table(agg: dict, metric: str, datasets: list[str], models: list[str]) -> li
 
 
 def _field_table(agg: dict, d: str, models: list[str], metric: str = "vrmse") -> list[str]:
+    """One row per field (a dataset can have dozens: Held-Suarez has 41), one column per model and lead
+    summary, the best (lowest mean) of each row and summary in bold."""
     variables = [v for v in next(iter(agg[d].values()))["next_step"][metric] if v != "mean"]
-    head = ["model"] + [f"{v} next" for v in variables] + [f"{v} 1:20" for v in variables]
+    have = [m for m in models if m in agg[d]]
+    cols = [("next_step", m) for m in have] + [("rollout_mean", m) for m in have]
+    head = ["field"] + [f"{m} {'next' if p == 'next_step' else '1:20'}" for p, m in cols]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
-    cols = [("next_step", v) for v in variables] + [("rollout_mean", v) for v in variables]
-    best = {c: bold_best({m: agg[d][m][c[0]][metric][c[1]]["mean"] for m in models if m in agg[d]}) for c in cols}
-    for m in models:
-        if m not in agg[d]:
-            continue
-        lines.append("| " + " | ".join([m] + [_cell(agg[d][m][p][metric][v], m in best[(p, v)]) for p, v in cols]) + " |")
+    for v in variables:
+        best = {p: bold_best({m: agg[d][m][p][metric][v]["mean"] for m in have}) for p in ("next_step", "rollout_mean")}
+        lines.append("| " + " | ".join([v] + [_cell(agg[d][m][p][metric][v], m in best[p]) for p, m in cols]) + " |")
     return lines
 
 

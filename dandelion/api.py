@@ -13,7 +13,7 @@ Example::
 
     from dandelion import api
     data = api.open_dataset("data/galewsky", "test")
-    model = api.load_model("runs/quickstart/dandelion/best.pt", dataset=data)
+    model = api.load_model("quickstart_output/runs/dandelion/best.pt", dataset=data)
     fc = api.rollout(model, data, n_steps=20, init_stride=8)
     ds = api.to_xarray(fc, include_truth=True)      # xarray.Dataset, CF metadata
     api.export(fc, "forecast.nc")                    # netCDF4 file

@@ -1,6 +1,6 @@
 """Area-weighted normalisation on the sphere.
 
-Statistics are integrals over the sphere with the grid's quadrature weights (docs/ARCHITECTURE.md §3, §4),
+Statistics are integrals over the sphere with the grid's quadrature weights (docs/ARCHITECTURE.md §3 and §5),
 so the same weights mean the same thing on every grid and resolution (a plain mean over grid
 nodes would over-weight the crowded polar rows of a latitude-longitude grid).
 """

@@ -1,6 +1,6 @@
 """Sphere geometry shared by every part of Dandelion: grids, quadrature weights and local frames.
 
-Conventions (docs/ARCHITECTURE.md §3, §3):
+Conventions (docs/ARCHITECTURE.md §3):
 
 * arrays are ``(..., nlat, nlon)``; row 0 is the northernmost row (colatitude ascending,
   as torch-harmonics orders it); longitudes are ``2*pi*j/nlon``, ``j = 0..nlon-1``;

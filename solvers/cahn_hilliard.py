@@ -104,7 +104,7 @@ def _fprime(phi: torch.Tensor) -> torch.Tensor:
 
 
 def growth_rate(l, *, epsilon, mean, radius, D: float = 1.0, a: float = 1.0) -> torch.Tensor:
-    """Linear growth rate ``sigma(l) = -D k^2 (a^2 f''(m0) + eps^2 k^2)``, ``k^2 = l(l+1)/R^2`` (card §3).
+    """Linear growth rate ``sigma(l) = -D k^2 (a^2 f''(m0) + eps^2 k^2)``, ``k^2 = l(l+1)/R^2`` (docs/datasets/cahn_hilliard.md).
 
     ``l`` any shape; ``epsilon, mean, radius`` floats or (B,) tensors. Returns ``(B, *l.shape)`` or ``l.shape``.
     """

@@ -28,8 +28,8 @@ Numerics (ours, docs/datasets/chained_turbulence.md "Our method" / "Ours, decide
   is held at zero at every step (the gauge ``<omega> = 0``); the linear rate used for ``l = 0`` is 0;
 * adaptive steps: advective CFL number ``max|u| dt / (pi R / lmax) <= cfl``, capped at
   ``dt_max = 0.05 tau`` (the reference's largest step); ``pi R / lmax`` is the half wavelength of the
-  highest resolved degree (the equatorial spacing of a ``2 lmax``-column grid). Default ``cfl = 0.2``,
-  below the card's 0.3: the 4-stage scheme damps the highest advected degrees by ~``(u k dt)^6/144``
+  highest resolved degree (the equatorial spacing of a ``2 lmax``-column grid). Default ``cfl = 0.2``
+  (docs/datasets/chained_turbulence.md), not 0.3: the 4-stage scheme damps the highest advected degrees by ~``(u k dt)^6/144``
   per step, and over 1 tau of inviscid flow from a saturated state (lmax 24) the enstrophy drifts by
   5.7e-6 relative at 0.3 but 7.7e-7 at 0.2 (2.6e-8 at 0.1; drift ~ dt^5), so 0.2 meets the 1e-6
   conservation check at the generation step. The steps are shrunk uniformly so that every

@@ -172,6 +172,14 @@ def test_protocols_compose(scale):
     assert s.trainer.finetune.epochs >= 1  # the autoregressive fine-tune is part of the protocol
     grid = B.cells(cfg)
     assert len(grid) == len(s.datasets) * len(s.models) * len(s.seeds)
+    # every dataset of the suite is on the scale, and each key's overrides are keys of its dataset config
+    assert {str(s.datasets[k].dataset) for k in s.datasets} >= {
+        "galewsky", "cahn_hilliard", "chained_turbulence", "held_suarez", "shock_caps", "global_ocean"}
+    for key in s.datasets:
+        spec = B.dataset_spec(cfg, key)
+        over = [f"dataset={spec['dataset']}", *B.flatten_overrides(spec["overrides"], "dataset.")]
+        dcfg = B.compose("generate", over).dataset
+        assert key.endswith(f"_{dcfg.nlat}x{dcfg.nlon}"), f"{key}: the key names another grid than {dcfg.nlat}x{dcfg.nlon}"
 
 
 def test_changed_protocol_makes_cells_stale_and_reuses_only_matching_runs(tiny_scale):

@@ -97,7 +97,7 @@ def test_coefficients_reproduce_the_card():
 def test_operator_structure(r, kl):
     """f vanishes at X_lo, X_hi (the band edges k+-), sigma(1) = 0 exactly, max_{l>=1} sigma = 1/tau,
     and sigma(0) = 2 f(4K) > 0 (why l = 0 is held at zero; it exceeds 1/tau only for r = 2 at
-    kappa*Lambda <= 0.7, not in every cell as the card's note says)."""
+    kappa*Lambda <= 0.7, not in every cell, as an earlier version of the card said)."""
     g0, g2, g4 = (x.item() for x in operator_coefficients(r, kl))
     lam = 1.0 / r
     kappa = kl / lam
