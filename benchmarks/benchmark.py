@@ -53,7 +53,7 @@ from dandelion.datasets.folder import load_metadata
 from dandelion.datasets.generate import generate
 from dandelion.runtime import device_name, machine, versions, write_json_atomic
 
-from .cells import (CELL_SCHEMA, cell_finished, cell_path, reference_path, cells, dataset_spec, flatten_overrides, fmt_value, lr_tag, metric_summaries,
+from .cells import (CELL_SCHEMA, cell_finished, data_digest, cell_path, reference_path, cells, dataset_spec, flatten_overrides, fmt_value, lr_tag, metric_summaries,
                     protocol_hash, resolved_trainer, stored_hash, training_hash)
 from .compose import compose
 from .references import linear_ar_reference, persistence_reference
@@ -275,6 +275,7 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
         "dataset_key": key,
         "dataset": str(meta.get("name")),
         "dataset_path": str(data_path),
+        "data_sha256": data_digest(data_path),
         "nlat": int(meta["nlat"]), "nlon": int(meta["nlon"]), "grid": str(meta["grid"]), "lmax": meta.get("lmax"),
         "reduced": bool(meta.get("reduced", False)),
         "dt_frame": meta.get("dt_frame"), "time_units": meta.get("time_units"),

@@ -20,7 +20,7 @@ from dandelion.metrics import metric_names
 
 from .compose import compose
 
-__all__ = ["CELL_SCHEMA", "REFERENCES", "reference_path", "cell_finished", "cells", "cell_path", "dataset_spec", "protocol_hash", "training_hash", "resolved_trainer",
+__all__ = ["CELL_SCHEMA", "REFERENCES", "data_digest", "reference_path", "cell_finished", "cells", "cell_path", "dataset_spec", "protocol_hash", "training_hash", "resolved_trainer",
            "stored_hash", "fmt_value", "flatten_overrides", "lr_tag", "metric_summaries", "load_cells"]
 
 #: Schema tag of a cell's result JSON.
@@ -51,6 +51,15 @@ def flatten_overrides(d: dict, prefix: str) -> list[str]:
         else:
             out.append(f"{prefix}{k}={fmt_value(v)}")
     return out
+
+
+def data_digest(data_path) -> str | None:
+    """SHA-256 (16 hex digits) of a dataset folder's ``checksums.sha256``: which data a cell was trained and
+    scored on. The HDF5 files are written without timestamps, so regenerating a dataset with the same
+    configuration gives the same digest, and a different one means different numbers in the files.
+    None when the folder has no checksum file (an incomplete dataset)."""
+    p = Path(data_path) / "checksums.sha256"
+    return hashlib.sha256(p.read_bytes()).hexdigest()[:16] if p.exists() else None
 
 
 def protocol_hash(cfg, key: str) -> str:

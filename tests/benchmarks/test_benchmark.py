@@ -110,6 +110,15 @@ def test_one_cell_then_skip_then_leaderboard(tiny_scale, tmp_path):
         assert p.endswith(".png") and (tmp_path / "results" / p.split("/")[-1]).stat().st_size > 0
     assert not any("error_vs_resolution" in k for k in res["plots"])  # one grid: nothing to plot against
 
+    # every cell and reference records which data it was scored on; a cell scored on other data is flagged
+    digest = B.data_digest(cfg.scale.datasets.tiny_16x32.path)
+    assert digest is not None and {c["data_sha256"] for c in cells} == {digest} == {ref["data_sha256"]}
+    assert "different versions of its data" not in md
+    other = json.loads(paths["sfno"].read_text())
+    paths["sfno"].write_text(json.dumps({**other, "data_sha256": "0" * 16}))
+    LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))
+    assert "different versions of its data" in (tmp_path / "results" / "leaderboard.md").read_text()
+
 
 def test_error_vs_resolution_plot_needs_two_grids(tmp_path):
     """The resolution plot exists for a family trained at two grids and is skipped at one."""
