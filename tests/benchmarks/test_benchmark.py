@@ -44,6 +44,9 @@ def _check_cell_schema(rec, model):
     chosen = min(rec["sweep"], key=lambda r: r["val_loss"])
     assert rec["lr"] == chosen["lr"]  # the learning rate with the lowest final valid loss is the one evaluated
     assert all(r["steps"] == 4 for r in rec["sweep"])  # 1 pretrain + 1 fine-tune epoch of 2 batches
+    # the training time of the cell covers its training runs, not the dataset step before them
+    assert rec["minutes"]["dataset_wall"] >= 0
+    assert rec["minutes"]["train_wall"] >= sum(r["minutes"] for r in rec["sweep"] if not r["reused"]) * 0.99
     for part in ("next_step", "rollout_mean"):
         for metric in ("vrmse", "vrmse_well"):
             vals = rec[part][metric]
