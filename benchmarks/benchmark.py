@@ -243,11 +243,10 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
     that rate. Returns the cell record (the JSON content). See the module docstring for the protocol.
     """
     s = cfg.scale
-    t_data = time.perf_counter()
+    t_start = time.perf_counter()
     data_path = ensure_dataset(cfg, key)
     meta = load_metadata(data_path)
     t0 = time.perf_counter()  # training time starts after the dataset exists (its generation is timed apart)
-    t_data = t0 - t_data
     trainer_resolved = resolved_trainer(cfg)
     sweep_seed = s.get("sweep_seed")
     sweep_seed = int(seed) if sweep_seed is None else int(sweep_seed)
@@ -307,7 +306,7 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
         "commands": {"benchmark": cfg.get("_command") or _benchmark_command(cfg),
                      "train": list(dict.fromkeys([r["command"] for r in (*sweep, best) if r.get("command")])),
                      "selected_train": best["command"], "rollout": rollout_cmd},
-        "minutes": {"train_wall": t_train / 60.0, "eval_wall": t_eval / 60.0, "dataset_wall": t_data / 60.0},
+        "minutes": {"train_wall": t_train / 60.0, "eval_wall": t_eval / 60.0, "dataset_wall": (t0 - t_start) / 60.0},
         "versions": versions(),
         "machine": machine(_device(cfg)),
         "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -135,16 +135,22 @@ def _field_table(agg: dict, d: str, models: list[str], metric: str = "vrmse") ->
     return lines
 
 
+def _data_digests(cells: list[dict], references: dict | None, d: str) -> list[str | None]:
+    """``data_sha256`` of every cell and reference record of dataset key ``d`` (None: made before it was recorded)."""
+    recs = [c for c in cells if c["dataset_key"] == d] + list(((references or {}).get(d) or {}).values())
+    return [r.get("data_sha256") for r in recs]
+
+
 def _data_versions(cells: list[dict], references: dict | None, datasets: list[str]) -> list[str]:
     """Which version of each dataset its cells and references were scored on (``data_sha256``, the digest of the
     folder's ``checksums.sha256``; records made before it was recorded count as unrecorded)."""
     lines = []
     for d in datasets:
-        recs = [c for c in cells if c["dataset_key"] == d] + list(((references or {}).get(d) or {}).values())
-        seen = sorted({r["data_sha256"] for r in recs if r.get("data_sha256")})
+        digests = _data_digests(cells, references, d)
+        seen = sorted(set(digests) - {None})
         if seen:
-            lines.append(f"- `{d}`: {', '.join(f'`{x}`' for x in seen)} ({sum(1 for r in recs if r.get('data_sha256'))} of "
-                         f"{len(recs)} records; the others predate the recording)")
+            lines.append(f"- `{d}`: {', '.join(f'`{x}`' for x in seen)} ({sum(x is not None for x in digests)} of "
+                         f"{len(digests)} records; the others predate the recording)")
     if not lines:
         return []
     return ["Data versions (`data_sha256`: digest of the dataset folder's `checksums.sha256`; the files are written without "
@@ -201,11 +207,10 @@ def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, re
                 L.append(f"**Warning**: the {name} reference of {d} was made under protocol {ref_hash}, the cells under "
                          f"{sorted(map(str, cell_hashes))}; rerun `dandelion-benchmark` to refresh it.")
                 L.append("")
-        digests = {c.get("data_sha256") for c in cells if c["dataset_key"] == d}
-        digests |= {r.get("data_sha256") for r in ((references or {}).get(d) or {}).values()}
-        if len(digests - {None}) > 1:
-            L.append(f"**Warning**: the cells and references of {d} were scored on {len(digests - {None})} different versions of "
-                     f"its data (`data_sha256` {sorted(digests - {None})}); regenerate the dataset and rerun the cells that "
+        versions = sorted(set(_data_digests(cells, references, d)) - {None})
+        if len(versions) > 1:
+            L.append(f"**Warning**: the cells and references of {d} were scored on {len(versions)} different versions of "
+                     f"its data (`data_sha256` {versions}); regenerate the dataset and rerun the cells that "
                      "differ before comparing them.")
             L.append("")
         hashes = cell_hashes

@@ -104,15 +104,14 @@ def fit_linear_ar(data: WindowDataset, batch_size: int = 32) -> tuple[Pointwise,
     return layer, {"n_windows": n, "n_features": n_feat}
 
 
-def _evaluate_reference(cfg, key: str, name: str, model: Forecaster, data: WindowDataset, extra: dict | None = None,
-                        data_path=None) -> dict:
+def _evaluate_reference(cfg, key: str, name: str, model: Forecaster, data: WindowDataset, extra: dict | None = None) -> dict:
     e = cfg.scale.evaluation
     res = evaluate(model, data, n_steps=int(e.n_steps), init_stride=int(e.get("init_stride", 1)), max_inits=e.get("max_inits"),
                    batch_size=int(e.get("batch_size", 8)), spectra_leads=[], sample=False)["results"]
     table = metric_names(table=True)  # the leaderboard's reference line of every table
     rec = {"schema": _SCHEMA, "model": name, "label": REFERENCES[name], "dataset_key": key, "n_forecasts": res["n_forecasts"],
            "protocol_hash": protocol_hash(cfg, key),
-           "data_sha256": data_digest(data_path) if data_path is not None else None, **(extra or {}), **metric_summaries(res, metrics=table, curves=table)}
+           "data_sha256": data_digest(data.path), **(extra or {}), **metric_summaries(res, metrics=table, curves=table)}
     write_json_atomic(reference_path(cfg.scale.results_dir, key, name), rec)
     return rec
 
@@ -125,7 +124,7 @@ def persistence_reference(cfg, key: str, data_path) -> dict:
     n_in = int(cfg.scale.trainer.n_in)
     data = WindowDataset(data_path, e.get("split", "test"), n_in=n_in, n_out=1)
     model = Forecaster(Persistence(data.layout.n_channels), data.layout, n_in, name="persistence")
-    return _evaluate_reference(cfg, key, "persistence", model, data, data_path=data_path)
+    return _evaluate_reference(cfg, key, "persistence", model, data)
 
 
 def linear_ar_reference(cfg, key: str, data_path) -> dict:
@@ -138,4 +137,4 @@ def linear_ar_reference(cfg, key: str, data_path) -> dict:
     layer, info = fit_linear_ar(train)
     data = WindowDataset(data_path, e.get("split", "test"), n_in=n_in, n_out=1)
     model = Forecaster(layer, data.layout, n_in, name="linear_ar", target="increment", inputs="differences", wet=data.wet)
-    return _evaluate_reference(cfg, key, "linear_ar", model, data, extra={"fit": {**info, "split": "train"}}, data_path=data_path)
+    return _evaluate_reference(cfg, key, "linear_ar", model, data, extra={"fit": {**info, "split": "train"}})
