@@ -233,3 +233,36 @@ def test_pending_lists_missing_datasets_and_missing_model_seeds(tmp_path):
     agg = {"a": {"x": {"seeds": [0, 1, 2]}, "y": {"seeds": [0]}}}
     assert LB._pending(scale_cfg, tmp_path, agg) == {"a: y (seeds 1, 2)": "slow", "b": "not run yet"}
     assert LB._pending(scale_cfg, tmp_path / "elsewhere", agg) == {}
+
+
+def test_budget_study_multiplies_both_phases_and_resumes(tiny_scale, tmp_path):
+    """dandelion-budget: the x2 run trains twice the cell's steps in each phase at the cell's rate, x1 is the cell
+    itself, a second call retrains nothing, and a dataset without a finished cell names the command to run."""
+    from dandelion.benchmarks import budget as BU
+    from dandelion.cli import UsageError
+
+    cfg = tiny_scale
+    cfg.scale.models = ["_pointwise_test"]
+    B.benchmark(cfg)
+    cell = json.loads(B.cell_path(cfg.scale.results_dir, "tiny_16x32", "_pointwise_test", 0).read_text())
+    cfg.update({"datasets": ["tiny_16x32"], "models": ["_pointwise_test"], "seed": 0, "multipliers": [2],
+                "flat_tolerance": 0.05, "only": {"datasets": None, "models": None}})
+    out = BU.budget(cfg)["records"]
+    x1, x2 = sorted(out, key=lambda r: r["multiplier"])
+    assert (x1["multiplier"], x2["multiplier"]) == (1, 2)
+    assert x1["next_step"] == cell["next_step"]["vrmse"]["mean"] and x1["val_loss"] == cell["run"]["val_loss"]
+    assert x2["lr"] == cell["lr"] and x2["steps"] == 2 * cell["steps"]
+    phases = [c["phase"] for c in x2["curve"]]
+    assert phases.count("finetune") == 2 * [c["phase"] for c in cell["run"]["curve"]].count("finetune") >= 2
+    assert "trainer.epochs=2" in x2["commands"]["train"] and "trainer.finetune.epochs=2" in x2["commands"]["train"]
+    assert all(math.isfinite(x2[k]) and x2[k] >= 0 for k in ("next_step", "rollout_mean"))
+    stored = tmp_path / "results" / "budget" / "tiny_16x32" / "_pointwise_test" / "seed0_x2.json"
+    mtime = stored.stat().st_mtime_ns
+    BU.budget(cfg)
+    assert stored.stat().st_mtime_ns == mtime  # finished: reused, not retrained
+    md = (tmp_path / "results" / "budget" / "budget.md").read_text()
+    assert "| _pointwise_test |" in md and "| x1 |" in md and "| x2 |" in md
+    assert (tmp_path / "results" / "budget_tiny_16x32.png").exists()
+    cfg.models = ["sfno"]  # no finished sfno cell here
+    with pytest.raises(UsageError, match="dandelion-benchmark"):
+        BU.budget(cfg)
