@@ -6,17 +6,17 @@ max_batches_per_epoch`` of the autoregressive fine-tune, with warm-up and cosine
 that "flattens" at the end of such a run only shows that the learning rate reached zero. The test is
 to train again with a longer budget: for every finished cell named by the config (``configs/budget.yaml``),
 the model is retrained from scratch at the cell's chosen learning rate and seed, with BOTH phases
-multiplied by each of ``multipliers`` (the schedule stretched alike), and scored with the cell's
+multiplied by each of ``multipliers`` (the warm-up keeps its step count, the cosine decay stretches), and scored with the cell's
 evaluation (next-step and 1:20 VRMSE on the test split). The ``x1`` row is the cell itself, not retrained.
 
-The budget counts as flat at the first multiplier whose doubling (or other step up) lowers the final
-validation loss by less than ``flat_tolerance`` (a fraction); until then the cell's numbers describe
+The budget counts as flat at the first multiplier whose step up (a doubling for ``[2, 4]``) lowers the
+final validation loss by less than ``flat_tolerance`` (a fraction), or raises it; until then the cell's numbers describe
 models that are still learning, and a comparison between models holds at that budget only.
 
 One JSON per run is written atomically to ``results_dir/budget/<dataset>/<model>/seed<k>_x<m>.json``;
 a finished one is skipped and an interrupted training run continues from its checkpoint (the runs live in
 ``work_dir/runs`` under their own ``t<hash>`` folder, :func:`dandelion.benchmarks.cells.training_hash`).
-Then ``results_dir/budget/budget.md`` (a table per dataset) and ``budget_<dataset>.png`` (validation
+Then ``results_dir/budget/budget.md`` (a table per dataset) and ``results_dir/budget_<dataset>.png`` (validation
 loss against step, one line per budget) are rewritten from every JSON there.
 
 Use::
@@ -34,13 +34,14 @@ import sys
 import time
 from pathlib import Path
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from dandelion.cli import UsageError, check_choice, check_device, run
 from dandelion.runtime import write_json_atomic, write_text_atomic
 
 from . import benchmark as B
-from .cells import cell_finished, cell_path, data_digest, metric_summaries, protocol_hash, resolved_trainer
+from .cells import cell_finished, cell_path, data_digest, lr_tag, metric_summaries, protocol_hash, resolved_trainer, training_hash
 from .plotting import pyplot, save_figure
 
 __all__ = ["budget", "budget_run", "render", "check", "main"]
@@ -54,14 +55,43 @@ def _only(cfg, name: str) -> list[str]:
 
 
 def _scaled(cfg, m: int):
-    """A copy of ``cfg`` whose scale trains ``m`` times as many steps in each phase."""
+    """A copy of ``cfg`` whose scale trains ``m`` times as many steps in each phase (pretrain and, when the
+    resolved trainer has one, the fine-tune; a ``max_steps`` cap is scaled too; the warm-up keeps its step count).
+
+    Raises
+    ------
+    UsageError
+        If the trainer stops on wall time or at a fixed step (``max_minutes``, ``stop_at_step``): a longer
+        budget could not be told from an early stop.
+    """
+    t = resolved_trainer(cfg)
+    for k in ("max_minutes", "stop_at_step"):
+        if t.get(k) is not None:
+            raise UsageError(f"trainer.{k}={t[k]} would stop a longer budget early: set scale.trainer.{k}=null for dandelion-budget")
     out = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     OmegaConf.set_struct(out, False)
-    t = out.scale.trainer
-    t.epochs = int(t.epochs) * m
-    if t.get("finetune") is not None:
-        t.finetune.epochs = int(t.finetune.epochs) * m
+    tr = out.scale.trainer
+    tr.epochs = int(t["epochs"]) * m
+    if t.get("finetune") and t["finetune"].get("epochs"):
+        tr.finetune = {**t["finetune"], "epochs": int(t["finetune"]["epochs"]) * m}
+    if t.get("max_steps"):
+        tr.max_steps = int(t["max_steps"]) * m
     return out
+
+
+def _run_dir(cfg, key: str, model: str, seed: int, lr: float, m: int) -> str:
+    """The run folder ``_train_one`` uses for the ``m``-times budget (its ``t<hash>`` names the scaled trainer)."""
+    scaled = _scaled(cfg, m)
+    return str(Path(scaled.scale.work_dir) / "runs" / key / model / f"seed{seed}" / f"t{training_hash(scaled, key)}" / lr_tag(lr))
+
+
+def _current(cfg, rec: dict, cell: dict, data_sha: str | None) -> bool:
+    """Whether a stored budget record was made from ``cell`` under the current settings (same cell protocol and
+    rate, same scaled training setup, and the same data: ``data_sha`` when given, else the cell's digest)."""
+    want = data_sha or cell.get("data_sha256")
+    return (rec.get("cell_protocol_hash") == cell["protocol_hash"] and rec.get("lr") == float(cell["lr"])
+            and rec.get("run_dir") == _run_dir(cfg, rec["dataset_key"], rec["model"], int(rec["seed"]), float(cell["lr"]), int(rec["multiplier"]))
+            and (want is None or rec.get("data_sha256_run") == want))
 
 
 def _cell(cfg, key: str, model: str, seed: int) -> dict:
@@ -93,16 +123,18 @@ def budget_run(cfg, key: str, model: str, seed: int, m: int) -> dict:
                 **_summary(cell["next_step"], cell["rollout_mean"]), "minutes": cell["run"].get("minutes"),
                 "commands": {"train": cell["commands"]["selected_train"], "rollout": cell["commands"]["rollout"]}}
     out = Path(cfg.scale.results_dir) / "budget" / key / model / f"seed{seed}_x{m}.json"
+    data_path = B.ensure_dataset(cfg, key)
     if out.exists():
         rec = json.loads(out.read_text())
-        if rec.get("cell_protocol_hash") == cell["protocol_hash"] and rec.get("lr") == base["lr"]:
+        if _current(cfg, rec, cell, data_digest(data_path)):
             return rec
-    data_path = B.ensure_dataset(cfg, key)
     scaled = _scaled(cfg, m)
     t0 = time.perf_counter()
     res = B._train_one(scaled, key, model, seed, float(cell["lr"]), data_path)
     rec = {**base, "steps": int(res["step"]), "val_loss": float(res["val_loss"]), "curve": B._read_curve(res["run_dir"]),
-           "run_dir": str(res["run_dir"])}
+           "run_dir": str(res["run_dir"]), "stopped": res.get("stopped")}
+    if math.isfinite(rec["val_loss"]) and rec["steps"] != m * int(cell["steps"]):
+        print(f"[budget] warning: {key}/{model}/seed{seed} x{m} trained {rec['steps']} steps, not {m} x {cell['steps']}", flush=True)
     if math.isfinite(rec["val_loss"]):
         ckpt = Path(res["last"])
         results, rollout_cmd = B._evaluate(scaled, key, ckpt, data_path, ckpt.parent / "rollout_test")
@@ -124,37 +156,48 @@ def _fmt(x) -> str:
     return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.4g}"
 
 
+def _change(prev: float | None, now: float) -> float | None:
+    return None if prev is None or not math.isfinite(now) else now / prev - 1.0
+
+
 def render(results_dir, records: list[dict], tol: float) -> Path:
-    """Write ``budget.md`` and one ``budget_<dataset>.png`` per dataset under ``results_dir/budget`` from ``records``."""
+    """Write ``results_dir/budget/budget.md`` (a table per dataset) and ``results_dir/budget_<dataset>.png``
+    (validation loss against step, a panel per model) from ``records`` (x1 rows included)."""
     root = Path(results_dir) / "budget"
     lines = ["# Training budget: the cells retrained with longer budgets", "",
              "Made by `dandelion-budget` (benchmarks/budget.py): each cell retrained from scratch at its chosen learning "
              "rate and seed with both phases (pretrain, autoregressive fine-tune) multiplied; x1 is the cell itself. "
-             f"'change' is the final valid loss's relative change from the row above; flat: |change| < {tol:g}. "
-             "VRMSE area-weighted on the test split.", ""]
+             "'change' is the final valid loss's relative change from the previous finite budget of the same model and seed; "
+             f"flat: it fell by less than {100 * tol:g} % (or rose). VRMSE area-weighted on the test split.", ""]
     plt = pyplot()
     for key in sorted({r["dataset_key"] for r in records}):
-        rows = sorted((r for r in records if r["dataset_key"] == key), key=lambda r: (r["model"], r["multiplier"]))
-        lines += [f"## {key}", "", "| model | lr | budget | steps | final valid loss | change | next step | 1:20 | flat |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+        rows = sorted((r for r in records if r["dataset_key"] == key), key=lambda r: (r["model"], int(r["seed"]), r["multiplier"]))
+        lines += [f"## {key}", "", "| model | seed | lr | budget | steps | final valid loss | change | next step | 1:20 | flat |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
         models = sorted({r["model"] for r in rows})
         fig, axes = plt.subplots(1, len(models), figsize=(4.6 * len(models), 3.6), squeeze=False)
         for ax, model in zip(axes[0], models):
-            prev = None
-            for r in (r for r in rows if r["model"] == model):
-                change = None if prev is None else r["val_loss"] / prev - 1.0
-                flat = "" if change is None else ("yes" if abs(change) < tol else "no")
-                lines.append(f"| {model} | {r['lr']:g} | x{r['multiplier']} | {r['steps']} | {_fmt(r['val_loss'])} | "
-                             f"{'' if change is None else f'{100 * change:+.1f} %'} | {_fmt(r['next_step'])} | {_fmt(r['rollout_mean'])} | {flat} |")
-                prev = r["val_loss"]
-                pts = [(c["step"], c["val_loss"]) for c in r.get("curve") or [] if c.get("val_loss") is not None and math.isfinite(c["val_loss"])]
-                if pts:
-                    ax.plot(*zip(*pts), label=f"x{r['multiplier']} ({r['steps']} steps)")
+            mine = [r for r in rows if r["model"] == model]
+            for seed in sorted({int(r["seed"]) for r in mine}):
+                prev = None
+                for r in (r for r in mine if int(r["seed"]) == seed):
+                    change = _change(prev, r["val_loss"])
+                    diverged = not math.isfinite(r["val_loss"])
+                    flat = "" if change is None else ("yes" if change > -tol else "no")
+                    lines.append(f"| {model} | {seed} | {r['lr']:g} | x{r['multiplier']} | {'' if diverged else r['steps']} | "
+                                 f"{'diverged' if diverged else _fmt(r['val_loss'])} | {'' if change is None else f'{100 * change:+.1f} %'} | "
+                                 f"{_fmt(r['next_step'])} | {_fmt(r['rollout_mean'])} | {flat} |")
+                    prev = prev if diverged else r["val_loss"]
+                    pts = [(c["step"], c["val_loss"]) for c in r.get("curve") or [] if c.get("val_loss") is not None and math.isfinite(c["val_loss"])]
+                    if pts:
+                        ax.plot(*zip(*pts), label=f"x{r['multiplier']} ({r['steps']} steps)" + (f", seed {seed}" if len({int(q['seed']) for q in mine}) > 1 else ""))
             ax.set_yscale("log")
-            ax.set_title(f"{model} (lr {next(r['lr'] for r in rows if r['model'] == model):g})")
+            rates = ", ".join(sorted({f"{r['lr']:g}" for r in mine}))
+            ax.set_title(f"{model} (lr {rates})")
             ax.set_xlabel("optimiser step")
             ax.set_ylabel("valid loss (normalised increment MSE)")
-            ax.legend(fontsize=8)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=8)
         fig.suptitle(f"{key}: validation loss at longer budgets", fontsize=10)
         fig.subplots_adjust(left=0.1, right=0.97, bottom=0.15, top=0.85, wspace=0.3)
         save_figure(fig, Path(results_dir) / f"budget_{key}.png")
@@ -163,24 +206,47 @@ def render(results_dir, records: list[dict], tol: float) -> Path:
     return root / "budget.md"
 
 
+def _stored_current(cfg) -> list[dict]:
+    """Every stored budget record under ``results_dir/budget`` that is current (:func:`_current`) for a finished cell."""
+    root = Path(cfg.scale.results_dir) / "budget"
+    out = []
+    for p in sorted(root.rglob("seed*_x*.json")) if root.exists() else []:
+        rec = json.loads(p.read_text())
+        path = cell_path(cfg.scale.results_dir, rec["dataset_key"], rec["model"], int(rec["seed"]))
+        if rec["dataset_key"] in cfg.scale.datasets and cell_finished(path, protocol_hash(cfg, rec["dataset_key"]), resolved_trainer(cfg)):
+            if _current(cfg, rec, json.loads(path.read_text()), None):
+                out.append(rec)
+                continue
+        print(f"[budget] {p}: made under other settings than the current cell's; left out of budget.md", flush=True)
+    return out
+
+
 def budget(cfg) -> dict:
-    """Every (dataset, model) of the config at x1 and every multiplier (module docstring); returns ``{"records": [...]}``."""
+    """Every (dataset, model) of the config at x1 and every multiplier (module docstring); returns ``{"records": [...]}``.
+
+    Raises
+    ------
+    UsageError
+        Before any training, if a named cell is not finished under the scale's current protocol.
+    """
     cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
+    if cfg.scale.get("threads"):
+        torch.set_num_threads(int(cfg.scale.threads))
     seed = int(cfg.get("seed", 0))
     mults = sorted({1, *(int(m) for m in cfg.multipliers)})
+    todo = [(key, model) for key in _only(cfg, "datasets") for model in _only(cfg, "models")]
+    for key, model in todo:
+        _cell(cfg, key, model, seed)  # every cell exists before anything trains
     records = []
-    for key in _only(cfg, "datasets"):
-        for model in _only(cfg, "models"):
-            for m in mults:
-                rec = budget_run(cfg, key, model, seed, m)
-                records.append(rec)
-                print(f"[budget] {key}/{model}/seed{seed} x{m}: {rec['steps']} steps, valid loss {rec['val_loss']:.4g}, "
-                      f"next step {rec['next_step']:.4g}, 1:20 {rec['rollout_mean']:.4g}", flush=True)
-    root = Path(cfg.scale.results_dir) / "budget"
-    stored = [json.loads(p.read_text()) for p in sorted(root.rglob("seed*_x*.json"))] if root.exists() else []
-    pairs = sorted({(r["dataset_key"], r["model"], int(r["seed"])) for r in (*stored, *records)})
-    every = [r for r in stored if (r["dataset_key"], r["model"], int(r["seed"])) in pairs]
-    every += [budget_run(cfg, k, mdl, s, 1) for k, mdl, s in pairs]
+    for key, model in todo:
+        for m in mults:
+            rec = budget_run(cfg, key, model, seed, m)
+            records.append(rec)
+            print(f"[budget] {key}/{model}/seed{seed} x{m}: {rec['steps']} steps, valid loss {rec['val_loss']:.4g}, "
+                  f"next step {rec['next_step']:.4g}, 1:20 {rec['rollout_mean']:.4g}", flush=True)
+    stored = _stored_current(cfg)
+    pairs = sorted({(r["dataset_key"], r["model"], int(r["seed"])) for r in stored})
+    every = stored + [budget_run(cfg, k, mdl, s, 1) for k, mdl, s in pairs]
     render(cfg.scale.results_dir, every, float(cfg.get("flat_tolerance", 0.05)))
     return {"records": records}
 
@@ -192,9 +258,18 @@ def check(cfg, overrides=()) -> None:
         check_choice(key, list(cfg.scale.datasets), "datasets")
     for name in _only(cfg, "models"):
         check_choice(name, [str(m) for m in cfg.scale.models], "models")
-    bad = [m for m in cfg.multipliers if not (isinstance(m, int) and m >= 1)]
-    if bad:
-        raise UsageError(f"multipliers must be positive integers (budgets as multiples of the scale's), got {bad}: e.g. 'multipliers=[2,4]'")
+    bad = [m for m in cfg.multipliers if isinstance(m, bool) or not (isinstance(m, int) and m >= 1)]
+    if bad or not list(cfg.multipliers):
+        raise UsageError(f"multipliers must be positive integers (budgets as multiples of the scale's), got {list(cfg.multipliers)}: "
+                         "e.g. 'multipliers=[2,4]'")
+    tol = cfg.get("flat_tolerance", 0.05)
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
+        raise UsageError(f"flat_tolerance must be a fraction between 0 and 1, got {tol!r}: e.g. flat_tolerance=0.05")
+    if isinstance(cfg.get("seed", 0), bool) or not isinstance(cfg.get("seed", 0), int):
+        raise UsageError(f"seed must be an integer (the cell's seed), got {cfg.get('seed')!r}: e.g. seed=0")
+    extra = sorted(set(cfg.get("only") or {}) - {"datasets", "models"})
+    if extra:
+        raise UsageError(f"only.{extra[0]} is not a subset dandelion-budget knows: use only.datasets or only.models")
 
 
 def main(argv: list[str] | None = None) -> None:

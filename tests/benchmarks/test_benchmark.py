@@ -236,33 +236,57 @@ def test_pending_lists_missing_datasets_and_missing_model_seeds(tmp_path):
 
 
 def test_budget_study_multiplies_both_phases_and_resumes(tiny_scale, tmp_path):
-    """dandelion-budget: the x2 run trains twice the cell's steps in each phase at the cell's rate, x1 is the cell
-    itself, a second call retrains nothing, and a dataset without a finished cell names the command to run."""
+    """dandelion-budget: the x2 run trains twice the cell's steps in each phase at the cell's rate, a second call
+    retrains nothing, a record made under other settings is retrained, and a model without a finished cell is
+    refused (naming the command) before anything trains."""
     from dandelion.benchmarks import budget as BU
     from dandelion.cli import UsageError
 
     cfg = tiny_scale
+    cfg.update({"datasets": ["tiny_16x32"], "models": ["_pointwise_test"], "seed": 0, "multipliers": [2],
+                "flat_tolerance": 0.05, "only": {"datasets": None, "models": None}})
     cfg.scale.models = ["_pointwise_test"]
     B.benchmark(cfg)
     cell = json.loads(B.cell_path(cfg.scale.results_dir, "tiny_16x32", "_pointwise_test", 0).read_text())
-    cfg.update({"datasets": ["tiny_16x32"], "models": ["_pointwise_test"], "seed": 0, "multipliers": [2],
-                "flat_tolerance": 0.05, "only": {"datasets": None, "models": None}})
-    out = BU.budget(cfg)["records"]
-    x1, x2 = sorted(out, key=lambda r: r["multiplier"])
+    x1, x2 = sorted(BU.budget(cfg)["records"], key=lambda r: r["multiplier"])
     assert (x1["multiplier"], x2["multiplier"]) == (1, 2)
-    assert x1["next_step"] == cell["next_step"]["vrmse"]["mean"] and x1["val_loss"] == cell["run"]["val_loss"]
     assert x2["lr"] == cell["lr"] and x2["steps"] == 2 * cell["steps"]
     phases = [c["phase"] for c in x2["curve"]]
     assert phases.count("finetune") == 2 * [c["phase"] for c in cell["run"]["curve"]].count("finetune") >= 2
-    assert "trainer.epochs=2" in x2["commands"]["train"] and "trainer.finetune.epochs=2" in x2["commands"]["train"]
-    assert all(math.isfinite(x2[k]) and x2[k] >= 0 for k in ("next_step", "rollout_mean"))
+    words = x2["commands"]["train"].split()
+    assert "trainer.epochs=2" in words and "trainer.finetune.epochs=2" in words and "trainer.warmup_steps=1" in words
+    assert x2["run_dir"] != cell["run"]["run_dir"]  # its own run folder: the cell's run is not overwritten
+    assert all(math.isfinite(x2[k]) and x2[k] >= 0 for k in ("val_loss", "next_step", "rollout_mean"))
     stored = tmp_path / "results" / "budget" / "tiny_16x32" / "_pointwise_test" / "seed0_x2.json"
     mtime = stored.stat().st_mtime_ns
     BU.budget(cfg)
     assert stored.stat().st_mtime_ns == mtime  # finished: reused, not retrained
     md = (tmp_path / "results" / "budget" / "budget.md").read_text()
-    assert "| _pointwise_test |" in md and "| x1 |" in md and "| x2 |" in md
+    assert "| _pointwise_test | 0 |" in md and "| x1 |" in md and "| x2 |" in md
     assert (tmp_path / "results" / "budget_tiny_16x32.png").exists()
-    cfg.models = ["sfno"]  # no finished sfno cell here
+
+    # a record from another cell protocol is not reused
+    stale = json.loads(stored.read_text())
+    stored.write_text(json.dumps({**stale, "cell_protocol_hash": "0" * 12}))
+    BU.budget(cfg)
+    assert json.loads(stored.read_text())["cell_protocol_hash"] == cell["protocol_hash"]
+
+    # a missing cell stops the command before any training (no x3 run of the finished model either)
+    cfg.scale.models = ["_pointwise_test", "sfno"]
+    cfg.models, cfg.multipliers = ["_pointwise_test", "sfno"], [3]
     with pytest.raises(UsageError, match="dandelion-benchmark"):
         BU.budget(cfg)
+    assert not stored.with_name("seed0_x3.json").exists()
+
+
+def test_budget_table_marks_divergence_and_compares_with_the_last_finite_budget(tmp_path):
+    from dandelion.benchmarks import budget as BU
+
+    def rec(m, loss):
+        return {"dataset_key": "k", "model": "m", "seed": 0, "multiplier": m, "lr": 1e-3, "steps": 10 * m if loss == loss else -1,
+                "val_loss": loss, "next_step": loss, "rollout_mean": loss, "curve": []}
+
+    md = BU.render(tmp_path, [rec(1, 1.0), rec(2, math.nan), rec(4, 0.5)], 0.05).read_text()
+    rows = [line for line in md.splitlines() if line.startswith("| m |")]
+    assert "diverged" in rows[1]
+    assert "-50.0 %" in rows[2] and rows[2].endswith("| no |")  # against x1, the last finite budget
