@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -56,7 +57,9 @@ def flatten_overrides(d: dict, prefix: str) -> list[str]:
 def data_digest(data_path) -> str | None:
     """SHA-256 (16 hex digits) of a dataset folder's ``checksums.sha256``: which data a cell was trained and
     scored on. The HDF5 files are written without timestamps, so regenerating a dataset with the same
-    configuration gives the same digest, and a different one means different numbers in the files.
+    configuration on the same kind of machine gives the same digest, and a different one means different
+    numbers in the files (on another CPU the solvers' round-off can differ: the ocean set regenerated on an
+    Intel Xeon differs from the AMD EPYC one, its references by 7e-8 relative; :func:`data_equivalences`).
     None when the folder has no checksum file (an incomplete dataset)."""
     p = Path(data_path) / "checksums.sha256"
     return hashlib.sha256(p.read_bytes()).hexdigest()[:16] if p.exists() else None
@@ -183,6 +186,55 @@ def cells(cfg) -> list[dict]:
 def reference_path(results_dir, key: str, name: str) -> Path:
     """Where a reference forecast's record lives: ``results_dir/<key>/<name>.json``."""
     return Path(results_dir) / key / f"{name}.json"
+
+
+def equivalence_path(results_dir, key: str) -> Path:
+    """Where the recorded equivalences of a dataset's data versions live: ``results_dir/<key>/data_equivalence.json``
+    (written by ``tools/verify_references.py --equivalent-within=TOL``)."""
+    return Path(results_dir) / key / "data_equivalence.json"
+
+
+def data_equivalences(results_dir, key: str) -> list[dict]:
+    """The recorded equivalences of dataset ``key``'s versions: entries ``{"versions": [a, b],
+    "max_relative_difference": {reference: x}, "tolerance", ...}`` (empty when none is recorded)."""
+    p = equivalence_path(results_dir, key)
+    return list(json.loads(p.read_text()).get("equivalences", [])) if p.exists() else []
+
+
+def equivalent(versions, equivalences: list[dict]) -> bool:
+    """Whether every digest of ``versions`` is linked to every other through recorded ``equivalences`` (pairs)."""
+    versions = set(versions)
+    if len(versions) < 2:
+        return True
+    group = {next(iter(versions))}
+    grew = True
+    while grew:
+        grew = False
+        for e in equivalences:
+            pair = set(e.get("versions", []))
+            if len(pair) == 2 and pair & group and not pair <= group:
+                group |= pair
+                grew = True
+    return versions <= group
+
+
+def max_relative_difference(old: dict, new: dict) -> float:
+    """The largest ``|new - old| / |old|`` over every summary (``next_step``, ``rollout_mean``; each metric and
+    field) of two records of the same forecast (a reference recomputed on regenerated data); 0 when identical.
+
+    Raises
+    ------
+    KeyError
+        If ``new`` lacks a summary, metric or field that ``old`` has.
+    """
+    worst = 0.0
+    for part in ("next_step", "rollout_mean"):
+        for metric, fields in old[part].items():
+            for v, x in fields.items():
+                y = new[part][metric][v]
+                if x != y:
+                    worst = max(worst, abs(y - x) / abs(x) if x else math.inf)
+    return worst
 
 
 def cell_path(results_dir, dataset_key: str, model: str, seed: int) -> Path:

@@ -29,7 +29,7 @@ import numpy as np
 from dandelion.metrics import METRICS, metric_names
 from dandelion.runtime import write_text_atomic
 
-from .cells import REFERENCES, load_cells, reference_path
+from .cells import REFERENCES, data_equivalences, equivalence_path, equivalent, load_cells, reference_path
 from .compose import compose
 from .curves import plot_training_curves
 from .plotting import plain_log_ticks, pyplot, save_figure
@@ -154,15 +154,18 @@ def _data_versions(cells: list[dict], references: dict | None, datasets: list[st
     if not lines:
         return []
     return ["Data versions (`data_sha256`: digest of the dataset folder's `checksums.sha256`; the files are written without "
-            "timestamps, so a regenerated dataset with the same configuration has the same digest):", "", *lines, ""]
+            "timestamps, so a dataset regenerated with the same configuration on the same kind of CPU has the same digest):", "",
+            *lines, ""]
 
 
 def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, report_command: str | None = None,
-                    references: dict | None = None, pending: dict | None = None) -> str:
+                    references: dict | None = None, pending: dict | None = None, equivalences: dict | None = None) -> str:
     """The ``leaderboard.md`` text for the cells of one scale (see the module docstring); ``references``:
     dataset key -> {reference name (:data:`~dandelion.benchmarks.references.REFERENCES`) -> record} (reference
     lines in the tables); ``pending``: label (a dataset key, or a dataset key and model) -> why it has no
-    finished cell yet (:func:`_pending`)."""
+    finished cell yet (:func:`_pending`); ``equivalences``: dataset key -> its recorded data-version equivalences
+    (:func:`~dandelion.benchmarks.cells.data_equivalences`), which turn the warning about several data versions
+    into a note that names the evidence."""
     agg = aggregate(cells)
     for d, refs in (references or {}).items():
         for e in agg.get(d, {}).values():
@@ -208,10 +211,18 @@ def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, re
                          f"{sorted(map(str, cell_hashes))}; rerun `dandelion-benchmark` to refresh it.")
                 L.append("")
         versions = sorted(set(_data_digests(cells, references, d)) - {None})
-        if len(versions) > 1:
+        eq = (equivalences or {}).get(d) or []
+        if len(versions) > 1 and equivalent(versions, eq):
+            worst = max(x for e in eq for x in e["max_relative_difference"].values())
+            L.append(f"Note: the cells and references of {d} were scored on {len(versions)} versions of its data (`data_sha256` "
+                     f"{versions}), regenerated on different CPUs; recomputed on each, the references differ by at most "
+                     f"{worst:.1e} relative (`{equivalence_path('.', d).as_posix()[2:]}`, made by `tools/verify_references.py`).")
+            L.append("")
+        elif len(versions) > 1:
             L.append(f"**Warning**: the cells and references of {d} were scored on {len(versions)} different versions of "
                      f"its data (`data_sha256` {versions}); regenerate the dataset and rerun the cells that "
-                     "differ before comparing them.")
+                     "differ before comparing them (or, if they differ by round-off only, record it with "
+                     "`tools/verify_references.py --equivalent-within=TOL`).")
             L.append("")
         hashes = cell_hashes
         if len(hashes) > 1:
@@ -433,7 +444,7 @@ def leaderboard(cfg) -> dict:
                 plots[f"error_vs_resolution_{fam}"] = str(p)
     cmd = cfg.get("_command") or f"dandelion-report target=leaderboard scale={scale}"
     md = render_markdown(cells, scale, plots=plots, report_command=cmd, references=references,
-                         pending=_pending(scale_cfg, results_dir, agg))
+                         pending=_pending(scale_cfg, results_dir, agg), equivalences={d: data_equivalences(results_dir, d) for d in agg})
     section, transfer_plots = transfer_section(results_dir, cells, plots=bool(cfg.get("plots", True)))  # dandelion-transfer's results
     if section:
         md = md.replace("\n## Training\n", "\n" + "\n".join(section) + "\n## Training\n", 1)

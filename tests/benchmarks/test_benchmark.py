@@ -12,6 +12,7 @@ from omegaconf import OmegaConf
 
 import tiny_model  # noqa: F401  (registers "_pointwise_test")
 from dandelion.benchmarks import benchmark as B
+from dandelion.benchmarks import cells as cells_mod
 from dandelion.benchmarks import leaderboard as LB
 
 N_FRAMES = 10
@@ -121,6 +122,12 @@ def test_one_cell_then_skip_then_leaderboard(tiny_scale, tmp_path):
     paths["sfno"].write_text(json.dumps({**other, "data_sha256": "0" * 16}))
     LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))
     assert "different versions of its data" in (tmp_path / "results" / "leaderboard.md").read_text()
+    # a recorded equivalence of the two versions (tools/verify_references.py --equivalent-within) turns it into a note
+    eq = {"versions": [digest, "0" * 16], "max_relative_difference": {"persistence": 1e-9, "linear_ar": 3e-8}, "tolerance": 1e-6}
+    B.write_json_atomic(cells_mod.equivalence_path(cfg.scale.results_dir, "tiny_16x32"), {"equivalences": [eq]})
+    LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))
+    md = (tmp_path / "results" / "leaderboard.md").read_text()
+    assert "different versions of its data" not in md and "differ by at most 3.0e-08 relative" in md
 
 
 def test_error_vs_resolution_plot_needs_two_grids(tmp_path):
@@ -290,3 +297,21 @@ def test_budget_table_marks_divergence_and_compares_with_the_last_finite_budget(
     rows = [line for line in md.splitlines() if line.startswith("| m |")]
     assert "diverged" in rows[1]
     assert "-50.0 %" in rows[2] and rows[2].endswith("| no |")  # against x1, the last finite budget
+
+
+@pytest.mark.parametrize("versions, pairs, ok", [
+    ({"a"}, [], True),
+    ({"a", "b"}, [], False),
+    ({"a", "b"}, [("a", "b")], True),
+    ({"a", "c"}, [("a", "b"), ("b", "c")], True),  # linked through b
+    ({"a", "b", "c"}, [("a", "b")], False),
+])
+def test_data_versions_are_equivalent_only_when_linked(versions, pairs, ok):
+    assert cells_mod.equivalent(versions, [{"versions": list(p)} for p in pairs]) is ok
+
+
+def test_max_relative_difference_of_two_records():
+    old = {"next_step": {"vrmse": {"h": 2.0, "mean": 1.0}}, "rollout_mean": {"vrmse": {"h": 4.0, "mean": 3.0}}}
+    new = {"next_step": {"vrmse": {"h": 2.0, "mean": 1.0}}, "rollout_mean": {"vrmse": {"h": 4.0, "mean": 3.3}}}
+    assert cells_mod.max_relative_difference(old, old) == 0
+    assert cells_mod.max_relative_difference(old, new) == pytest.approx(0.1)
