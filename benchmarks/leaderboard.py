@@ -216,7 +216,7 @@ def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, re
             worst = max(x for e in eq for x in e["max_relative_difference"].values())
             L.append(f"Note: the cells and references of {d} were scored on {len(versions)} versions of its data (`data_sha256` "
                      f"{versions}), regenerated on different CPUs; recomputed on each, the references differ by at most "
-                     f"{worst:.1e} relative (`{equivalence_path('.', d).as_posix()[2:]}`, made by `tools/verify_references.py`).")
+                     f"{worst:.1e} relative (`{equivalence_path('.', d).as_posix()}`, made by `tools/verify_references.py`).")
             L.append("")
         elif len(versions) > 1:
             L.append(f"**Warning**: the cells and references of {d} were scored on {len(versions)} different versions of "

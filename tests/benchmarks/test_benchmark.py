@@ -127,7 +127,7 @@ def test_one_cell_then_skip_then_leaderboard(tiny_scale, tmp_path):
     B.write_json_atomic(cells_mod.equivalence_path(cfg.scale.results_dir, "tiny_16x32"), {"equivalences": [eq]})
     LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))
     md = (tmp_path / "results" / "leaderboard.md").read_text()
-    assert "different versions of its data" not in md and "differ by at most 3.0e-08 relative" in md
+    assert "different versions of its data" not in md and "differ by at most 3.0e-08 relative (`tiny_16x32/data_equivalence.json`" in md
 
 
 def test_error_vs_resolution_plot_needs_two_grids(tmp_path):
