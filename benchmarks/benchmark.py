@@ -276,7 +276,7 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
         "dataset_key": key,
         "dataset": str(meta.get("name")),
         "dataset_path": str(data_path),
-        "data_sha256": data_digest(data_path),
+        "data_files_sha256": data_digest(data_path),
         "nlat": int(meta["nlat"]), "nlon": int(meta["nlon"]), "grid": str(meta["grid"]), "lmax": meta.get("lmax"),
         "reduced": bool(meta.get("reduced", False)),
         "dt_frame": meta.get("dt_frame"), "time_units": meta.get("time_units"),

@@ -88,10 +88,10 @@ def _run_dir(cfg, key: str, model: str, seed: int, lr: float, m: int) -> str:
 def _current(cfg, rec: dict, cell: dict, data_sha: str | None) -> bool:
     """Whether a stored budget record was made from ``cell`` under the current settings (same cell protocol and
     rate, same scaled training setup, and the same data: ``data_sha`` when given, else the cell's digest)."""
-    want = data_sha or cell.get("data_sha256")
+    want, have = data_sha or cell.get("data_files_sha256"), rec.get("data_files_sha256_run")
     return (rec.get("cell_protocol_hash") == cell["protocol_hash"] and rec.get("lr") == float(cell["lr"])
             and rec.get("run_dir") == _run_dir(cfg, rec["dataset_key"], rec["model"], int(rec["seed"]), float(cell["lr"]), int(rec["multiplier"]))
-            and (want is None or rec.get("data_sha256_run") == want))
+            and (want is None or have is None or have == want))
 
 
 def _cell(cfg, key: str, model: str, seed: int) -> dict:
@@ -117,7 +117,7 @@ def budget_run(cfg, key: str, model: str, seed: int, m: int) -> dict:
     """
     cell = _cell(cfg, key, model, seed)
     base = {"schema": BUDGET_SCHEMA, "dataset_key": key, "model": model, "seed": int(seed), "multiplier": int(m),
-            "lr": float(cell["lr"]), "cell_protocol_hash": cell["protocol_hash"], "data_sha256": cell.get("data_sha256")}
+            "lr": float(cell["lr"]), "cell_protocol_hash": cell["protocol_hash"], "data_files_sha256": cell.get("data_files_sha256")}
     if m == 1:
         return {**base, "steps": int(cell["steps"]), "val_loss": float(cell["run"]["val_loss"]), "curve": cell["run"]["curve"],
                 **_summary(cell["next_step"], cell["rollout_mean"]), "minutes": cell["run"].get("minutes"),
@@ -144,9 +144,9 @@ def budget_run(cfg, key: str, model: str, seed: int, m: int) -> dict:
     else:
         rec.update(next_step=math.nan, rollout_mean=math.nan, commands={"train": res["command"]}, stopped="diverged")
     rec["minutes"] = (time.perf_counter() - t0) / 60.0
-    if data_digest(data_path) != cell.get("data_sha256") and cell.get("data_sha256"):
-        rec["data_warning"] = "the dataset on disk differs from the cell's (data_sha256)"
-    rec["data_sha256_run"] = data_digest(data_path)
+    if cell.get("data_files_sha256") and data_digest(data_path) != cell["data_files_sha256"]:
+        rec["data_warning"] = "the dataset on disk differs from the cell's (data_files_sha256)"
+    rec["data_files_sha256_run"] = data_digest(data_path)
     rec["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     write_json_atomic(out, rec)
     return rec

@@ -136,14 +136,15 @@ def _field_table(agg: dict, d: str, models: list[str], metric: str = "vrmse") ->
 
 
 def _data_digests(cells: list[dict], references: dict | None, d: str) -> list[str | None]:
-    """``data_sha256`` of every cell and reference record of dataset key ``d`` (None: made before it was recorded)."""
+    """``data_files_sha256`` of every cell and reference record of dataset key ``d`` (None: made before it was
+    recorded; the earlier ``data_sha256`` also digested ``dataset.yaml`` and is not compared, :func:`~.cells.data_digest`)."""
     recs = [c for c in cells if c["dataset_key"] == d] + list(((references or {}).get(d) or {}).values())
-    return [r.get("data_sha256") for r in recs]
+    return [r.get("data_files_sha256") for r in recs]
 
 
 def _data_versions(cells: list[dict], references: dict | None, datasets: list[str]) -> list[str]:
-    """Which version of each dataset its cells and references were scored on (``data_sha256``, the digest of the
-    folder's ``checksums.sha256``; records made before it was recorded count as unrecorded)."""
+    """Which version of each dataset its cells and references were scored on (``data_files_sha256``, the digest of
+    the data files' checksums; records made before it was recorded count as unrecorded)."""
     lines = []
     for d in datasets:
         digests = _data_digests(cells, references, d)
@@ -151,11 +152,13 @@ def _data_versions(cells: list[dict], references: dict | None, datasets: list[st
         if seen:
             lines.append(f"- `{d}`: {', '.join(f'`{x}`' for x in seen)} ({sum(x is not None for x in digests)} of "
                          f"{len(digests)} records; the others predate the recording)")
+        elif any(r.get("data_sha256") for r in [c for c in cells if c["dataset_key"] == d] + list(((references or {}).get(d) or {}).values())):
+            lines.append(f"- `{d}`: none recorded under the current definition (its records carry only the earlier `data_sha256`, "
+                         "which also digested `dataset.yaml` and is not compared)")
     if not lines:
         return []
-    return ["Data versions (`data_sha256`: digest of the dataset folder's `checksums.sha256`; the files are written without "
-            "timestamps, so a dataset regenerated with the same configuration on the same kind of CPU has the same digest):", "",
-            *lines, ""]
+    return ["Data versions (`data_files_sha256`: digest of the trajectory files' and splits' checksums; the files are written "
+            "without timestamps, so a dataset regenerated with the same configuration has the same digest):", "", *lines, ""]
 
 
 def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, report_command: str | None = None,
@@ -214,13 +217,13 @@ def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, re
         eq = (equivalences or {}).get(d) or []
         if len(versions) > 1 and equivalent(versions, eq):
             worst = max(x for e in eq for x in e["max_relative_difference"].values())
-            L.append(f"Note: the cells and references of {d} were scored on {len(versions)} versions of its data (`data_sha256` "
+            L.append(f"Note: the cells and references of {d} were scored on {len(versions)} versions of its data (`data_files_sha256` "
                      f"{versions}), regenerated on different CPUs; recomputed on each, the references differ by at most "
                      f"{worst:.1e} relative (`{equivalence_path('.', d).as_posix()}`, made by `tools/verify_references.py`).")
             L.append("")
         elif len(versions) > 1:
             L.append(f"**Warning**: the cells and references of {d} were scored on {len(versions)} different versions of "
-                     f"its data (`data_sha256` {versions}); regenerate the dataset and rerun the cells that "
+                     f"its data (`data_files_sha256` {versions}); regenerate the dataset and rerun the cells that "
                      "differ before comparing them (or, if they differ by round-off only, record it with "
                      "`tools/verify_references.py --equivalent-within=TOL`).")
             L.append("")

@@ -111,7 +111,7 @@ def _evaluate_reference(cfg, key: str, name: str, model: Forecaster, data: Windo
     table = metric_names(table=True)  # the leaderboard's reference line of every table
     rec = {"schema": _SCHEMA, "model": name, "label": REFERENCES[name], "dataset_key": key, "n_forecasts": res["n_forecasts"],
            "protocol_hash": protocol_hash(cfg, key),
-           "data_sha256": data_digest(data.path), **(extra or {}), **metric_summaries(res, metrics=table, curves=table)}
+           "data_files_sha256": data_digest(data.path), **(extra or {}), **metric_summaries(res, metrics=table, curves=table)}
     write_json_atomic(reference_path(cfg.scale.results_dir, key, name), rec)
     return rec
 

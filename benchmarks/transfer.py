@@ -306,7 +306,7 @@ def transfer_cell(cell: dict, fd: dict, results_dir, device: str = "cpu", progre
            "model": cell["model"], "seed": int(cell["seed"]), "cell": cell.get("_path"), "checkpoint": str(ckpt_path),
            "trained_grid": {"nlat": cell["nlat"], "nlon": cell["nlon"], "lmax": cell.get("lmax")},
            "nlat": int(meta["nlat"]), "nlon": int(meta["nlon"]), "lmax": meta.get("lmax"), "solver_lmax": meta.get("solver_lmax"),
-           "dataset_path": str(path), "data_sha256": data_digest(path), "fine_dataset": {k: meta["config"]["dataset"].get(k) for k in sorted(meta["config"]["dataset"]) if k != "path"},
+           "dataset_path": str(path), "data_files_sha256": data_digest(path), "fine_dataset": {k: meta["config"]["dataset"].get(k) for k in sorted(meta["config"]["dataset"]) if k != "path"},
            "generation": generation_cost(path), "transferable": bool(rule["transferable"]), "normalisation": "checkpoint statistics (the training set's stats.yaml)"}
     if model is None:
         rec["reason"] = rule["reason"]

@@ -7,9 +7,9 @@ cells were scored on (identical references need identical test and train splits)
 
 Prints, per key and reference, the committed and recomputed next-step and 1:20 VRMSE, whether every
 summary is identical, and the largest relative difference. With ``--write`` the committed JSONs are replaced
-by the recomputed ones (which then carry ``data_sha256``). With ``--equivalent-within=TOL``, a dataset
+by the recomputed ones (which then carry ``data_files_sha256``). With ``--equivalent-within=TOL``, a dataset
 whose references all differ by at most TOL relative (round-off of a regeneration on another CPU) gets the
-pair of data versions (the committed references' ``data_sha256`` and the data now on disk) recorded in
+pair of data versions (the committed references' ``data_files_sha256`` and the data now on disk) recorded in
 ``results_dir/<key>/data_equivalence.json``, which the leaderboard cites instead of warning about the two
 versions. Exits 1 if any reference differs (beyond TOL when given).
 """
@@ -45,14 +45,17 @@ def main(argv: list[str]) -> int:
             old = json.loads((committed / key / f"{name}.json").read_text())
             new = fn(cfg, key, path)
             worst[name] = max_relative_difference(old, new)
-            old_digests.add(old.get("data_sha256"))
+            old_digests.add(old.get("data_files_sha256"))
             print(f"{key} {name}: next step {old['next_step']['vrmse']['mean']:.6g} -> {new['next_step']['vrmse']['mean']:.6g}, "
                   f"1:20 {old['rollout_mean']['vrmse']['mean']:.6g} -> {new['rollout_mean']['vrmse']['mean']:.6g}, "
                   f"{'identical' if worst[name] == 0 else 'DIFFERENT'} (largest relative difference {worst[name]:.2e}), "
-                  f"data_sha256 {old.get('data_sha256')} -> {new['data_sha256']}", flush=True)
+                  f"data_files_sha256 {old.get('data_files_sha256')} -> {new['data_files_sha256']}", flush=True)
         within = tol is not None and max(worst.values()) <= tol
         bad += not (max(worst.values()) == 0 or within)
         now = data_digest(path)
+        if within and None in old_digests:
+            print(f"{key}: the committed references carry no data_files_sha256 (made before it was recorded): no equivalence "
+                  "to record; rewrite them with --write", flush=True)
         if within and max(worst.values()) > 0 and len(old_digests) == 1 and None not in old_digests and now not in old_digests:
             entry = {"versions": sorted({*old_digests, now}), "max_relative_difference": worst, "tolerance": tol,
                      "evidence": "persistence and linear AR references (train and test splits) recomputed on the new version",

@@ -116,10 +116,10 @@ def test_one_cell_then_skip_then_leaderboard(tiny_scale, tmp_path):
 
     # every cell and reference records which data it was scored on; a cell scored on other data is flagged
     digest = B.data_digest(cfg.scale.datasets.tiny_16x32.path)
-    assert digest is not None and {c["data_sha256"] for c in cells} == {digest} == {ref["data_sha256"]}
+    assert digest is not None and {c["data_files_sha256"] for c in cells} == {digest} == {ref["data_files_sha256"]}
     assert "different versions of its data" not in md
     other = json.loads(paths["sfno"].read_text())
-    paths["sfno"].write_text(json.dumps({**other, "data_sha256": "0" * 16}))
+    paths["sfno"].write_text(json.dumps({**other, "data_files_sha256": "0" * 16}))
     LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))
     assert "different versions of its data" in (tmp_path / "results" / "leaderboard.md").read_text()
     # a recorded equivalence of the two versions (tools/verify_references.py --equivalent-within) turns it into a note
@@ -315,3 +315,19 @@ def test_max_relative_difference_of_two_records():
     new = {"next_step": {"vrmse": {"h": 2.0, "mean": 1.0}}, "rollout_mean": {"vrmse": {"h": 4.0, "mean": 3.3}}}
     assert cells_mod.max_relative_difference(old, old) == 0
     assert cells_mod.max_relative_difference(old, new) == pytest.approx(0.1)
+
+
+def test_data_digest_covers_the_data_files_not_the_provenance(make_tiny_dataset, tmp_path):
+    """A regeneration by another command (dataset.yaml differs) keeps the digest; a changed trajectory file changes it."""
+    data = make_tiny_dataset(tmp_path / "data", nlat=8, nlon=16, n_frames=4, splits={"train": [0], "valid": [1], "test": [2]})
+    ck = data / "checksums.sha256"
+    before = B.data_digest(data)
+    lines = ck.read_text().splitlines()
+    assert before is not None and any(line.endswith(".h5") for line in lines)
+    extra = [f"{'1' * 64}  dataset.yaml", f"{'2' * 64}  stats.yaml"]
+    ck.write_text("\n".join([line for line in lines if not line.endswith((".yaml",))] + extra) + "\n")
+    assert B.data_digest(data) == before
+    h5 = next(i for i, line in enumerate(lines) if line.endswith(".h5"))
+    lines[h5] = "0" * 64 + lines[h5][64:]
+    ck.write_text("\n".join(lines) + "\n")
+    assert B.data_digest(data) != before

@@ -154,7 +154,7 @@ def test_transfer_writes_one_json_per_cell_and_dataset_and_resumes(tiny_transfer
         assert rec["transferable"] and rec["finite"] and (rec["nlat"], rec["nlon"]) == (32, 64)
         assert rec["checkpoint"].endswith("last.pt") and rec["evaluation"]["n_steps"] == 3
         assert rec["normalisation"].startswith("checkpoint")
-        assert rec["data_sha256"] is not None and rec["data_sha256"] == B.data_digest(rec["dataset_path"])
+        assert rec["data_files_sha256"] is not None and rec["data_files_sha256"] == B.data_digest(rec["dataset_path"])
     stamps = [p.stat().st_mtime_ns for p in paths]
     again = T.transfer(cfg)
     assert (again["ran"], again["skipped"]) == (0, 2)
