@@ -124,9 +124,13 @@ def budget_run(cfg, key: str, model: str, seed: int, m: int) -> dict:
                 "commands": {"train": cell["commands"]["selected_train"], "rollout": cell["commands"]["rollout"]}}
     out = Path(cfg.scale.results_dir) / "budget" / key / model / f"seed{seed}_x{m}.json"
     data_path = B.ensure_dataset(cfg, key)
+    now = data_digest(data_path)
+    if cell.get("data_files_sha256") and now != cell["data_files_sha256"]:
+        raise UsageError(f"the dataset {data_path} (data_files_sha256 {now}) is not the one the cell {key}/{model}/seed{seed} was "
+                         f"scored on ({cell['data_files_sha256']}): regenerate it with the cell's configuration, or rerun the cell")
     if out.exists():
         rec = json.loads(out.read_text())
-        if _current(cfg, rec, cell, data_digest(data_path)):
+        if _current(cfg, rec, cell, now):
             return rec
     scaled = _scaled(cfg, m)
     t0 = time.perf_counter()
@@ -144,9 +148,7 @@ def budget_run(cfg, key: str, model: str, seed: int, m: int) -> dict:
     else:
         rec.update(next_step=math.nan, rollout_mean=math.nan, commands={"train": res["command"]}, stopped="diverged")
     rec["minutes"] = (time.perf_counter() - t0) / 60.0
-    if cell.get("data_files_sha256") and data_digest(data_path) != cell["data_files_sha256"]:
-        rec["data_warning"] = "the dataset on disk differs from the cell's (data_files_sha256)"
-    rec["data_files_sha256_run"] = data_digest(data_path)
+    rec["data_files_sha256_run"] = now
     rec["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     write_json_atomic(out, rec)
     return rec

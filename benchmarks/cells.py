@@ -202,8 +202,9 @@ def equivalence_path(results_dir, key: str) -> Path:
 
 
 def data_equivalences(results_dir, key: str) -> list[dict]:
-    """The recorded equivalences of dataset ``key``'s versions: entries ``{"versions": [a, b],
-    "max_relative_difference": {reference: x}, "tolerance", ...}`` (empty when none is recorded)."""
+    """The recorded equivalences of dataset ``key``'s versions: entries ``{"definition": digest key, "versions": [a, b],
+    "max_relative_difference": {reference: x}, "tolerance", ...}`` (empty when none is recorded). ``definition`` is
+    the record key the digests were taken from (``data_files_sha256``; the earlier ``data_sha256`` when absent)."""
     p = equivalence_path(results_dir, key)
     return list(json.loads(p.read_text()).get("equivalences", [])) if p.exists() else []
 

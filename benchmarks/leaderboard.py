@@ -135,30 +135,57 @@ def _field_table(agg: dict, d: str, models: list[str], metric: str = "vrmse") ->
     return lines
 
 
-def _data_digests(cells: list[dict], references: dict | None, d: str) -> list[str | None]:
-    """``data_files_sha256`` of every cell and reference record of dataset key ``d`` (None: made before it was
-    recorded; the earlier ``data_sha256`` also digested ``dataset.yaml`` and is not compared, :func:`~.cells.data_digest`)."""
+#: The keys of a record's data digest: the current one (trajectory files and splits) and the earlier one (the whole
+#: ``checksums.sha256``, ``dataset.yaml`` included), :func:`~dandelion.benchmarks.cells.data_digest`. Digests are
+#: compared within one definition only.
+DIGEST_KEYS = ("data_files_sha256", "data_sha256")
+_DIGEST_NAMES = {"data_files_sha256": "`data_files_sha256`", "data_sha256": "the earlier `data_sha256`, which also digested `dataset.yaml`"}
+
+
+def _data_digests(cells: list[dict], references: dict | None, d: str, key: str = "data_files_sha256") -> list[str | None]:
+    """The digest ``key`` (:data:`DIGEST_KEYS`) of every cell and reference record of dataset key ``d`` (None: not recorded)."""
     recs = [c for c in cells if c["dataset_key"] == d] + list(((references or {}).get(d) or {}).values())
-    return [r.get("data_files_sha256") for r in recs]
+    return [r.get(key) for r in recs]
 
 
 def _data_versions(cells: list[dict], references: dict | None, datasets: list[str]) -> list[str]:
-    """Which version of each dataset its cells and references were scored on (``data_files_sha256``, the digest of
-    the data files' checksums; records made before it was recorded count as unrecorded)."""
+    """Which version of each dataset its cells and references were scored on, per digest definition
+    (:data:`DIGEST_KEYS`; a record can carry both, one made before either carries none)."""
     lines = []
     for d in datasets:
-        digests = _data_digests(cells, references, d)
-        seen = sorted(set(digests) - {None})
-        if seen:
-            lines.append(f"- `{d}`: {', '.join(f'`{x}`' for x in seen)} ({sum(x is not None for x in digests)} of "
-                         f"{len(digests)} records; the others predate the recording)")
-        elif any(r.get("data_sha256") for r in [c for c in cells if c["dataset_key"] == d] + list(((references or {}).get(d) or {}).values())):
-            lines.append(f"- `{d}`: none recorded under the current definition (its records carry only the earlier `data_sha256`, "
-                         "which also digested `dataset.yaml` and is not compared)")
+        for key in DIGEST_KEYS:
+            digests = _data_digests(cells, references, d, key)
+            seen = sorted(set(digests) - {None})
+            if seen:
+                lines.append(f"- `{d}` ({_DIGEST_NAMES[key]}): {', '.join(f'`{x}`' for x in seen)} ({sum(x is not None for x in digests)} "
+                             f"of {len(digests)} records)")
     if not lines:
         return []
     return ["Data versions (`data_files_sha256`: digest of the trajectory files' and splits' checksums; the files are written "
-            "without timestamps, so a dataset regenerated with the same configuration has the same digest):", "", *lines, ""]
+            "without timestamps, so a dataset regenerated with the same configuration has the same digest; records without "
+            "a digest predate the recording, and digests of different definitions are not compared):", "", *lines, ""]
+
+
+def _data_version_notes(d: str, cells: list[dict], references: dict | None, eq: list[dict]) -> list[str]:
+    """A note (versions recorded as equivalent, citing the evidence) or a warning for each digest definition under
+    which the records of ``d`` name more than one version of its data."""
+    out = []
+    for key in DIGEST_KEYS:
+        versions = sorted(set(_data_digests(cells, references, d, key)) - {None})
+        if len(versions) < 2:
+            continue
+        mine = [e for e in eq if e.get("definition", "data_sha256") == key]
+        if equivalent(versions, mine):
+            worst = max(x for e in mine for x in e["max_relative_difference"].values())
+            out += [f"Note: the cells and references of {d} were scored on {len(versions)} versions of its data ({_DIGEST_NAMES[key]} "
+                    f"{versions}), regenerated on different machines; recomputed on each, the references differ by at most "
+                    f"{worst:.1e} relative (`{equivalence_path('.', d).as_posix()}`, made by `tools/verify_references.py`).", ""]
+        else:
+            out += [f"**Warning**: the cells and references of {d} were scored on {len(versions)} different versions of "
+                    f"its data ({_DIGEST_NAMES[key]} {versions}); regenerate the dataset and rerun the cells that "
+                    "differ before comparing them (or, if they differ by round-off only, record it with "
+                    "`tools/verify_references.py --equivalent-within=TOL`).", ""]
+    return out
 
 
 def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, report_command: str | None = None,
@@ -213,20 +240,7 @@ def render_markdown(cells: list[dict], scale: str, plots: dict | None = None, re
                 L.append(f"**Warning**: the {name} reference of {d} was made under protocol {ref_hash}, the cells under "
                          f"{sorted(map(str, cell_hashes))}; rerun `dandelion-benchmark` to refresh it.")
                 L.append("")
-        versions = sorted(set(_data_digests(cells, references, d)) - {None})
-        eq = (equivalences or {}).get(d) or []
-        if len(versions) > 1 and equivalent(versions, eq):
-            worst = max(x for e in eq for x in e["max_relative_difference"].values())
-            L.append(f"Note: the cells and references of {d} were scored on {len(versions)} versions of its data (`data_files_sha256` "
-                     f"{versions}), regenerated on different CPUs; recomputed on each, the references differ by at most "
-                     f"{worst:.1e} relative (`{equivalence_path('.', d).as_posix()}`, made by `tools/verify_references.py`).")
-            L.append("")
-        elif len(versions) > 1:
-            L.append(f"**Warning**: the cells and references of {d} were scored on {len(versions)} different versions of "
-                     f"its data (`data_files_sha256` {versions}); regenerate the dataset and rerun the cells that "
-                     "differ before comparing them (or, if they differ by round-off only, record it with "
-                     "`tools/verify_references.py --equivalent-within=TOL`).")
-            L.append("")
+        L += _data_version_notes(d, cells, references, (equivalences or {}).get(d) or [])
         hashes = cell_hashes
         if len(hashes) > 1:
             L.append(f"**Warning**: the cells of {d} were made under {len(hashes)} different protocols ({sorted(map(str, hashes))}); "

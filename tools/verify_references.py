@@ -54,10 +54,10 @@ def main(argv: list[str]) -> int:
         bad += not (max(worst.values()) == 0 or within)
         now = data_digest(path)
         if within and None in old_digests:
-            print(f"{key}: the committed references carry no data_files_sha256 (made before it was recorded): no equivalence "
-                  "to record; rewrite them with --write", flush=True)
-        if within and max(worst.values()) > 0 and len(old_digests) == 1 and None not in old_digests and now not in old_digests:
-            entry = {"versions": sorted({*old_digests, now}), "max_relative_difference": worst, "tolerance": tol,
+            print(f"{key}: the committed references carry no data_files_sha256 (made before it was recorded): no pair of "
+                  "versions to record", flush=True)
+        if within and len(old_digests) == 1 and None not in old_digests and now not in old_digests:
+            entry = {"definition": "data_files_sha256", "versions": sorted({*old_digests, now}), "max_relative_difference": worst, "tolerance": tol,
                      "evidence": "persistence and linear AR references (train and test splits) recomputed on the new version",
                      "machine": machine("cpu")["cpu"], "date": time.strftime("%Y-%m-%d"),
                      "command": "tools/verify_references.py " + " ".join(argv)}

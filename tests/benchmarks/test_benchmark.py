@@ -124,7 +124,11 @@ def test_one_cell_then_skip_then_leaderboard(tiny_scale, tmp_path):
     assert "different versions of its data" in (tmp_path / "results" / "leaderboard.md").read_text()
     # a recorded equivalence of the two versions (tools/verify_references.py --equivalent-within) turns it into a note
     eq = {"versions": [digest, "0" * 16], "max_relative_difference": {"persistence": 1e-9, "linear_ar": 3e-8}, "tolerance": 1e-6}
-    B.write_json_atomic(cells_mod.equivalence_path(cfg.scale.results_dir, "tiny_16x32"), {"equivalences": [eq]})
+    # an equivalence of the earlier digest definition does not cover the current one
+    B.write_json_atomic(cells_mod.equivalence_path(cfg.scale.results_dir, "tiny_16x32"), {"equivalences": [{**eq, "definition": "data_sha256"}]})
+    LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))
+    assert "different versions of its data" in (tmp_path / "results" / "leaderboard.md").read_text()
+    B.write_json_atomic(cells_mod.equivalence_path(cfg.scale.results_dir, "tiny_16x32"), {"equivalences": [{**eq, "definition": "data_files_sha256"}]})
     LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))
     md = (tmp_path / "results" / "leaderboard.md").read_text()
     assert "different versions of its data" not in md and "differ by at most 3.0e-08 relative (`tiny_16x32/data_equivalence.json`" in md
@@ -272,7 +276,8 @@ def test_budget_study_multiplies_both_phases_and_resumes(tiny_scale, tmp_path):
     assert "| _pointwise_test | 0 |" in md and "| x1 |" in md and "| x2 |" in md
     assert (tmp_path / "results" / "budget_tiny_16x32.png").exists()
 
-    # a record from another cell protocol is not reused
+    # a record from another cell protocol is not reused: it is made again (its unchanged training run is reused
+    # from the run folder, whose name fingerprints the training setup, and scored again)
     stale = json.loads(stored.read_text())
     stored.write_text(json.dumps({**stale, "cell_protocol_hash": "0" * 12}))
     BU.budget(cfg)
@@ -324,9 +329,14 @@ def test_data_digest_covers_the_data_files_not_the_provenance(make_tiny_dataset,
     before = B.data_digest(data)
     lines = ck.read_text().splitlines()
     assert before is not None and any(line.endswith(".h5") for line in lines)
+    splits = f"{'3' * 64}  splits.json"
+    ck.write_text("\n".join(lines + [splits]) + "\n")
+    with_splits = B.data_digest(data)
+    assert with_splits != before  # the splits are data
     extra = [f"{'1' * 64}  dataset.yaml", f"{'2' * 64}  stats.yaml"]
-    ck.write_text("\n".join([line for line in lines if not line.endswith((".yaml",))] + extra) + "\n")
-    assert B.data_digest(data) == before
+    ck.write_text("\n".join(extra + lines + [splits]) + "\n")
+    assert B.data_digest(data) == with_splits  # the provenance and derived statistics are not
+    ck.write_text("\n".join(lines) + "\n")
     h5 = next(i for i, line in enumerate(lines) if line.endswith(".h5"))
     lines[h5] = "0" * 64 + lines[h5][64:]
     ck.write_text("\n".join(lines) + "\n")
