@@ -9,8 +9,9 @@ the model is retrained from scratch at the cell's chosen learning rate and seed,
 multiplied by each of ``multipliers`` (the warm-up keeps its step count, the cosine decay stretches), and scored with the cell's
 evaluation (next-step and 1:20 VRMSE on the test split). The ``x1`` row is the cell itself, not retrained.
 
-The budget counts as flat at the first multiplier whose step up (a doubling for ``[2, 4]``) lowers the
-final validation loss by less than ``flat_tolerance`` (a fraction), or raises it; until then the cell's numbers describe
+The budget counts as flat at the first multiplier whose step up (a doubling for ``[2, 4]``) changes the
+final validation loss by less than ``flat_tolerance`` (a fraction); a rise beyond it is marked ``rose`` (the
+longer run at the same peak rate ended worse: a sign of an unstable rate at that budget, not of a plateau); until then the cell's numbers describe
 models that are still learning, and a comparison between models holds at that budget only.
 
 One JSON per run is written atomically to ``results_dir/budget/<dataset>/<model>/seed<k>_x<m>.json``;
@@ -170,7 +171,8 @@ def render(results_dir, records: list[dict], tol: float) -> Path:
              "Made by `dandelion-budget` (benchmarks/budget.py): each cell retrained from scratch at its chosen learning "
              "rate and seed with both phases (pretrain, autoregressive fine-tune) multiplied; x1 is the cell itself. "
              "'change' is the final valid loss's relative change from the previous finite budget of the same model and seed; "
-             f"flat: it fell by less than {100 * tol:g} % (or rose). VRMSE area-weighted on the test split.", ""]
+             f"flat: it changed by less than {100 * tol:g} %; 'rose': it grew by more (a longer run at the same peak rate "
+             "that ended worse: an unstable rate for that budget, not a plateau). VRMSE area-weighted on the test split.", ""]
     plt = pyplot()
     for key in sorted({r["dataset_key"] for r in records}):
         rows = sorted((r for r in records if r["dataset_key"] == key), key=lambda r: (r["model"], int(r["seed"]), r["multiplier"]))
@@ -185,7 +187,7 @@ def render(results_dir, records: list[dict], tol: float) -> Path:
                 for r in (r for r in mine if int(r["seed"]) == seed):
                     change = _change(prev, r["val_loss"])
                     diverged = not math.isfinite(r["val_loss"])
-                    flat = "" if change is None else ("yes" if change > -tol else "no")
+                    flat = "" if change is None else ("no" if change <= -tol else "yes" if change < tol else "rose")
                     lines.append(f"| {model} | {seed} | {r['lr']:g} | x{r['multiplier']} | {'' if diverged else r['steps']} | "
                                  f"{'diverged' if diverged else _fmt(r['val_loss'])} | {'' if change is None else f'{100 * change:+.1f} %'} | "
                                  f"{_fmt(r['next_step'])} | {_fmt(r['rollout_mean'])} | {flat} |")

@@ -298,10 +298,11 @@ def test_budget_table_marks_divergence_and_compares_with_the_last_finite_budget(
         return {"dataset_key": "k", "model": "m", "seed": 0, "multiplier": m, "lr": 1e-3, "steps": 10 * m if loss == loss else -1,
                 "val_loss": loss, "next_step": loss, "rollout_mean": loss, "curve": []}
 
-    md = BU.render(tmp_path, [rec(1, 1.0), rec(2, math.nan), rec(4, 0.5)], 0.05).read_text()
+    md = BU.render(tmp_path, [rec(1, 1.0), rec(2, math.nan), rec(4, 0.5), rec(8, 0.49), rec(16, 0.6)], 0.05).read_text()
     rows = [line for line in md.splitlines() if line.startswith("| m |")]
     assert "diverged" in rows[1]
     assert "-50.0 %" in rows[2] and rows[2].endswith("| no |")  # against x1, the last finite budget
+    assert rows[3].endswith("| yes |") and rows[4].endswith("| rose |")  # -2 %: flat; +22 %: worse, not a plateau
 
 
 @pytest.mark.parametrize("versions, pairs, ok", [
