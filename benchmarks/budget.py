@@ -24,6 +24,7 @@ Use::
 
     dandelion-budget scale=cpu                                   # configs/budget.yaml: Galewsky, SFNO and Dandelion, x2 and x4
     dandelion-budget scale=cpu 'only.models=[sfno]' 'multipliers=[2]'
+    dandelion-budget scale=cpu 'datasets=[shock_caps_32x64]' 'models=[dandelion]' 'multipliers=[2]' lr=1e-3   # another rate
 """
 
 from __future__ import annotations
@@ -87,11 +88,11 @@ def _run_dir(cfg, key: str, model: str, seed: int, lr: float, m: int) -> str:
 
 
 def _current(cfg, rec: dict, cell: dict, data_sha: str | None) -> bool:
-    """Whether a stored budget record was made from ``cell`` under the current settings (same cell protocol and
-    rate, same scaled training setup, and the same data: ``data_sha`` when given, else the cell's digest)."""
+    """Whether a stored budget record was made from ``cell`` under the current settings (same cell protocol, same
+    scaled training setup at the record's rate, and the same data: ``data_sha`` when given, else the cell's digest)."""
     want, have = data_sha or cell.get("data_files_sha256"), rec.get("data_files_sha256_run")
-    return (rec.get("cell_protocol_hash") == cell["protocol_hash"] and rec.get("lr") == float(cell["lr"])
-            and rec.get("run_dir") == _run_dir(cfg, rec["dataset_key"], rec["model"], int(rec["seed"]), float(cell["lr"]), int(rec["multiplier"]))
+    return (rec.get("cell_protocol_hash") == cell["protocol_hash"]
+            and rec.get("run_dir") == _run_dir(cfg, rec["dataset_key"], rec["model"], int(rec["seed"]), float(rec["lr"]), int(rec["multiplier"]))
             and (want is None or have is None or have == want))
 
 
@@ -107,9 +108,11 @@ def _summary(next_step: dict, rollout_mean: dict) -> dict:
     return {"next_step": next_step["vrmse"]["mean"], "rollout_mean": rollout_mean["vrmse"]["mean"]}
 
 
-def budget_run(cfg, key: str, model: str, seed: int, m: int) -> dict:
+def budget_run(cfg, key: str, model: str, seed: int, m: int, lr: float | None = None) -> dict:
     """Train (or reuse) the cell ``(key, model, seed)`` at ``m`` times its budget and score it; returns the record
     (also written to ``results_dir/budget/<key>/<model>/seed<seed>_x<m>.json``). ``m == 1`` is the cell itself.
+    ``lr`` (None: the cell's chosen rate) trains at another peak rate instead (``seed<seed>_x<m>_lr<rate>.json``;
+    ``m == 1`` is then trained too): a longer budget may need a lower rate.
 
     Raises
     ------
@@ -117,13 +120,16 @@ def budget_run(cfg, key: str, model: str, seed: int, m: int) -> dict:
         If the cell is not finished under the scale's current protocol.
     """
     cell = _cell(cfg, key, model, seed)
+    own = lr is None or math.isclose(float(lr), float(cell["lr"]), rel_tol=1e-9)
+    lr = float(cell["lr"]) if own else float(lr)
     base = {"schema": BUDGET_SCHEMA, "dataset_key": key, "model": model, "seed": int(seed), "multiplier": int(m),
-            "lr": float(cell["lr"]), "cell_protocol_hash": cell["protocol_hash"], "data_files_sha256": cell.get("data_files_sha256")}
-    if m == 1:
+            "lr": lr, "cell_lr": float(cell["lr"]), "cell_protocol_hash": cell["protocol_hash"],
+            "data_files_sha256": cell.get("data_files_sha256")}
+    if m == 1 and own:
         return {**base, "steps": int(cell["steps"]), "val_loss": float(cell["run"]["val_loss"]), "curve": cell["run"]["curve"],
                 **_summary(cell["next_step"], cell["rollout_mean"]), "minutes": cell["run"].get("minutes"),
                 "commands": {"train": cell["commands"]["selected_train"], "rollout": cell["commands"]["rollout"]}}
-    out = Path(cfg.scale.results_dir) / "budget" / key / model / f"seed{seed}_x{m}.json"
+    out = Path(cfg.scale.results_dir) / "budget" / key / model / (f"seed{seed}_x{m}.json" if own else f"seed{seed}_x{m}_{lr_tag(lr)}.json")
     data_path = B.ensure_dataset(cfg, key)
     now = data_digest(data_path)
     if cell.get("data_files_sha256") and now != cell["data_files_sha256"]:
@@ -135,7 +141,7 @@ def budget_run(cfg, key: str, model: str, seed: int, m: int) -> dict:
             return rec
     scaled = _scaled(cfg, m)
     t0 = time.perf_counter()
-    res = B._train_one(scaled, key, model, seed, float(cell["lr"]), data_path)
+    res = B._train_one(scaled, key, model, seed, lr, data_path)
     rec = {**base, "steps": int(res["step"]), "val_loss": float(res["val_loss"]), "curve": B._read_curve(res["run_dir"]),
            "run_dir": str(res["run_dir"]), "stopped": res.get("stopped")}
     if math.isfinite(rec["val_loss"]) and rec["steps"] != m * int(cell["steps"]):
@@ -170,21 +176,21 @@ def render(results_dir, records: list[dict], tol: float) -> Path:
     lines = ["# Training budget: the cells retrained with longer budgets", "",
              "Made by `dandelion-budget` (benchmarks/budget.py): each cell retrained from scratch at its chosen learning "
              "rate and seed with both phases (pretrain, autoregressive fine-tune) multiplied; x1 is the cell itself. "
-             "'change' is the final valid loss's relative change from the previous finite budget of the same model and seed; "
+             "'change' is the final valid loss's relative change from the previous finite budget of the same model, seed and rate; "
              f"flat: it changed by less than {100 * tol:g} %; 'rose': it grew by more (a longer run at the same peak rate "
              "that ended worse: an unstable rate for that budget, not a plateau). VRMSE area-weighted on the test split.", ""]
     plt = pyplot()
     for key in sorted({r["dataset_key"] for r in records}):
-        rows = sorted((r for r in records if r["dataset_key"] == key), key=lambda r: (r["model"], int(r["seed"]), r["multiplier"]))
+        rows = sorted((r for r in records if r["dataset_key"] == key), key=lambda r: (r["model"], int(r["seed"]), -r["lr"], r["multiplier"]))
         lines += [f"## {key}", "", "| model | seed | lr | budget | steps | final valid loss | change | next step | 1:20 | flat |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
         models = sorted({r["model"] for r in rows})
         fig, axes = plt.subplots(1, len(models), figsize=(4.6 * len(models), 3.6), squeeze=False)
         for ax, model in zip(axes[0], models):
             mine = [r for r in rows if r["model"] == model]
-            for seed in sorted({int(r["seed"]) for r in mine}):
+            for seed, rate in sorted({(int(r["seed"]), r["lr"]) for r in mine}, key=lambda x: (x[0], -x[1])):
                 prev = None
-                for r in (r for r in mine if int(r["seed"]) == seed):
+                for r in (r for r in mine if int(r["seed"]) == seed and r["lr"] == rate):
                     change = _change(prev, r["val_loss"])
                     diverged = not math.isfinite(r["val_loss"])
                     flat = "" if change is None else ("no" if change <= -tol else "yes" if change < tol else "rose")
@@ -194,7 +200,8 @@ def render(results_dir, records: list[dict], tol: float) -> Path:
                     prev = prev if diverged else r["val_loss"]
                     pts = [(c["step"], c["val_loss"]) for c in r.get("curve") or [] if c.get("val_loss") is not None and math.isfinite(c["val_loss"])]
                     if pts:
-                        ax.plot(*zip(*pts), label=f"x{r['multiplier']} ({r['steps']} steps)" + (f", seed {seed}" if len({int(q['seed']) for q in mine}) > 1 else ""))
+                        ax.plot(*zip(*pts), label=f"x{r['multiplier']} ({r['steps']} steps)" + (f", seed {seed}" if len({int(q['seed']) for q in mine}) > 1 else "")
+                                + (f", lr {rate:g}" if len({q['lr'] for q in mine}) > 1 else ""))
             ax.set_yscale("log")
             rates = ", ".join(sorted({f"{r['lr']:g}" for r in mine}))
             ax.set_title(f"{model} (lr {rates})")
@@ -237,16 +244,17 @@ def budget(cfg) -> dict:
     if cfg.scale.get("threads"):
         torch.set_num_threads(int(cfg.scale.threads))
     seed = int(cfg.get("seed", 0))
-    mults = sorted({1, *(int(m) for m in cfg.multipliers)})
+    lr = cfg.get("lr")
+    mults = sorted({*(() if lr is not None else (1,)), *(int(m) for m in cfg.multipliers)})
     todo = [(key, model) for key in _only(cfg, "datasets") for model in _only(cfg, "models")]
     for key, model in todo:
         _cell(cfg, key, model, seed)  # every cell exists before anything trains
     records = []
     for key, model in todo:
         for m in mults:
-            rec = budget_run(cfg, key, model, seed, m)
+            rec = budget_run(cfg, key, model, seed, m, lr)
             records.append(rec)
-            print(f"[budget] {key}/{model}/seed{seed} x{m}: {rec['steps']} steps, valid loss {rec['val_loss']:.4g}, "
+            print(f"[budget] {key}/{model}/seed{seed} x{m} lr {rec['lr']:g}: {rec['steps']} steps, valid loss {rec['val_loss']:.4g}, "
                   f"next step {rec['next_step']:.4g}, 1:20 {rec['rollout_mean']:.4g}", flush=True)
     stored = _stored_current(cfg)
     pairs = sorted({(r["dataset_key"], r["model"], int(r["seed"])) for r in stored})
@@ -269,6 +277,9 @@ def check(cfg, overrides=()) -> None:
     tol = cfg.get("flat_tolerance", 0.05)
     if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
         raise UsageError(f"flat_tolerance must be a fraction between 0 and 1, got {tol!r}: e.g. flat_tolerance=0.05")
+    lr = cfg.get("lr")
+    if lr is not None and (isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0):
+        raise UsageError(f"lr must be a positive peak learning rate (or null: each cell's chosen rate), got {lr!r}: e.g. lr=1e-3")
     if isinstance(cfg.get("seed", 0), bool) or not isinstance(cfg.get("seed", 0), int):
         raise UsageError(f"seed must be an integer (the cell's seed), got {cfg.get('seed')!r}: e.g. seed=0")
     extra = sorted(set(cfg.get("only") or {}) - {"datasets", "models"})

@@ -283,6 +283,14 @@ def test_budget_study_multiplies_both_phases_and_resumes(tiny_scale, tmp_path):
     BU.budget(cfg)
     assert json.loads(stored.read_text())["cell_protocol_hash"] == cell["protocol_hash"]
 
+    # another peak rate: its own record and run, x1 not copied from the cell
+    cfg.lr = cell["lr"] / 10
+    (other,) = BU.budget(cfg)["records"]
+    assert other["lr"] == pytest.approx(cell["lr"] / 10) and other["multiplier"] == 2 and other["cell_lr"] == cell["lr"]
+    assert f"trainer.lr={other['lr']}" in other["commands"]["train"].split()
+    assert stored.with_name(f"seed0_x2_{cells_mod.lr_tag(other['lr'])}.json").exists()
+    cfg.lr = None
+
     # a missing cell stops the command before any training (no x3 run of the finished model either)
     cfg.scale.models = ["_pointwise_test", "sfno"]
     cfg.models, cfg.multipliers = ["_pointwise_test", "sfno"], [3]
