@@ -89,8 +89,8 @@ def _run_dir(cfg, key: str, model: str, seed: int, lr: float, m: int) -> str:
 
 def _current(cfg, rec: dict, cell: dict, data_sha: str | None) -> bool:
     """Whether a stored budget record was made from ``cell`` under the current settings (same cell protocol, same
-    scaled training setup at the record's rate, and the same data: ``data_sha`` when given, else the cell's digest)."""
-    want, have = data_sha or cell.get("data_files_sha256"), rec.get("data_files_sha256_run")
+    scaled training setup at the record's rate, and the same data: the cell's digest, else ``data_sha`` when given)."""
+    want, have = cell.get("data_files_sha256") or data_sha, rec.get("data_files_sha256_run")
     return (rec.get("cell_protocol_hash") == cell["protocol_hash"]
             and rec.get("run_dir") == _run_dir(cfg, rec["dataset_key"], rec["model"], int(rec["seed"]), float(rec["lr"]), int(rec["multiplier"]))
             and (want is None or have is None or have == want))
@@ -144,9 +144,9 @@ def budget_run(cfg, key: str, model: str, seed: int, m: int, lr: float | None = 
     res = B._train_one(scaled, key, model, seed, lr, data_path)
     rec = {**base, "steps": int(res["step"]), "val_loss": float(res["val_loss"]), "curve": B._read_curve(res["run_dir"]),
            "run_dir": str(res["run_dir"]), "stopped": res.get("stopped")}
-    if math.isfinite(rec["val_loss"]) and rec["steps"] != m * int(cell["steps"]):
-        print(f"[budget] warning: {key}/{model}/seed{seed} x{m} trained {rec['steps']} steps, not {m} x {cell['steps']}", flush=True)
     if math.isfinite(rec["val_loss"]):
+        if rec["steps"] != m * int(cell["steps"]):
+            print(f"[budget] warning: {key}/{model}/seed{seed} x{m} trained {rec['steps']} steps, not {m} x {cell['steps']}", flush=True)
         ckpt = Path(res["last"])
         results, rollout_cmd = B._evaluate(scaled, key, ckpt, data_path, ckpt.parent / "rollout_test")
         s = metric_summaries(results)
