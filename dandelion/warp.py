@@ -269,10 +269,21 @@ class SphereSampler(nn.Module):
         image = _GhostPad.apply(field, self.gn, self.gs, self.hp, self.wp)
         return F.grid_sample(image, self.sample_grid(rows, cols), mode="bilinear", padding_mode="border", align_corners=True)
 
-    def sample_grid(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
-        """grid_sample's normalised ``(N, H_out, W_out, 2)`` grid of padded indices (columns reduced modulo ``nlon``)."""
+    def sample_grid(self, rows: torch.Tensor, cols: torch.Tensor, near: bool = False) -> torch.Tensor:
+        """grid_sample's normalised ``(N, H_out, W_out, 2)`` grid of padded indices (columns reduced modulo ``nlon``).
+
+        ``near=True`` promises ``-nlon <= cols < 2 * nlon`` (true of warps of the grid's own nodes,
+        whose columns lie within half a turn of the node's) and OVERWRITES ``cols``: the reduction is
+        then one add of ``+-nlon`` where a column lies outside ``[0, nlon)``, bit for bit what
+        ``torch.remainder`` gives there (``fmod`` is exact) at a third of its CPU cost.
+        """
         grid = rows.new_empty(*rows.shape, 2)  # filled by two copies (cheaper than torch.stack on the CPU)
-        grid[..., 0] = torch.remainder(cols, self.nlon).mul_(2.0 / (self.wp - 1)).sub_(1.0)
+        if near:
+            below = torch.lt(cols, 0.0, out=torch.empty_like(cols))
+            cols = cols.add_(below.sub_(torch.ge(cols, float(self.nlon), out=torch.empty_like(cols))), alpha=float(self.nlon))
+        else:
+            cols = torch.remainder(cols, self.nlon)
+        grid[..., 0] = cols.mul_(2.0 / (self.wp - 1)).sub_(1.0)
         grid[..., 1] = (rows * (2.0 / (self.hp - 1))).sub_(1.0)
         return grid
 
@@ -415,18 +426,22 @@ class TangentWarpS2(nn.Module):
         Scale of the initial displacements, radians: head ``h`` starts displaced by
         ``init_radius * (1 + h % 3)`` in direction ``2*pi*h/heads`` (weights of the MLP's last layer
         start small), so the heads look around from the first step.
+    compile_index : bool
+        Evaluate the exponential map's indices and their Jacobian with a ``torch.compile``'d kernel
+        (:func:`~dandelion.kernels.index_of_warp`): faster, equal to the eager path up to rounding.
 
     Shapes
     ------
     input ``(B, channels, nlat, nlon)``, output ``(B, channels, nlat, nlon)``.
     """
 
-    def __init__(self, grid: SphereGrid, channels: int, heads: int, hidden: int, init_radius: float):
+    def __init__(self, grid: SphereGrid, channels: int, heads: int, hidden: int, init_radius: float, compile_index: bool = False):
         super().__init__()
         if channels % heads:
             raise ValueError(f"channels={channels} must divide by heads={heads}")
         self.channels, self.heads = channels, heads
         self.sampler = SphereSampler(grid)
+        self.sampler.compile_index = bool(compile_index)
         self.value = Pointwise(channels, channels)
         self.offset = nn.Sequential(Pointwise(channels, hidden), nn.GELU(), Pointwise(hidden, 2 * heads))
         with torch.no_grad():
@@ -441,8 +456,7 @@ class TangentWarpS2(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, c, nlat, nlon = x.shape
-        d = self.offset(x).reshape(b * self.heads, 2, nlat, nlon)
-        return self.warp(self.value(x), d[:, 0], d[:, 1])
+        return self._warp(self.value(x), self.offset(x).reshape(b * self.heads, 2, nlat, nlon))
 
     def warp(self, values: torch.Tensor, d_east: torch.Tensor, d_north: torch.Tensor) -> torch.Tensor:
         """Sample ``values (B, channels, nlat, nlon)`` with per-head displacements ``(B*heads, nlat, nlon)``.
@@ -450,8 +464,12 @@ class TangentWarpS2(nn.Module):
         The index arithmetic and the sampling run in float32 at least, also under autocast (in
         bfloat16 a column index of a 1440-column grid would be off by several columns).
         """
+        return self._warp(values, torch.stack([d_east, d_north], dim=1))
+
+    def _warp(self, values: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+        """:meth:`warp` with the displacements as one ``(B*heads, 2, nlat, nlon)`` tensor (east, north)."""
         b, c, nlat, nlon = values.shape
         work = torch.promote_types(values.dtype, torch.float32)
         with torch.autocast(device_type=values.device.type, enabled=False):
             v = values.to(work).reshape(b * self.heads, c // self.heads, nlat, nlon)
-            return WarpSample.apply(v, d_east.to(work), d_north.to(work), self.sampler).reshape(b, c, nlat, nlon)
+            return WarpSample.apply(v, d.to(work), self.sampler).reshape(b, c, nlat, nlon)

@@ -293,7 +293,7 @@ def test_fused_warp_sample_gradcheck(nlat, nlon, grid):
     v = torch.randn(3, 2, nlat, nlon, generator=g, dtype=F64, requires_grad=True)
     de = (0.3 * torch.randn(3, nlat, nlon, generator=g, dtype=F64)).requires_grad_()
     dn = (0.3 * torch.randn(3, nlat, nlon, generator=g, dtype=F64)).requires_grad_()
-    assert torch.autograd.gradcheck(lambda v, a, b: WarpSample.apply(v, a, b, s), (v, de, dn), atol=1e-6)
+    assert torch.autograd.gradcheck(lambda v, a, b: WarpSample.apply(v, torch.stack([a, b], dim=1), s), (v, de, dn), atol=1e-6)
 
 
 @pytest.mark.parametrize("scale", [0.0, 1e-9, 1e-4, 0.3, 2.0])
@@ -312,7 +312,7 @@ def test_fused_warp_sample_matches_autograd_graph(scale, grid):
     w = torch.randn(2, 3, 8, 16, generator=g, dtype=F64)
     rows, cols = s.displaced_index(a, b)
     ref = s.sample_index(v, rows, cols)
-    out = WarpSample.apply(v, a, b, s)
+    out = WarpSample.apply(v, torch.stack([a, b], dim=1), s)
     assert torch.equal(out, ref)
     for got, want in zip(torch.autograd.grad(out, (v, a, b), w), torch.autograd.grad(ref, (v, a, b), w)):
         torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
@@ -345,3 +345,76 @@ def test_unread_part_of_padded_image_has_no_influence(monkeypatch):
     monkeypatch.setattr(kernels._GhostPad, "pad", staticmethod(nan_pad))
     for a, b in zip(run(), ref):
         assert torch.equal(a, b)
+
+
+# ----------------------------------------------------------------------------- fast paths
+@pytest.mark.parametrize("nlon", [16, 15, 12])
+def test_near_column_wrap_equals_remainder(nlon):
+    """``sample_grid(near=True)`` (one add of +-nlon) gives exactly torch.remainder's grid on [-nlon, 2 nlon)."""
+    s = SphereSampler(SphereGrid(8, nlon, "equiangular"))
+    g = torch.Generator().manual_seed(3)
+    tiny = torch.finfo(torch.float32).tiny
+    edges = torch.tensor([-nlon, -nlon + 0.5, -1e-7, -tiny, 0.0, 1e-7, nlon - 1e-5, nlon, nlon + 1e-5, 2 * nlon - 1e-5])
+    cols = torch.cat([edges, (torch.rand(500, generator=g) * 3 - 1) * nlon]).reshape(1, 1, -1)
+    rows = torch.rand(cols.shape, generator=g) * (s.nlat + 1)
+    assert torch.equal(s.sample_grid(rows, cols.clone(), near=True), s.sample_grid(rows, cols.clone()))
+
+
+def _compiled_or_skip():
+    from dandelion import kernels
+
+    if kernels._COMPILE_FAILED:
+        pytest.skip(f"torch.compile unavailable here: {kernels._COMPILE_FAILED[0][:200]}")
+
+
+@pytest.mark.parametrize("grid", ["equiangular", "legendre-gauss"])
+def test_compiled_warp_index_matches_eager(grid, monkeypatch):
+    """compile_index=True: the same layer outputs and gradients as the eager kernels, up to float32 rounding."""
+    from dandelion import kernels
+
+    monkeypatch.setattr(kernels, "_COMPILED", {})
+    torch.manual_seed(0)
+    g = SphereGrid(8, 16, grid)
+    eager = TangentWarpS2(g, 8, 2, 4, init_radius=0.4)
+    fast = TangentWarpS2(g, 8, 2, 4, init_radius=0.4, compile_index=True)
+    fast.load_state_dict(eager.state_dict())
+    x = torch.randn(3, 8, 8, 16)
+    w = torch.randn(3, 8, 8, 16)
+    outs = []
+    for layer in (eager, fast):
+        xx = x.clone().requires_grad_()
+        y = layer(xx)
+        _compiled_or_skip()
+        grads = torch.autograd.grad((y * w).sum(), [xx] + list(layer.parameters()))
+        outs.append([y.detach(), *grads])
+    for a, b in zip(*outs):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-4)
+    # the eager reference itself is exact at zero displacement; the compiled one within rounding
+    zero = torch.zeros(6, 8, 16)
+    v = torch.randn(3, 8, 8, 16)
+    torch.testing.assert_close(fast.warp(v, zero, zero), v, rtol=0, atol=1e-5)
+
+
+def test_compile_failure_falls_back_to_eager_with_a_warning(monkeypatch):
+    """A torch.compile that fails: one RuntimeWarning naming it, then the exact eager result."""
+    from dandelion import kernels
+
+    def broken(fn, **kw):
+        def run(*a, **k):
+            raise RuntimeError("no C++ compiler (simulated)")
+
+        return run
+
+    monkeypatch.setattr(kernels, "_COMPILED", {})
+    monkeypatch.setattr(kernels, "_COMPILE_FAILED", [])
+    monkeypatch.setattr(torch, "compile", broken)
+    torch.manual_seed(0)
+    g = SphereGrid(8, 16, "equiangular")
+    eager = TangentWarpS2(g, 4, 2, 4, init_radius=0.3)
+    fast = TangentWarpS2(g, 4, 2, 4, init_radius=0.3, compile_index=True)
+    fast.load_state_dict(eager.state_dict())
+    x = torch.randn(2, 4, 8, 16)
+    with pytest.warns(RuntimeWarning, match=r"no C\+\+ compiler \(simulated\).*eager kernels"):
+        y = fast(x)
+    assert torch.equal(y, eager(x))
+    assert kernels._COMPILE_FAILED
