@@ -7,7 +7,7 @@ For every preset of ``profile.presets``, one Dandelion model at ``profile.nlat x
 * ``split`` (:func:`split_times`), measured by isolation: one forward records the inputs of every
   leaf operation of interest, then each is re-run alone, forward and forward+backward, and its
   times are summed into a category: ``warp_sampling`` (the sampling of
-  :meth:`dandelion.warp.TangentWarpS2.warp`), ``displacement_mlp`` (the warps' displacement
+  :meth:`dandelion.warp.TangentWarpS2.warp`, index arithmetic included), ``displacement_mlp`` (the warps' displacement
   networks), ``pooling`` (spectral down/up sampling), ``norm`` (area-weighted normalisations) and
   ``pointwise`` (every other 1x1 map and GELU). The categories' sum is reported next to the total;
   the difference is glue (residual adds, concatenations, Python). CPU: process CPU time; CUDA:
@@ -80,15 +80,15 @@ def split_times(model: torch.nn.Module, x: torch.Tensor, n_repeat: int = 3) -> d
         if cat is not None:
             hooks.append(mod.register_forward_hook(lambda m, inp, out, cat=cat: calls.append((cat, m, tuple(t.detach() for t in inp)))))
     patched = []
-    for w in warps:
-        if callable(getattr(type(w), "warp", None)):
-            orig = w.warp
+    for w in warps:  # the layer's forward calls _warp(values, d) with d (B*heads, 2, nlat, nlon)
+        if callable(getattr(type(w), "_warp", None)):
+            orig = w._warp
 
-            def recording(values, d_e, d_n, _orig=orig):
-                calls.append(("warp_sampling", _orig, (values.detach(), d_e.detach(), d_n.detach())))
-                return _orig(values, d_e, d_n)
+            def recording(values, d, _orig=orig):
+                calls.append(("warp_sampling", _orig, (values.detach(), d.detach())))
+                return _orig(values, d)
 
-            w.warp = recording
+            w._warp = recording
             patched.append(w)
     try:
         with torch.no_grad():
@@ -97,7 +97,7 @@ def split_times(model: torch.nn.Module, x: torch.Tensor, n_repeat: int = 3) -> d
         for h in hooks:
             h.remove()
         for w in patched:
-            del w.warp  # back to the class method
+            del w._warp  # back to the class method
     out = {c: {"forward_s": 0.0, "forward_backward_s": 0.0, "calls": 0} for c in CATEGORIES}
     for cat, fn, inputs in calls:
         def fwd(fn=fn, inputs=inputs):
@@ -193,11 +193,12 @@ def bench_profile(p, device: str, save=None, out: dict | None = None) -> dict:
     for preset in p.presets:
         spec = {"preset": str(preset), "nlat": int(p.nlat), "nlon": int(p.nlon), "grid": str(p.grid), "batch": int(p.batch), "dtype": "fp32",
                 "device": device, "in_channels": int(p.in_channels), "out_channels": int(p.out_channels), "n_warmup": 1,
-                "n_repeat": int(p.n_repeat), "disco_optimized_kernel": None}
+                "n_repeat": int(p.n_repeat), "disco_optimized_kernel": None, "compile_warp": bool(p.get("compile_warp", False))}
         row = measure_group(["dandelion"], spec)[0]
         row.pop("ratio_to_dandelion", None)
         torch.manual_seed(0)
         model = build_dandelion(spec, device)
+        row["compile_warp"] = spec["compile_warp"]
         x = torch.randn(spec["batch"], spec["in_channels"], spec["nlat"], spec["nlon"], device=device)
         if p.get("split", True):
             row["split"] = split_times(model, x, n_repeat=int(p.n_repeat))
@@ -216,7 +217,7 @@ def build_dandelion(spec: dict, device: str) -> torch.nn.Module:
     """The Dandelion model of ``spec`` (preset, channels, grid) on ``device``, seed 0."""
     torch.manual_seed(0)
     return build_model("dandelion", spec["preset"], spec["in_channels"], spec["out_channels"], spec["nlat"], spec["nlon"],
-                       spec["grid"]).to(device)
+                       spec["grid"], **({"compile_warp": True} if spec.get("compile_warp") else {})).to(device)
 
 
 def _print(r: dict) -> None:
