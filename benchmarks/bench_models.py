@@ -150,8 +150,8 @@ def _build(name: str, spec: dict, device: torch.device) -> torch.nn.Module:
         overrides["optimized_kernel"] = bool(spec["disco_optimized_kernel"])
     if name == "dandelion" and spec.get("checkpoint_blocks"):
         overrides["checkpoint_blocks"] = True
-    if name == "dandelion" and spec.get("compile_warp"):
-        overrides["compile_warp"] = True
+    if name == "dandelion" and spec.get("compile_kernels"):
+        overrides["compile_kernels"] = True
     torch.manual_seed(0)
     return build_model(name, spec["preset"], spec["in_channels"], spec["out_channels"], spec["nlat"], spec["nlon"], spec["grid"],
                        **overrides).to(device)
@@ -162,7 +162,7 @@ def measure_group(names: list[str], spec: dict) -> list[dict]:
 
     ``spec`` keys: preset, nlat, nlon, grid, batch, dtype (fp32 | bf16), device, in_channels,
     out_channels, n_warmup, n_repeat, disco_optimized_kernel (None = the preset's choice),
-    checkpoint_blocks (Dandelion's activation checkpointing, default False), compile_warp (Dandelion's compiled warp index, default False), largest_batch (bool), max_batch, max_step_s, max_tries, cpu_capacity_mib (None).
+    checkpoint_blocks (Dandelion's activation checkpointing, default False), compile_kernels (Dandelion's torch.compile'd warp-index and norm kernels, default False), largest_batch (bool), max_batch, max_step_s, max_tries, cpu_capacity_mib (None).
 
     Returns one row per model; a model that fails to build or run gets a row with ``error``.
     """
@@ -185,7 +185,7 @@ def measure_group(names: list[str], spec: dict) -> list[dict]:
                     row["note"] = "torch-harmonics' pure-torch DISCO kernels (optimized_kernel=False), not its compiled kernels"
             if name == "dandelion":
                 row["checkpoint_blocks"] = bool(spec.get("checkpoint_blocks", False))
-                row["compile_warp"] = bool(spec.get("compile_warp", False))
+                row["compile_kernels"] = bool(spec.get("compile_kernels", False))
             row["n_parameters"] = count_parameters(model)
             row["resolution_dependent"] = bool(getattr(model, "resolution_dependent", True))
             opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-6)
@@ -281,7 +281,7 @@ def bench_models(m, device: str, save: Callable[[dict], None] | None = None, out
                             "dtype": str(dtype), "device": device, "in_channels": int(m.in_channels), "out_channels": int(m.out_channels),
                             "n_warmup": int(m.n_warmup), "n_repeat": int(m.n_repeat), "disco_optimized_kernel": m.get("disco_optimized_kernel"),
                             "checkpoint_blocks": bool(m.get("checkpoint_blocks", False)),
-                            "compile_warp": bool(m.get("compile_warp", False)),
+                            "compile_kernels": bool(m.get("compile_kernels", False)),
                             "largest_batch": bool(m.get("largest_batch", False)) and str(dtype) in [str(d) for d in m.get("largest_batch_dtypes", ["fp32"])],
                             "max_batch": m.get("max_batch"),
                             "max_step_s": m.get("max_step_s"), "max_tries": m.get("max_tries"), "cpu_capacity_mib": m.get("cpu_capacity_mib")}

@@ -193,12 +193,12 @@ def bench_profile(p, device: str, save=None, out: dict | None = None) -> dict:
     for preset in p.presets:
         spec = {"preset": str(preset), "nlat": int(p.nlat), "nlon": int(p.nlon), "grid": str(p.grid), "batch": int(p.batch), "dtype": "fp32",
                 "device": device, "in_channels": int(p.in_channels), "out_channels": int(p.out_channels), "n_warmup": 1,
-                "n_repeat": int(p.n_repeat), "disco_optimized_kernel": None, "compile_warp": bool(p.get("compile_warp", False))}
+                "n_repeat": int(p.n_repeat), "disco_optimized_kernel": None, "compile_kernels": bool(p.get("compile_kernels", False))}
         row = measure_group(["dandelion"], spec)[0]
         row.pop("ratio_to_dandelion", None)
         torch.manual_seed(0)
         model = build_dandelion(spec, device)
-        row["compile_warp"] = spec["compile_warp"]
+        row["compile_kernels"] = spec["compile_kernels"]
         x = torch.randn(spec["batch"], spec["in_channels"], spec["nlat"], spec["nlon"], device=device)
         if p.get("split", True):
             row["split"] = split_times(model, x, n_repeat=int(p.n_repeat))
@@ -217,7 +217,7 @@ def build_dandelion(spec: dict, device: str) -> torch.nn.Module:
     """The Dandelion model of ``spec`` (preset, channels, grid) on ``device``, seed 0."""
     torch.manual_seed(0)
     return build_model("dandelion", spec["preset"], spec["in_channels"], spec["out_channels"], spec["nlat"], spec["nlon"],
-                       spec["grid"], **({"compile_warp": True} if spec.get("compile_warp") else {})).to(device)
+                       spec["grid"], **({"compile_kernels": True} if spec.get("compile_kernels") else {})).to(device)
 
 
 def _print(r: dict) -> None:

@@ -21,10 +21,11 @@ map followed by pole-aware bilinear sampling, :mod:`dandelion.warp`) and differ 
   fresh intermediate of a few MiB costs more than the arithmetic done on it. The displacements
   enter as one ``(N, 2, nlat, nlon)`` tensor, whose gradient is written in one piece.
 
-Optionally (``compile_warp=True`` on :class:`~dandelion.model.Dandelion`), :func:`index_of_warp`
-runs the index arithmetic and its Jacobian through ``torch.compile``, which fuses its ~40
-elementwise passes into one loop; that path equals the eager one up to rounding only, so it is off
-by default.
+Optionally (``compile_kernels=True`` on :class:`~dandelion.model.Dandelion`), :func:`index_of_warp`
+runs the index arithmetic and its Jacobian through ``torch.compile`` (:func:`call_compiled`), which
+fuses its ~40 elementwise passes into one loop, and the area norms do the same with their
+statistics and affine maps; that path equals the eager one up to rounding only, so it is off by
+default.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import math
 import torch
 import torch.nn as nn
 
-__all__ = ["Pointwise", "WarpSample", "index_of_warp"]
+__all__ = ["Pointwise", "WarpSample", "index_of_warp", "call_compiled"]
 
 
 class _GhostPad(torch.autograd.Function):
@@ -262,36 +263,51 @@ def _index_and_jacobian(sampler, d_east, d_north):
     return warp_index(sampler, d_east, d_north, jacobian=True)
 
 
-#: torch.compile'd :func:`warp_index` (one wrapper per ``jacobian``, each compiled once per grid and
-#: dtype, any batch: ``dynamic=True``); built on first use. ``_COMPILE_FAILED`` turns them off for
-#: the process after a failure (no C++ compiler, an unsupported device), with one warning.
+#: torch.compile'd kernels, built on first use (one per function; each compiles once per grid and
+#: dtype, any batch); ``_COMPILE_FAILED`` turns them all off for the process after a failure (no
+#: C++ compiler, an unsupported device), with one warning.
 _COMPILED: dict = {}
 _COMPILE_FAILED: list = []
 
 
+def call_compiled(fn, *args):
+    """``fn(*args)`` through ``torch.compile(fn, dynamic=True)``, or None when compilation is unavailable.
+
+    The compiled code fuses a chain of elementwise passes and reductions into a few loops; its
+    values differ from ``fn``'s eager ones by rounding only (operations fused and reordered). The
+    first failure (for example no C++ compiler for the CPU backend) is warned about once, with the
+    error, and every later call returns None at once: the caller then runs the eager ``fn``.
+    """
+    if _COMPILE_FAILED:
+        return None
+    compiled = _COMPILED.get(fn)
+    if compiled is None:
+        compiled = _COMPILED[fn] = torch.compile(fn, dynamic=True)
+    try:
+        return compiled(*args)
+    except Exception as err:  # noqa: BLE001 - any compiler failure falls back to the exact eager path
+        _COMPILE_FAILED.append(f"{type(err).__name__}: {err}")
+        import warnings
+
+        warnings.warn(f"compile_kernels: torch.compile failed ({type(err).__name__}: {str(err)[:300]}); using the eager "
+                      "kernels for the rest of this process (install a C++ compiler for the CPU, or set "
+                      "compile_kernels=false)", RuntimeWarning, stacklevel=3)
+        return None
+
+
 def index_of_warp(sampler, d_east: torch.Tensor, d_north: torch.Tensor, jacobian: bool = False):
-    """:func:`warp_index`, through ``torch.compile`` when ``sampler.compile_index`` is set.
+    """:func:`warp_index`, through ``torch.compile`` (:func:`call_compiled`) when ``sampler.compile_index`` is set.
 
     The compiled kernel fuses the ~40 elementwise passes of the exponential map and its Jacobian
     into one loop (on the CPU about 5x faster at 64x128, the largest single cost of a warp). Its
-    values differ from the eager ones by rounding (operations fused and reordered; float32 rows and
-    columns by a few units in the last place), so it is an option, off by default: the eager path
-    keeps the exact properties (zero displacement is the identity bit for bit). When compilation
-    fails, a warning names the error and the eager path is used for the rest of the process.
+    values differ from the eager ones by rounding (float32 rows and columns by a few units in the
+    last place), so it is an option, off by default: the eager path keeps the exact properties
+    (zero displacement is the identity bit for bit).
     """
-    if getattr(sampler, "compile_index", False) and not _COMPILE_FAILED:
-        fn = _COMPILED.get(jacobian)
-        if fn is None:
-            fn = _COMPILED[jacobian] = torch.compile(_index_and_jacobian if jacobian else _index_only, dynamic=True)
-        try:
-            return fn(sampler, d_east, d_north)
-        except Exception as err:  # noqa: BLE001 - any compiler failure falls back to the exact eager path
-            _COMPILE_FAILED.append(f"{type(err).__name__}: {err}")
-            import warnings
-
-            warnings.warn(f"compile_warp: torch.compile of the warp index failed ({type(err).__name__}: {str(err)[:300]}); "
-                          "using the eager kernels for the rest of this process (install a C++ compiler for the CPU, or "
-                          "set compile_warp=false)", RuntimeWarning, stacklevel=2)
+    if getattr(sampler, "compile_index", False):
+        out = call_compiled(_index_and_jacobian if jacobian else _index_only, sampler, d_east, d_north)
+        if out is not None:
+            return out
     return warp_index(sampler, d_east, d_north, jacobian=jacobian)
 
 

@@ -72,20 +72,21 @@ class WarpBlockS2(nn.Module):
         Initial displacement scale of the heads, radians (see :class:`TangentWarpS2`).
     cond_dim : int
         Number of scalar conditioning parameters (FiLM); 0 disables it.
-    compile_index : bool
-        Compiled warp index kernel (see :class:`~dandelion.warp.TangentWarpS2`).
+    compile_kernels : bool
+        ``torch.compile``'d elementwise kernels of the warp index and the norm (see
+        :class:`~dandelion.warp.TangentWarpS2` and :class:`~dandelion.norm.AreaNormS2`).
 
     Shapes: ``(B, channels, nlat, nlon)`` (and ``cond (B, cond_dim)``) -> same.
     """
 
-    def __init__(self, grid: SphereGrid, channels: int, heads: int, offset_hidden: int, init_radius: float, cond_dim: int = 0, compile_index: bool = False):
+    def __init__(self, grid: SphereGrid, channels: int, heads: int, offset_hidden: int, init_radius: float, cond_dim: int = 0, compile_kernels: bool = False):
         super().__init__()
-        self.norm = AreaNormS2(grid, channels)
+        self.norm = AreaNormS2(grid, channels, compile_kernels=compile_kernels)
         self.film = nn.Linear(cond_dim, 2 * channels) if cond_dim else None
         if self.film is not None:
             nn.init.zeros_(self.film.weight)
             nn.init.zeros_(self.film.bias)
-        self.warp = TangentWarpS2(grid, channels, heads, offset_hidden, init_radius, compile_index=compile_index)
+        self.warp = TangentWarpS2(grid, channels, heads, offset_hidden, init_radius, compile_index=compile_kernels)
         self.act = nn.GELU()
         self.out = _pointwise(channels, channels)
 
@@ -130,13 +131,14 @@ class Dandelion(GridGuard, nn.Module):
         of the blocks for their saved activations. Same parameters and state_dict; outputs and
         gradients are those of the plain model (the recomputation repeats the same operations).
         Off by default (the cost tables in benchmarks/results measure it off and on).
-    compile_warp : bool
-        Evaluate every warp's exponential-map indices and their Jacobian with a ``torch.compile``'d
-        kernel (:func:`~dandelion.kernels.index_of_warp`; the first step of each grid compiles, about
-        10 s per U-Net level on one CPU core, and needs a C++ compiler on the CPU). Same parameters
-        and state_dict; outputs and gradients equal those of the eager model up to rounding (the
-        eager default keeps zero displacement the identity bit for bit). Falls back to the eager
-        kernels with a warning when compilation fails. Off by default.
+    compile_kernels : bool
+        Evaluate the elementwise chains of every warp (exponential-map indices and their Jacobian,
+        :func:`~dandelion.kernels.index_of_warp`) and every area norm (statistics, affine map,
+        backward) with ``torch.compile``'d kernels (the first step on a grid compiles them, some
+        10 s per kernel and U-Net level on one CPU core; a C++ compiler is needed on the CPU). Same
+        parameters and state_dict; outputs and gradients equal those of the eager model up to
+        rounding (the eager default keeps zero displacement the identity bit for bit). Falls back to
+        the eager kernels with a warning when compilation fails. Off by default.
 
     Attributes
     ----------
@@ -156,11 +158,11 @@ class Dandelion(GridGuard, nn.Module):
 
     resolution_dependent = False
 
-    def __init__(self, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str = "equiangular", *, width: int = 32, multipliers: Sequence[int] = (1, 2, 4), heads: int = 8, encoder_blocks: Sequence[int] = (1, 1, 2), decoder_blocks: Sequence[int] = (1, 1), offset_ratio: float = 0.5, cond_dim: int = 0, checkpoint_blocks: bool = False, compile_warp: bool = False):
+    def __init__(self, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str = "equiangular", *, width: int = 32, multipliers: Sequence[int] = (1, 2, 4), heads: int = 8, encoder_blocks: Sequence[int] = (1, 1, 2), decoder_blocks: Sequence[int] = (1, 1), offset_ratio: float = 0.5, cond_dim: int = 0, checkpoint_blocks: bool = False, compile_kernels: bool = False):
         super().__init__()
         levels = len(multipliers)
         self.checkpoint_blocks = bool(checkpoint_blocks)
-        self.compile_warp = bool(compile_warp)
+        self.compile_kernels = bool(compile_kernels)
         if int(in_channels) < 1 or int(out_channels) < 1 or int(width) < 1 or int(heads) < 1:
             raise ValueError(f"in_channels={in_channels}, out_channels={out_channels}, width={width} and heads={heads} must all be >= 1")
         if levels < 1:
@@ -184,7 +186,7 @@ class Dandelion(GridGuard, nn.Module):
         def blocks(k: int, n: int) -> nn.ModuleList:
             g, w = self.grids[k], widths[k]
             hidden = max(1, int(round(offset_ratio * w)))
-            return nn.ModuleList(WarpBlockS2(g, w, heads, hidden, init_radius=math.pi / g.nlat, cond_dim=cond_dim, compile_index=self.compile_warp) for _ in range(n))
+            return nn.ModuleList(WarpBlockS2(g, w, heads, hidden, init_radius=math.pi / g.nlat, cond_dim=cond_dim, compile_kernels=self.compile_kernels) for _ in range(n))
 
         self.lift = nn.Sequential(_pointwise(in_channels + 3, width), nn.GELU(), _pointwise(width, widths[0]))
         self.encoder = nn.ModuleList(blocks(k, encoder_blocks[k]) for k in range(levels))
@@ -194,7 +196,7 @@ class Dandelion(GridGuard, nn.Module):
         self.up = nn.ModuleList(SpectralUpsample(self.grids[k + 1], self.grids[k]) for k in range(levels - 1))
         self.fuse = nn.ModuleList(_pointwise(2 * widths[k], widths[k]) for k in range(levels - 1))
         self.decoder = nn.ModuleList(blocks(k, decoder_blocks[k]) for k in range(levels - 1))
-        self.head_norm = AreaNormS2(data_grid, widths[0])
+        self.head_norm = AreaNormS2(data_grid, widths[0], compile_kernels=self.compile_kernels)
         self.head = nn.Sequential(_pointwise(widths[0], widths[0]), nn.GELU(), _pointwise(widths[0], out_channels))
 
     def extra_repr(self) -> str:
@@ -249,7 +251,7 @@ def build_dandelion(preset: str, in_channels: int, out_channels: int, nlat: int,
     if preset not in PRESETS:
         raise ValueError(f"unknown Dandelion preset {preset!r}: choose one of {sorted(PRESETS)}")
     params = dict(PRESETS[preset])
-    allowed = set(params) | {"cond_dim", "checkpoint_blocks", "compile_warp"}
+    allowed = set(params) | {"cond_dim", "checkpoint_blocks", "compile_kernels"}
     unknown = set(overrides) - allowed
     if unknown:
         raise ValueError(f"unknown Dandelion hyper-parameter(s) {sorted(unknown)}: choose from {sorted(allowed)}")

@@ -367,36 +367,40 @@ def _compiled_or_skip():
         pytest.skip(f"torch.compile unavailable here: {kernels._COMPILE_FAILED[0][:200]}")
 
 
-@pytest.mark.parametrize("grid", ["equiangular", "legendre-gauss"])
-def test_compiled_warp_index_matches_eager(grid, monkeypatch):
-    """compile_index=True: the same layer outputs and gradients as the eager kernels, up to float32 rounding."""
+def test_compiled_kernels_match_eager(monkeypatch):
+    """compile_kernels=True: the same outputs and gradients as the eager model up to float32 rounding.
+
+    The tiny Dandelion covers both sampler paths (equiangular data grid, Legendre-Gauss level 1) and
+    the norms; a compiled warp of zero displacement returns its input to rounding.
+    """
     from dandelion import kernels
+    from dandelion.model import Dandelion
 
     monkeypatch.setattr(kernels, "_COMPILED", {})
+    kw = dict(width=8, multipliers=(1, 2), heads=2, encoder_blocks=(1, 1), decoder_blocks=(1,))
     torch.manual_seed(0)
-    g = SphereGrid(8, 16, grid)
-    eager = TangentWarpS2(g, 8, 2, 4, init_radius=0.4)
-    fast = TangentWarpS2(g, 8, 2, 4, init_radius=0.4, compile_index=True)
+    eager = Dandelion(3, 2, 8, 16, **kw)
+    fast = Dandelion(3, 2, 8, 16, compile_kernels=True, **kw)
     fast.load_state_dict(eager.state_dict())
-    x = torch.randn(3, 8, 8, 16)
-    w = torch.randn(3, 8, 8, 16)
+    x = torch.randn(2, 3, 8, 16)
+    w = torch.randn(2, 2, 8, 16)
     outs = []
-    for layer in (eager, fast):
+    for model in (eager, fast):
         xx = x.clone().requires_grad_()
-        y = layer(xx)
+        y = model(xx)
         _compiled_or_skip()
-        grads = torch.autograd.grad((y * w).sum(), [xx] + list(layer.parameters()))
+        grads = torch.autograd.grad((y * w).sum(), [xx] + list(model.parameters()))
         outs.append([y.detach(), *grads])
     for a, b in zip(*outs):
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-4)
-    # the eager reference itself is exact at zero displacement; the compiled one within rounding
-    zero = torch.zeros(6, 8, 16)
-    v = torch.randn(3, 8, 8, 16)
-    torch.testing.assert_close(fast.warp(v, zero, zero), v, rtol=0, atol=1e-5)
+    warp = fast.encoder[0][0].warp
+    zero = torch.zeros(4, 8, 16)
+    v = torch.randn(2, 8, 8, 16)
+    torch.testing.assert_close(warp.warp(v, zero, zero), v, rtol=0, atol=1e-5)
 
 
 def test_compile_failure_falls_back_to_eager_with_a_warning(monkeypatch):
-    """A torch.compile that fails: one RuntimeWarning naming it, then the exact eager result."""
+    """A torch.compile that fails: one RuntimeWarning naming it, then the exact eager result (warp and norm)."""
     from dandelion import kernels
 
     def broken(fn, **kw):
@@ -408,10 +412,12 @@ def test_compile_failure_falls_back_to_eager_with_a_warning(monkeypatch):
     monkeypatch.setattr(kernels, "_COMPILED", {})
     monkeypatch.setattr(kernels, "_COMPILE_FAILED", [])
     monkeypatch.setattr(torch, "compile", broken)
+    from dandelion.model import WarpBlockS2
+
     torch.manual_seed(0)
     g = SphereGrid(8, 16, "equiangular")
-    eager = TangentWarpS2(g, 4, 2, 4, init_radius=0.3)
-    fast = TangentWarpS2(g, 4, 2, 4, init_radius=0.3, compile_index=True)
+    eager = WarpBlockS2(g, 4, 2, 4, init_radius=0.3)
+    fast = WarpBlockS2(g, 4, 2, 4, init_radius=0.3, compile_kernels=True)
     fast.load_state_dict(eager.state_dict())
     x = torch.randn(2, 4, 8, 16)
     with pytest.warns(RuntimeWarning, match=r"no C\+\+ compiler \(simulated\).*eager kernels"):
