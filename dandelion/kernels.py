@@ -347,8 +347,8 @@ class WarpSample(torch.autograd.Function):
         g_d = None
         if need_d:
             r_e, r_n, c_e, c_n = jac
-            g_cols = g_grid[..., 0].mul_(2.0 / (sampler.wp - 1))
-            g_rows = g_grid[..., 1].mul_(2.0 / (sampler.hp - 1))
+            g_cols = g_grid[..., 0] * (2.0 / (sampler.wp - 1))  # contiguous copies: read twice each below
+            g_rows = g_grid[..., 1] * (2.0 / (sampler.hp - 1))
             g_d = g_grid.new_empty(g_grid.shape[0], 2, *g_grid.shape[1:3])
             for k, (r, c) in enumerate(((r_e, c_e), (r_n, c_n))):  # saved tensors stay unmodified (backward may run twice)
                 torch.mul(r, g_rows, out=g_d[:, k]).addcmul_(g_cols, c)
