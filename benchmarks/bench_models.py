@@ -239,6 +239,10 @@ def measure_group(names: list[str], spec: dict) -> list[dict]:
         except Exception as err:
             row["error"] = f"{type(err).__name__}: {err}"
     out = list(rows.values())
+    if spec.get("compile_kernels") and "dandelion" in rows:
+        from dandelion import kernels  # a compiler failure switched the kernels to eager: say so in the row
+
+        rows["dandelion"]["compile_kernels_failed"] = list(kernels._COMPILE_FAILED)
     add_ratios(out)
     return out
 

@@ -7,7 +7,7 @@ For every preset of ``profile.presets``, one Dandelion model at ``profile.nlat x
 * ``split`` (:func:`split_times`), measured by isolation: one forward records the inputs of every
   leaf operation of interest, then each is re-run alone, forward and forward+backward, and its
   times are summed into a category: ``warp_sampling`` (the sampling of
-  :meth:`dandelion.warp.TangentWarpS2.warp`, index arithmetic included), ``displacement_mlp`` (the warps' displacement
+  :meth:`dandelion.warp.TangentWarpS2._warp`, the layer's sampling with its index arithmetic), ``displacement_mlp`` (the warps' displacement
   networks), ``pooling`` (spectral down/up sampling), ``norm`` (area-weighted normalisations) and
   ``pointwise`` (every other 1x1 map and GELU). The categories' sum is reported next to the total;
   the difference is glue (residual adds, concatenations, Python). CPU: process CPU time; CUDA:

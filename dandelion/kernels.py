@@ -263,11 +263,19 @@ def _index_and_jacobian(sampler, d_east, d_north):
     return warp_index(sampler, d_east, d_north, jacobian=True)
 
 
-#: torch.compile'd kernels, built on first use (one per function; each compiles once per grid and
-#: dtype, any batch); ``_COMPILE_FAILED`` turns them all off for the process after a failure (no
-#: C++ compiler, an unsupported device), with one warning.
+#: torch.compile'd kernels, built on first use (one per function). Arguments are passed detached
+#: (the autograd Functions around them own the gradients), so the cache does not split on
+#: ``requires_grad`` or freeze parameter shapes: a kernel compiles once per U-Net level's grid and
+#: dtype (the sampler's tables have static shapes) and serves any batch. Past torch._dynamo's
+#: recompile limit (8 per function, e.g. many resolutions in one process) dynamo runs the function
+#: eagerly. ``_COMPILE_FAILED`` turns every kernel off for the process after a compiler failure
+#: (no C++ compiler, an unsupported device), with one warning.
 _COMPILED: dict = {}
 _COMPILE_FAILED: list = []
+
+
+def _out_of_memory(err: BaseException) -> bool:
+    return isinstance(err, getattr(torch, "OutOfMemoryError", ())) or "out of memory" in str(err).lower()
 
 
 def call_compiled(fn, *args):
@@ -276,16 +284,26 @@ def call_compiled(fn, *args):
     The compiled code fuses a chain of elementwise passes and reductions into a few loops; its
     values differ from ``fn``'s eager ones by rounding only (operations fused and reordered). The
     first failure (for example no C++ compiler for the CPU backend) is warned about once, with the
-    error, and every later call returns None at once: the caller then runs the eager ``fn``.
+    error, and every later call returns None at once: the caller then runs the eager ``fn``. Out of
+    memory is re-raised (it is not a compiler failure). Inside an outer ``torch.compile`` this
+    returns None, so the outer trace sees the eager function.
+
+    Raises
+    ------
+    torch.OutOfMemoryError (or the device's out-of-memory RuntimeError)
+        Unchanged.
     """
-    if _COMPILE_FAILED:
+    if _COMPILE_FAILED or torch.compiler.is_compiling():
         return None
-    compiled = _COMPILED.get(fn)
-    if compiled is None:
-        compiled = _COMPILED[fn] = torch.compile(fn, dynamic=True)
+    args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
     try:
+        compiled = _COMPILED.get(fn)
+        if compiled is None:
+            compiled = _COMPILED[fn] = torch.compile(fn, dynamic=True)
         return compiled(*args)
     except Exception as err:  # noqa: BLE001 - any compiler failure falls back to the exact eager path
+        if _out_of_memory(err):
+            raise
         _COMPILE_FAILED.append(f"{type(err).__name__}: {err}")
         import warnings
 

@@ -182,8 +182,7 @@ def test_bench_profile_split_and_roofline(tmp_path):
     warps = [m for m in model.modules() if isinstance(m, TangentWarpS2)]
     assert set(row["split"]) == set(CATEGORIES)
     assert row["split"]["displacement_mlp"]["calls"] == len(warps)
-    if callable(getattr(TangentWarpS2, "warp", None)):
-        assert row["split"]["warp_sampling"]["calls"] == len(warps)
+    assert row["split"]["warp_sampling"]["calls"] == len(warps)
     assert len(row["warp_roofline"]) == len(warps)
     for layer in row["warp_roofline"]:
         assert layer["gather_bytes"] == 4 * layer["value_bytes"] == 4 * layer["output_bytes"]

@@ -376,7 +376,10 @@ def test_compiled_kernels_match_eager(monkeypatch):
     from dandelion import kernels
     from dandelion.model import Dandelion
 
+    from dandelion import norm
+
     monkeypatch.setattr(kernels, "_COMPILED", {})
+    monkeypatch.setattr(kernels, "_COMPILE_FAILED", [])
     kw = dict(width=8, multipliers=(1, 2), heads=2, encoder_blocks=(1, 1), decoder_blocks=(1,))
     torch.manual_seed(0)
     eager = Dandelion(3, 2, 8, 16, **kw)
@@ -388,9 +391,11 @@ def test_compiled_kernels_match_eager(monkeypatch):
     for model in (eager, fast):
         xx = x.clone().requires_grad_()
         y = model(xx)
-        _compiled_or_skip()
         grads = torch.autograd.grad((y * w).sum(), [xx] + list(model.parameters()))
+        _compiled_or_skip()
         outs.append([y.detach(), *grads])
+    # the compiled path really ran: every kernel was built (the eager model builds none)
+    assert set(kernels._COMPILED) == {kernels._index_and_jacobian, norm._norm_forward, norm._norm_backward}
     for a, b in zip(*outs):
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-4)
     warp = fast.encoder[0][0].warp
@@ -424,3 +429,43 @@ def test_compile_failure_falls_back_to_eager_with_a_warning(monkeypatch):
         y = fast(x)
     assert torch.equal(y, eager(x))
     assert kernels._COMPILE_FAILED
+
+
+def test_compile_refused_up_front_falls_back_too(monkeypatch):
+    """torch.compile raising when called (unsupported Python builds do): the same warning and eager result."""
+    from dandelion import kernels
+    from dandelion.model import WarpBlockS2
+
+    def refuse(fn, **kw):
+        raise RuntimeError("torch.compile is not supported on this Python (simulated)")
+
+    monkeypatch.setattr(kernels, "_COMPILED", {})
+    monkeypatch.setattr(kernels, "_COMPILE_FAILED", [])
+    monkeypatch.setattr(torch, "compile", refuse)
+    torch.manual_seed(0)
+    g = SphereGrid(8, 16, "equiangular")
+    eager = WarpBlockS2(g, 4, 2, 4, init_radius=0.3)
+    fast = WarpBlockS2(g, 4, 2, 4, init_radius=0.3, compile_kernels=True)
+    fast.load_state_dict(eager.state_dict())
+    x = torch.randn(2, 4, 8, 16)
+    with pytest.warns(RuntimeWarning, match="not supported on this Python"):
+        y = fast(x)
+    assert torch.equal(y, eager(x))
+
+
+def test_out_of_memory_in_a_compiled_kernel_is_raised(monkeypatch):
+    """Out of memory is not a compiler failure: it propagates and leaves compilation on."""
+    from dandelion import kernels
+
+    def oom(fn, **kw):
+        def run(*a):
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+
+        return run
+
+    monkeypatch.setattr(kernels, "_COMPILED", {})
+    monkeypatch.setattr(kernels, "_COMPILE_FAILED", [])
+    monkeypatch.setattr(torch, "compile", oom)
+    with pytest.raises(torch.OutOfMemoryError):
+        kernels.call_compiled(lambda t: t + 1, torch.zeros(2))
+    assert not kernels._COMPILE_FAILED
