@@ -88,12 +88,21 @@ def bench(cfg, run_dir: str | Path | None = None) -> dict:
         raise ValueError(f"device={device} but CUDA is not available: use device=cpu")
     if cfg.get("threads") and device == "cpu":
         torch.set_num_threads(int(cfg.threads))
+    compiling = bool((cfg.get(TARGETS[target][1]) or {}).get("compile_kernels", False))
+    if compiling:
+        # compile in this process: inductor's pool of compile workers stays alive after compiling and
+        # slows the other models measured in the same process (SFNO's CPU step by up to 15 % here)
+        import torch._inductor.config as inductor_config
+
+        inductor_config.compile_threads = 1
     path = Path(cfg.output) if cfg.get("output") else default_output(target, run_dir)
     job, section = TARGETS[target]
     out = {"target": target, "machine": machine(device), "versions": versions(), "method": METHOD,
            "settings": OmegaConf.to_container(cfg, resolve=True), "command": shlex.join(["dandelion-bench", *sys.argv[1:]]),
            "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     out["machine"]["threads"] = torch.get_num_threads()
+    if compiling:
+        out["machine"]["inductor_compile_threads"] = 1
 
     def save(o: dict) -> None:
         write_json_atomic(path, {**o, "partial": True})
