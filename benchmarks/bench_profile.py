@@ -30,11 +30,10 @@ import torch
 
 from dandelion.norm import AreaNormS2
 from dandelion.pooling import _SpectralResample
-from dandelion.registry import build_model
 from dandelion.warp import TangentWarpS2
 
 from .bench_measure import median, sync
-from .bench_models import measure_group
+from .bench_models import _build, measure_group
 
 __all__ = ["CATEGORIES", "split_times", "memory_bandwidth", "warp_roofline", "bench_profile"]
 
@@ -196,9 +195,7 @@ def bench_profile(p, device: str, save=None, out: dict | None = None) -> dict:
                 "n_repeat": int(p.n_repeat), "disco_optimized_kernel": None, "compile_kernels": bool(p.get("compile_kernels", False))}
         row = measure_group(["dandelion"], spec)[0]
         row.pop("ratio_to_dandelion", None)
-        torch.manual_seed(0)
         model = build_dandelion(spec, device)
-        row["compile_kernels"] = spec["compile_kernels"]
         x = torch.randn(spec["batch"], spec["in_channels"], spec["nlat"], spec["nlon"], device=device)
         if p.get("split", True):
             row["split"] = split_times(model, x, n_repeat=int(p.n_repeat))
@@ -214,10 +211,8 @@ def bench_profile(p, device: str, save=None, out: dict | None = None) -> dict:
 
 
 def build_dandelion(spec: dict, device: str) -> torch.nn.Module:
-    """The Dandelion model of ``spec`` (preset, channels, grid) on ``device``, seed 0."""
-    torch.manual_seed(0)
-    return build_model("dandelion", spec["preset"], spec["in_channels"], spec["out_channels"], spec["nlat"], spec["nlon"],
-                       spec["grid"], **({"compile_kernels": True} if spec.get("compile_kernels") else {})).to(device)
+    """The Dandelion model of ``spec`` (preset, channels, grid, options) on ``device``, seed 0, as the models bench builds it."""
+    return _build("dandelion", spec, device)
 
 
 def _print(r: dict) -> None:

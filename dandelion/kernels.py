@@ -314,7 +314,7 @@ def call_compiled(fn, *args):
 
 
 def index_of_warp(sampler, d_east: torch.Tensor, d_north: torch.Tensor, jacobian: bool = False):
-    """:func:`warp_index`, through ``torch.compile`` (:func:`call_compiled`) when ``sampler.compile_index`` is set.
+    """:func:`warp_index`, through ``torch.compile`` (:func:`call_compiled`) when ``sampler.compile_kernels`` is set.
 
     The compiled kernel fuses the ~40 elementwise passes of the exponential map and its Jacobian
     into one loop (on the CPU about 5x faster at 64x128, the largest single cost of a warp). Its
@@ -322,7 +322,7 @@ def index_of_warp(sampler, d_east: torch.Tensor, d_north: torch.Tensor, jacobian
     last place), so it is an option, off by default: the eager path keeps the exact properties
     (zero displacement is the identity bit for bit).
     """
-    if getattr(sampler, "compile_index", False):
+    if getattr(sampler, "compile_kernels", False):
         out = call_compiled(_index_and_jacobian if jacobian else _index_only, sampler, d_east, d_north)
         if out is not None:
             return out

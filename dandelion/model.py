@@ -86,7 +86,7 @@ class WarpBlockS2(nn.Module):
         if self.film is not None:
             nn.init.zeros_(self.film.weight)
             nn.init.zeros_(self.film.bias)
-        self.warp = TangentWarpS2(grid, channels, heads, offset_hidden, init_radius, compile_index=compile_kernels)
+        self.warp = TangentWarpS2(grid, channels, heads, offset_hidden, init_radius, compile_kernels=compile_kernels)
         self.act = nn.GELU()
         self.out = _pointwise(channels, channels)
 

@@ -426,7 +426,7 @@ class TangentWarpS2(nn.Module):
         Scale of the initial displacements, radians: head ``h`` starts displaced by
         ``init_radius * (1 + h % 3)`` in direction ``2*pi*h/heads`` (weights of the MLP's last layer
         start small), so the heads look around from the first step.
-    compile_index : bool
+    compile_kernels : bool
         Evaluate the exponential map's indices and their Jacobian with a ``torch.compile``'d kernel
         (:func:`~dandelion.kernels.index_of_warp`): faster, equal to the eager path up to rounding.
 
@@ -435,13 +435,13 @@ class TangentWarpS2(nn.Module):
     input ``(B, channels, nlat, nlon)``, output ``(B, channels, nlat, nlon)``.
     """
 
-    def __init__(self, grid: SphereGrid, channels: int, heads: int, hidden: int, init_radius: float, compile_index: bool = False):
+    def __init__(self, grid: SphereGrid, channels: int, heads: int, hidden: int, init_radius: float, compile_kernels: bool = False):
         super().__init__()
         if channels % heads:
             raise ValueError(f"channels={channels} must divide by heads={heads}")
         self.channels, self.heads = channels, heads
         self.sampler = SphereSampler(grid)
-        self.sampler.compile_index = bool(compile_index)
+        self.sampler.compile_kernels = bool(compile_kernels)
         self.value = Pointwise(channels, channels)
         self.offset = nn.Sequential(Pointwise(channels, hidden), nn.GELU(), Pointwise(hidden, 2 * heads))
         with torch.no_grad():

@@ -404,53 +404,37 @@ def test_compiled_kernels_match_eager(monkeypatch):
     torch.testing.assert_close(warp.warp(v, zero, zero), v, rtol=0, atol=1e-5)
 
 
-def test_compile_failure_falls_back_to_eager_with_a_warning(monkeypatch):
-    """A torch.compile that fails: one RuntimeWarning naming it, then the exact eager result (warp and norm)."""
+def _fails_when_run(fn, **kw):
+    def run(*a, **k):
+        raise RuntimeError("no C++ compiler (simulated)")
+
+    return run
+
+
+def _refuses_up_front(fn, **kw):  # torch.compile itself raising (unsupported Python builds do)
+    raise RuntimeError("torch.compile is not supported on this Python (simulated)")
+
+
+@pytest.mark.parametrize("compile_stub,message", [(_fails_when_run, r"no C\+\+ compiler \(simulated\).*eager kernels"),
+                                                  (_refuses_up_front, r"not supported on this Python \(simulated\).*eager kernels")])
+def test_compile_failure_falls_back_to_eager_with_a_warning(monkeypatch, compile_stub, message):
+    """A torch.compile that fails, when run or when called: one RuntimeWarning naming it, then the exact eager result (warp and norm)."""
     from dandelion import kernels
-
-    def broken(fn, **kw):
-        def run(*a, **k):
-            raise RuntimeError("no C++ compiler (simulated)")
-
-        return run
+    from dandelion.model import WarpBlockS2
 
     monkeypatch.setattr(kernels, "_COMPILED", {})
     monkeypatch.setattr(kernels, "_COMPILE_FAILED", [])
-    monkeypatch.setattr(torch, "compile", broken)
-    from dandelion.model import WarpBlockS2
-
+    monkeypatch.setattr(torch, "compile", compile_stub)
     torch.manual_seed(0)
     g = SphereGrid(8, 16, "equiangular")
     eager = WarpBlockS2(g, 4, 2, 4, init_radius=0.3)
     fast = WarpBlockS2(g, 4, 2, 4, init_radius=0.3, compile_kernels=True)
     fast.load_state_dict(eager.state_dict())
     x = torch.randn(2, 4, 8, 16)
-    with pytest.warns(RuntimeWarning, match=r"no C\+\+ compiler \(simulated\).*eager kernels"):
+    with pytest.warns(RuntimeWarning, match=message):
         y = fast(x)
     assert torch.equal(y, eager(x))
     assert kernels._COMPILE_FAILED
-
-
-def test_compile_refused_up_front_falls_back_too(monkeypatch):
-    """torch.compile raising when called (unsupported Python builds do): the same warning and eager result."""
-    from dandelion import kernels
-    from dandelion.model import WarpBlockS2
-
-    def refuse(fn, **kw):
-        raise RuntimeError("torch.compile is not supported on this Python (simulated)")
-
-    monkeypatch.setattr(kernels, "_COMPILED", {})
-    monkeypatch.setattr(kernels, "_COMPILE_FAILED", [])
-    monkeypatch.setattr(torch, "compile", refuse)
-    torch.manual_seed(0)
-    g = SphereGrid(8, 16, "equiangular")
-    eager = WarpBlockS2(g, 4, 2, 4, init_radius=0.3)
-    fast = WarpBlockS2(g, 4, 2, 4, init_radius=0.3, compile_kernels=True)
-    fast.load_state_dict(eager.state_dict())
-    x = torch.randn(2, 4, 8, 16)
-    with pytest.warns(RuntimeWarning, match="not supported on this Python"):
-        y = fast(x)
-    assert torch.equal(y, eager(x))
 
 
 def test_out_of_memory_in_a_compiled_kernel_is_raised(monkeypatch):
