@@ -36,6 +36,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
@@ -45,6 +46,7 @@ from dandelion.runtime import write_json_atomic, write_text_atomic
 from . import benchmark as B
 from .cells import cell_finished, cell_path, data_digest, lr_tag, metric_summaries, protocol_hash, resolved_trainer, training_hash
 from .plotting import pyplot, save_figure
+from .saturation import fit_saturation, saturating_power_law
 
 __all__ = ["budget", "budget_run", "render", "check", "main"]
 
@@ -169,6 +171,50 @@ def _change(prev: float | None, now: float) -> float | None:
     return None if prev is None or not math.isfinite(now) else now / prev - 1.0
 
 
+MIN_FIT_POINTS = 4
+
+
+def _steps_text(steps: float, base: int) -> str:
+    return "never (c = 0)" if not math.isfinite(steps) else f"{steps:.3g} steps (x{steps / base:.3g})"
+
+
+def _series_fits(mine: list[dict], tol: float, ax) -> list[str]:
+    """Table rows of the saturation fits of one model's series (seed, rate), and their panel: final valid loss
+    against steps, with the fitted law drawn out to twice the fitted flat budget (at most 64 times the largest)."""
+    from matplotlib.ticker import NullFormatter  # matplotlib is loaded by pyplot() already
+
+    rows = []
+    for seed, rate in sorted({(int(r["seed"]), r["lr"]) for r in mine}, key=lambda x: (x[0], -x[1])):
+        series = sorted((r for r in mine if int(r["seed"]) == seed and r["lr"] == rate), key=lambda r: r["multiplier"])
+        pts = [(int(r["steps"]), float(r["val_loss"])) for r in series if math.isfinite(r["val_loss"]) and r.get("steps")]
+        if not pts:
+            continue
+        label = f"seed {seed}, lr {rate:g}"
+        ax.plot(*zip(*pts), "o", label=label)
+        rose = any(b[1] >= a[1] * (1 + tol) for a, b in zip(pts, pts[1:]))
+        flat = any(abs(b[1] / a[1] - 1) < tol for a, b in zip(pts, pts[1:]))
+        if len(pts) < MIN_FIT_POINTS or rose or flat:
+            continue
+        fit = fit_saturation([p[0] for p in pts], [p[1] for p in pts], tol)
+        base = min(p[0] for p in pts)
+        top = max(p[0] for p in pts)
+        end = min(64 * top, max(2 * top, 2 * fit.flat_steps if math.isfinite(fit.flat_steps) else 64 * top))
+        s = np.geomspace(base, end, 100)
+        ax.plot(s, saturating_power_law(s, fit.c, fit.b, fit.alpha, fit.s0), "--", color=ax.lines[-1].get_color(), lw=1)
+        loo = "" if fit.loo_flat_steps is None else " to ".join(_steps_text(v, base) for v in fit.loo_flat_steps)
+        rows.append(f"| {series[0]['model']} | {seed} | {rate:g} | {', '.join('x' + str(r['multiplier']) for r in series if math.isfinite(r['val_loss']))} | "
+                    f"{fit.c:.3g} | {fit.alpha:.2f} | {100 * fit.max_rel_residual:.1f} % | {_steps_text(fit.flat_steps, base)} | {loo} |")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("budget (optimiser steps)")
+    ax.set_ylabel("final valid loss")
+    ax.set_title("final loss against budget (dashed: saturation fit)", fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+    return rows
+
+
 def render(results_dir, records: list[dict], tol: float) -> Path:
     """Write ``results_dir/budget/budget.md`` (a table per dataset) and ``results_dir/budget_<dataset>.png``
     (validation loss against step, a panel per model) from ``records`` (x1 rows included)."""
@@ -178,16 +224,23 @@ def render(results_dir, records: list[dict], tol: float) -> Path:
              "rate and seed with both phases (pretrain, autoregressive fine-tune) multiplied; x1 is the cell itself. "
              "'change' is the final valid loss's relative change from the previous finite budget of the same model, seed and rate; "
              f"flat: it changed by less than {100 * tol:g} %; 'rose': it grew by more (a longer run at the same peak rate "
-             "that ended worse: an unstable rate for that budget, not a plateau). VRMSE area-weighted on the test split.", ""]
+             "that ended worse: an unstable rate for that budget, not a plateau). VRMSE area-weighted on the test split.", "",
+             "'Saturation fit': where no measured doubling is flat yet, a saturating power law L(S) = c + b (S/S0)^-alpha "
+             f"(benchmarks/saturation.py) fitted to the final valid losses of a model, seed and rate with at least {MIN_FIT_POINTS} "
+             f"finite budgets and no 'rose', and the budget from which one more doubling would lower the loss by less than {100 * tol:g} % "
+             "(the doubled budget would read 'flat: yes'); 'inf' where the fitted floor c is 0. An extrapolation: the "
+             "leave-one-out range says how far the points pin it down.", ""]
     plt = pyplot()
     for key in sorted({r["dataset_key"] for r in records}):
         rows = sorted((r for r in records if r["dataset_key"] == key), key=lambda r: (r["model"], int(r["seed"]), -r["lr"], r["multiplier"]))
         lines += [f"## {key}", "", "| model | seed | lr | budget | steps | final valid loss | change | next step | 1:20 | flat |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
         models = sorted({r["model"] for r in rows})
-        fig, axes = plt.subplots(1, len(models), figsize=(4.6 * len(models), 3.6), squeeze=False)
-        for ax, model in zip(axes[0], models):
+        fits = []
+        fig, axes = plt.subplots(2, len(models), figsize=(4.6 * len(models), 7.0), squeeze=False)
+        for ax, fax, model in zip(axes[0], axes[1], models):
             mine = [r for r in rows if r["model"] == model]
+            fits += _series_fits(mine, tol, fax)
             for seed, rate in sorted({(int(r["seed"]), r["lr"]) for r in mine}, key=lambda x: (x[0], -x[1])):
                 prev = None
                 for r in (r for r in mine if int(r["seed"]) == seed and r["lr"] == rate):
@@ -210,9 +263,12 @@ def render(results_dir, records: list[dict], tol: float) -> Path:
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=8)
         fig.suptitle(f"{key}: validation loss at longer budgets", fontsize=10)
-        fig.subplots_adjust(left=0.1, right=0.97, bottom=0.15, top=0.85, wspace=0.3)
+        fig.subplots_adjust(left=0.1, right=0.97, bottom=0.08, top=0.92, wspace=0.3, hspace=0.35)
         save_figure(fig, Path(results_dir) / f"budget_{key}.png")
         lines.append("")
+        if fits:
+            lines += [f"Saturation fit ({key}):", "", "| model | seed | lr | budgets | floor c | alpha | worst misfit | flat from (fit) | leave-one-out |",
+                      "|---|---:|---:|---|---:|---:|---:|---|---|"] + fits + [""]
     write_text_atomic(root / "budget.md", "\n".join(lines))
     return root / "budget.md"
 

@@ -1,0 +1,78 @@
+"""The saturation fit of dandelion-budget: a known learning curve is recovered, and its flat budget is where a
+doubling changes the loss by exactly the tolerance."""
+
+import math
+
+import numpy as np
+import pytest
+
+from dandelion.benchmarks import budget as BU
+from dandelion.benchmarks.saturation import fit_saturation, flat_budget, saturating_power_law
+
+S0 = 1200.0
+BUDGETS = S0 * 2.0 ** np.arange(5)  # x1 .. x16
+
+
+@pytest.mark.parametrize("c, b, alpha", [(0.002, 0.004, 0.9), (0.006, 0.01, 1.0), (1e-4, 0.05, 0.5)])
+def test_flat_budget_is_where_one_doubling_changes_the_loss_by_tol(c, b, alpha):
+    """At the formula's budget, L(2S)/L(S) - 1 equals -tol (checked by evaluating the law, not the formula); a
+    budget 10 % smaller still gains more than tol per doubling."""
+    tol = 0.05
+    s = flat_budget(c, b, alpha, S0, tol)
+    law = lambda x: saturating_power_law(x, c, b, alpha, S0)  # noqa: E731
+    assert s > S0
+    assert law(2 * s) / law(s) - 1 == pytest.approx(-tol, rel=1e-9)
+    assert law(2 * 0.9 * s) / law(0.9 * s) - 1 < -tol
+
+
+def test_flat_budget_limits():
+    """A steep curve that flattens within one doubling is flat at S0; a pure power law (no floor) never is."""
+    assert flat_budget(0.01, 1e-4, 0.05, S0, 0.05) == S0  # 1 - 2^-0.05 = 3.4 % < 5 %: every doubling is flat
+    assert flat_budget(0.0, 1.0, 1.0, S0, 0.05) == math.inf
+    with pytest.raises(ValueError, match="tol"):
+        flat_budget(0.01, 1.0, 1.0, S0, 0.0)
+
+
+@pytest.mark.parametrize("c, b, alpha", [(0.002, 0.004, 0.9), (0.006, 0.01, 1.0)])
+def test_fit_recovers_a_known_learning_curve(c, b, alpha):
+    """Final losses drawn from a known law at x1..x16 (with +-0.3 % alternating noise) give back its floor,
+    exponent and flat budget, and the leave-one-out range brackets the true flat budget."""
+    noise = 1 + 0.003 * (-1.0) ** np.arange(len(BUDGETS))
+    losses = saturating_power_law(BUDGETS, c, b, alpha, S0) * noise
+    fit = fit_saturation(BUDGETS, losses, 0.05)
+    truth = flat_budget(c, b, alpha, S0, 0.05)
+    assert fit.c == pytest.approx(c, rel=0.15)
+    assert fit.alpha == pytest.approx(alpha, rel=0.15)
+    assert fit.flat_steps == pytest.approx(truth, rel=0.25)
+    assert fit.max_rel_residual < 0.01
+    lo, hi = fit.loo_flat_steps
+    assert lo <= truth * 1.25 and hi >= truth / 1.25
+
+
+def test_fit_of_a_pure_power_law_finds_no_near_floor():
+    """Losses halving at every doubling (no floor): the fitted flat budget lies far beyond the measured ones."""
+    fit = fit_saturation(BUDGETS, 0.1 * (BUDGETS / S0) ** -1.0, 0.05)
+    assert fit.flat_steps > 100 * BUDGETS.max()
+
+
+def test_fit_refuses_too_few_or_bad_points():
+    with pytest.raises(ValueError, match="at least 3"):
+        fit_saturation([1200, 2400], [0.1, 0.05], 0.05)
+    with pytest.raises(ValueError, match="positive and finite"):
+        fit_saturation([1200, 2400, 4800], [0.1, float("nan"), 0.02], 0.05)
+
+
+def test_budget_report_shows_the_fit_only_where_no_doubling_is_flat(tmp_path):
+    """budget.md gets a fit row for a series of 4 still-improving budgets, none for one already flat or too short."""
+    def recs(model, losses):
+        return [{"dataset_key": "d", "model": model, "seed": 0, "lr": 1e-3, "multiplier": 2 ** k, "steps": int(S0) * 2 ** k,
+                 "val_loss": float(v), "next_step": 0.1, "rollout_mean": 0.2, "curve": []} for k, v in enumerate(losses)]
+    improving = saturating_power_law(BUDGETS[:4], 0.002, 0.004, 0.9, S0)
+    records = recs("a", improving) + recs("b", [0.01, 0.008, 0.0079, 0.0078]) + recs("c", improving[:3])
+    md = BU.render(tmp_path, records, 0.05).read_text()
+    fit_rows = [line for line in md.splitlines() if line.startswith("| ") and " steps (x" in line]
+    assert len(fit_rows) == 1 and fit_rows[0].startswith("| a | 0 |")
+    truth = flat_budget(0.002, 0.004, 0.9, S0, 0.05)
+    shown = float(fit_rows[0].split("|")[8].split(" steps")[0])
+    assert shown == pytest.approx(truth, rel=0.1)
+    assert (tmp_path / "budget_d.png").exists()
