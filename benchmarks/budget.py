@@ -174,8 +174,9 @@ def _change(prev: float | None, now: float) -> float | None:
 MIN_FIT_POINTS = 4
 
 
-def _steps_text(steps: float, base: int) -> str:
-    return "never (c = 0)" if not math.isfinite(steps) else f"{steps:.3g} steps (x{steps / base:.3g})"
+def _steps_text(steps: float, base: float) -> str:
+    """``steps`` as ``'16,700 steps (x13.9)'`` against the x1 budget ``base``; ``'never'`` when infinite."""
+    return "never" if not math.isfinite(steps) else f"{steps:,.0f} steps (x{steps / base:.3g})"
 
 
 def _series_fits(mine: list[dict], tol: float, ax) -> list[str]:
@@ -186,7 +187,8 @@ def _series_fits(mine: list[dict], tol: float, ax) -> list[str]:
     rows = []
     for seed, rate in sorted({(int(r["seed"]), r["lr"]) for r in mine}, key=lambda x: (x[0], -x[1])):
         series = sorted((r for r in mine if int(r["seed"]) == seed and r["lr"] == rate), key=lambda r: r["multiplier"])
-        pts = [(int(r["steps"]), float(r["val_loss"])) for r in series if math.isfinite(r["val_loss"]) and r.get("steps")]
+        done = [r for r in series if math.isfinite(r["val_loss"]) and r.get("steps")]
+        pts = [(int(r["steps"]), float(r["val_loss"])) for r in done]
         if not pts:
             continue
         label = f"seed {seed}, lr {rate:g}"
@@ -196,14 +198,15 @@ def _series_fits(mine: list[dict], tol: float, ax) -> list[str]:
         if len(pts) < MIN_FIT_POINTS or rose or flat:
             continue
         fit = fit_saturation([p[0] for p in pts], [p[1] for p in pts], tol)
-        base = min(p[0] for p in pts)
+        base = int(done[0]["steps"]) / int(done[0]["multiplier"])  # the x1 budget
         top = max(p[0] for p in pts)
         end = min(64 * top, max(2 * top, 2 * fit.flat_steps if math.isfinite(fit.flat_steps) else 64 * top))
         s = np.geomspace(base, end, 100)
         ax.plot(s, saturating_power_law(s, fit.c, fit.b, fit.alpha, fit.s0), "--", color=ax.lines[-1].get_color(), lw=1)
         loo = "" if fit.loo_flat_steps is None else " to ".join(_steps_text(v, base) for v in fit.loo_flat_steps)
-        rows.append(f"| {series[0]['model']} | {seed} | {rate:g} | {', '.join('x' + str(r['multiplier']) for r in series if math.isfinite(r['val_loss']))} | "
-                    f"{fit.c:.3g} | {fit.alpha:.2f} | {100 * fit.max_rel_residual:.1f} % | {_steps_text(fit.flat_steps, base)} | {loo} |")
+        rows.append(f"| {series[0]['model']} | {seed} | {rate:g} | {', '.join('x' + str(r['multiplier']) for r in done)} | "
+                    f"{fit.c:.3g} | {fit.alpha:.2f} | {100 * fit.max_rel_residual:.1f} % | {_steps_text(fit.flat_steps, base)}"
+                    f"{' (at a bound)' if fit.at_bound else ''} | {loo} |")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.xaxis.set_minor_formatter(NullFormatter())
@@ -225,11 +228,13 @@ def render(results_dir, records: list[dict], tol: float) -> Path:
              "'change' is the final valid loss's relative change from the previous finite budget of the same model, seed and rate; "
              f"flat: it changed by less than {100 * tol:g} %; 'rose': it grew by more (a longer run at the same peak rate "
              "that ended worse: an unstable rate for that budget, not a plateau). VRMSE area-weighted on the test split.", "",
-             "'Saturation fit': where no measured doubling is flat yet, a saturating power law L(S) = c + b (S/S0)^-alpha "
-             f"(benchmarks/saturation.py) fitted to the final valid losses of a model, seed and rate with at least {MIN_FIT_POINTS} "
-             f"finite budgets and no 'rose', and the budget from which one more doubling would lower the loss by less than {100 * tol:g} % "
-             "(the doubled budget would read 'flat: yes'); 'inf' where the fitted floor c is 0. An extrapolation: the "
-             "leave-one-out range says how far the points pin it down.", ""]
+             "'Saturation fit': where no measured step up is flat yet, a saturating power law L(S) = c + b (S/S0)^-alpha "
+             f"(benchmarks/saturation.py; Kaplan et al. 2020, eq. 1.6 at fixed model size) fitted to the final valid losses of a model, "
+             f"seed and rate with at least {MIN_FIT_POINTS} finite budgets and no 'rose' ('flat' and 'rose' compare neighbouring "
+             f"finite budgets). 'doubling gains < {100 * tol:g} % from': the budget S from which training 2S instead of S would lower the "
+             "loss by less than that (the row of 2S would read 'flat: yes'), in steps and as a multiple of x1; 'never' where the "
+             "fitted floor c is 0; '(at a bound)' where the fit ended on a bound of alpha or c (not to be trusted). An "
+             "extrapolation: the leave-one-out range (fits through all but one point) says how firmly the points pin it down.", ""]
     plt = pyplot()
     for key in sorted({r["dataset_key"] for r in records}):
         rows = sorted((r for r in records if r["dataset_key"] == key), key=lambda r: (r["model"], int(r["seed"]), -r["lr"], r["multiplier"]))
@@ -267,7 +272,7 @@ def render(results_dir, records: list[dict], tol: float) -> Path:
         save_figure(fig, Path(results_dir) / f"budget_{key}.png")
         lines.append("")
         if fits:
-            lines += [f"Saturation fit ({key}):", "", "| model | seed | lr | budgets | floor c | alpha | worst misfit | flat from (fit) | leave-one-out |",
+            lines += [f"Saturation fit ({key}):", "", f"| model | seed | lr | budgets | floor c | alpha | worst misfit | doubling gains < {100 * tol:g} % from | leave-one-out |",
                       "|---|---:|---:|---|---:|---:|---:|---|---|"] + fits + [""]
     write_text_atomic(root / "budget.md", "\n".join(lines))
     return root / "budget.md"

@@ -26,11 +26,18 @@ def test_flat_budget_is_where_one_doubling_changes_the_loss_by_tol(c, b, alpha):
 
 
 def test_flat_budget_limits():
-    """A steep curve that flattens within one doubling is flat at S0; a pure power law (no floor) never is."""
+    """A curve whose every doubling gains less than tol is flat at S0, and so is one whose floor dominates at S0
+    already; a pure power law (no floor) never is; bad parameters are refused."""
     assert flat_budget(0.01, 1e-4, 0.05, S0, 0.05) == S0  # 1 - 2^-0.05 = 3.4 % < 5 %: every doubling is flat
+    c, b = 1.0, 1e-3  # L(S0) = 1.001, L(2 S0) = 1.0005: a 0.05 % gain
+    assert saturating_power_law(2 * S0, c, b, 1.0, S0) / saturating_power_law(S0, c, b, 1.0, S0) - 1 > -0.05
+    assert flat_budget(c, b, 1.0, S0, 0.05) == S0
     assert flat_budget(0.0, 1.0, 1.0, S0, 0.05) == math.inf
     with pytest.raises(ValueError, match="tol"):
         flat_budget(0.01, 1.0, 1.0, S0, 0.0)
+    for bad in ((0.01, 1.0, 0.0), (0.01, 0.0, 1.0)):
+        with pytest.raises(ValueError, match="positive"):
+            flat_budget(*bad, S0, 0.05)
 
 
 @pytest.mark.parametrize("c, b, alpha", [(0.002, 0.004, 0.9), (0.006, 0.01, 1.0)])
@@ -55,11 +62,21 @@ def test_fit_of_a_pure_power_law_finds_no_near_floor():
     assert fit.flat_steps > 100 * BUDGETS.max()
 
 
+def test_three_points_fit_without_a_leave_one_out_range():
+    """Three budgets determine the three parameters: the law passes through them, and no leave-one-out range is given."""
+    losses = saturating_power_law(BUDGETS[:3], 0.002, 0.004, 0.9, S0)
+    fit = fit_saturation(BUDGETS[:3], losses, 0.05)
+    assert fit.loo_flat_steps is None and fit.n_points == 3
+    assert fit.max_rel_residual < 1e-3
+
+
 def test_fit_refuses_too_few_or_bad_points():
     with pytest.raises(ValueError, match="at least 3"):
         fit_saturation([1200, 2400], [0.1, 0.05], 0.05)
     with pytest.raises(ValueError, match="positive and finite"):
         fit_saturation([1200, 2400, 4800], [0.1, float("nan"), 0.02], 0.05)
+    with pytest.raises(ValueError, match="does not fall"):
+        fit_saturation(BUDGETS[:4], [0.010, 0.011, 0.012, 0.013], 0.05)  # a rising series: no learning curve
 
 
 def test_budget_report_shows_the_fit_only_where_no_doubling_is_flat(tmp_path):
@@ -68,11 +85,15 @@ def test_budget_report_shows_the_fit_only_where_no_doubling_is_flat(tmp_path):
         return [{"dataset_key": "d", "model": model, "seed": 0, "lr": 1e-3, "multiplier": 2 ** k, "steps": int(S0) * 2 ** k,
                  "val_loss": float(v), "next_step": 0.1, "rollout_mean": 0.2, "curve": []} for k, v in enumerate(losses)]
     improving = saturating_power_law(BUDGETS[:4], 0.002, 0.004, 0.9, S0)
-    records = recs("a", improving) + recs("b", [0.01, 0.008, 0.0079, 0.0078]) + recs("c", improving[:3])
+    rising = [0.01, 0.005, 0.009, 0.004]  # a 'rose' at x4 (an unstable rate): not a learning curve
+    diverged = list(improving[:2]) + [float("nan")] + list(improving[2:])  # x4 diverged: four finite budgets remain
+    records = (recs("a", improving) + recs("b", [0.01, 0.008, 0.0079, 0.0078]) + recs("c", improving[:3]) + recs("d", rising)
+               + recs("e", [0.01]) + recs("f", diverged))
     md = BU.render(tmp_path, records, 0.05).read_text()
     fit_rows = [line for line in md.splitlines() if line.startswith("| ") and " steps (x" in line]
-    assert len(fit_rows) == 1 and fit_rows[0].startswith("| a | 0 |")
+    assert [row.split("|")[1].strip() for row in fit_rows] == ["a", "f"]
+    assert "| x1, x2, x8, x16 |" in fit_rows[1]  # the diverged x4 is left out of the fit, not counted as a point
     truth = flat_budget(0.002, 0.004, 0.9, S0, 0.05)
-    shown = float(fit_rows[0].split("|")[8].split(" steps")[0])
+    shown = float(fit_rows[0].split("|")[8].split(" steps")[0].replace(",", ""))
     assert shown == pytest.approx(truth, rel=0.1)
     assert (tmp_path / "budget_d.png").exists()
