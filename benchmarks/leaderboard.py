@@ -470,6 +470,11 @@ def leaderboard(cfg) -> dict:
         first = next((f"\n## {METRICS[m].title}\n" for m in metric_names(table=True) if f"\n## {METRICS[m].title}\n" in md), None)
         if first is not None:  # before the first metric table
             md = md.replace(first, "\nDiscussion of these numbers: [NOTES.md](NOTES.md).\n" + first, 1)
+    if (results_dir / "budget" / "budget.md").exists():  # dandelion-budget's study of longer budgets
+        first = next((f"\n## {METRICS[m].title}\n" for m in metric_names(table=True) if f"\n## {METRICS[m].title}\n" in md), None)
+        if first is not None:
+            md = md.replace(first, "\nWhether the step budget is a plateau: [budget/budget.md](budget/budget.md) (cells retrained at "
+                            "multiples of their budget, and a saturation fit of where the validation loss would flatten).\n" + first, 1)
     out = results_dir / "leaderboard.md"
     write_text_atomic(out, md)
     print(f"leaderboard: {out} ({len(cells)} cells)")

@@ -6,6 +6,7 @@ with the best of each column in bold, plots), not the numbers.
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
@@ -275,6 +276,8 @@ def test_budget_study_multiplies_both_phases_and_resumes(tiny_scale, tmp_path):
     md = (tmp_path / "results" / "budget" / "budget.md").read_text()
     assert "| _pointwise_test | 0 |" in md and "| x1 |" in md and "| x2 |" in md
     assert (tmp_path / "results" / "budget_tiny_16x32.png").exists()
+    board = LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))
+    assert "](budget/budget.md)" in Path(board["markdown"]).read_text()  # the leaderboard says where the budget study is
 
     # a record from another cell protocol is not reused: it is made again (its unchanged training run is reused
     # from the run folder, whose name fingerprints the training setup, and scored again)
