@@ -184,7 +184,7 @@ def _series_fits(mine: list[dict], tol: float, ax) -> list[str]:
     against steps, with the fitted law drawn out to twice the fitted flat budget (at most 64 times the largest)."""
     from matplotlib.ticker import NullFormatter  # matplotlib is loaded by pyplot() already
 
-    rows = []
+    rows, ticks = [], set()
     for seed, rate in sorted({(int(r["seed"]), r["lr"]) for r in mine}, key=lambda x: (x[0], -x[1])):
         series = sorted((r for r in mine if int(r["seed"]) == seed and r["lr"] == rate), key=lambda r: r["multiplier"])
         done = [r for r in series if math.isfinite(r["val_loss"]) and r.get("steps")]
@@ -193,6 +193,7 @@ def _series_fits(mine: list[dict], tol: float, ax) -> list[str]:
             continue
         label = f"seed {seed}, lr {rate:g}"
         ax.plot(*zip(*pts), "o", label=label)
+        ticks.update(p[0] for p in pts)
         rose = any(b[1] >= a[1] * (1 + tol) for a, b in zip(pts, pts[1:]))
         flat = any(abs(b[1] / a[1] - 1) < tol for a, b in zip(pts, pts[1:]))
         if len(pts) < MIN_FIT_POINTS or rose or flat:
@@ -210,6 +211,8 @@ def _series_fits(mine: list[dict], tol: float, ax) -> list[str]:
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.xaxis.set_minor_formatter(NullFormatter())
+    if ticks:  # the measured budgets (a log axis within one decade would show no label)
+        ax.set_xticks(sorted(ticks), [f"{t:,}" for t in sorted(ticks)], fontsize=7)
     ax.set_xlabel("budget (optimiser steps)")
     ax.set_ylabel("final valid loss")
     ax.set_title("final loss against budget (dashed: saturation fit)", fontsize=8)
