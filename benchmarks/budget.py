@@ -153,6 +153,12 @@ def budget_run(cfg, key: str, model: str, seed: int, m: int, lr: float | None = 
         results, rollout_cmd = B._evaluate(scaled, key, ckpt, data_path, ckpt.parent / "rollout_test")
         s = metric_summaries(results)
         rec.update(_summary(s["next_step"], s["rollout_mean"]))
+        st = results.get("stability")
+        if st:  # forecasts that blew up (dandelion.benchmarks.rollout): one of them can dominate the 1:20 mean
+            n20 = min(20, len(st["median_vrmse"]))
+            rec["stability"] = {"n_unstable": st["n_unstable"], "n_forecasts": st["n_forecasts"],
+                                "first_unstable_lead_step": st["first_unstable_lead_step"],
+                                "median_vrmse_1_20": float(np.mean(st["median_vrmse"][:n20]))}
         rec["commands"] = {"train": res["command"], "rollout": rollout_cmd}
     else:
         rec.update(next_step=math.nan, rollout_mean=math.nan, commands={"train": res["command"]}, stopped="diverged")
@@ -165,6 +171,14 @@ def budget_run(cfg, key: str, model: str, seed: int, m: int, lr: float | None = 
 
 def _fmt(x) -> str:
     return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.4g}"
+
+
+def _blew_up(rec: dict) -> str:
+    """``' (3 of 36 blew up; median 0.62)'`` for a record whose test forecasts blew up, else ``''``."""
+    st = rec.get("stability") or {}
+    if not st.get("n_unstable"):
+        return ""
+    return f" ({st['n_unstable']} of {st['n_forecasts']} blew up; median {_fmt(st['median_vrmse_1_20'])})"
 
 
 def _change(prev: float | None, now: float) -> float | None:
@@ -230,7 +244,9 @@ def render(results_dir, records: list[dict], tol: float) -> Path:
              "rate and seed with both phases (pretrain, autoregressive fine-tune) multiplied; x1 is the cell itself. "
              "'change' is the final valid loss's relative change from the previous finite budget of the same model, seed and rate; "
              f"flat: it changed by less than {100 * tol:g} %; 'rose': it grew by more (a longer run at the same peak rate "
-             "that ended worse: an unstable rate for that budget, not a plateau). VRMSE area-weighted on the test split.", "",
+             "that ended worse: an unstable rate for that budget, not a plateau). VRMSE area-weighted on the test split; "
+             "'blew up': test forecasts whose VRMSE went above 10 or was not finite within 20 steps (dandelion-rollout's "
+             "stability record; such a forecast dominates the 1:20 mean), with the median over forecasts averaged over leads 1-20.", "",
              "'Saturation fit': where no measured step up is flat yet, a saturating power law L(S) = c + b (S/S0)^-alpha "
              f"(benchmarks/saturation.py; Kaplan et al. 2020, eq. 1.6 at fixed model size) fitted to the final valid losses of a model, "
              f"seed and rate with at least {MIN_FIT_POINTS} finite budgets and no 'rose' ('flat' and 'rose' compare neighbouring "
@@ -257,7 +273,7 @@ def render(results_dir, records: list[dict], tol: float) -> Path:
                     flat = "" if change is None else ("no" if change <= -tol else "yes" if change < tol else "rose")
                     lines.append(f"| {model} | {seed} | {r['lr']:g} | x{r['multiplier']} | {'' if diverged else r['steps']} | "
                                  f"{'diverged' if diverged else _fmt(r['val_loss'])} | {'' if change is None else f'{100 * change:+.1f} %'} | "
-                                 f"{_fmt(r['next_step'])} | {_fmt(r['rollout_mean'])} | {flat} |")
+                                 f"{_fmt(r['next_step'])} | {_fmt(r['rollout_mean'])}{_blew_up(r)} | {flat} |")
                     prev = prev if diverged else r["val_loss"]
                     pts = [(c["step"], c["val_loss"]) for c in r.get("curve") or [] if c.get("val_loss") is not None and math.isfinite(c["val_loss"])]
                     if pts:

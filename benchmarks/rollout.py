@@ -17,6 +17,9 @@ physical units with the checkpoint's channel layout, and scored with every metri
   fields and vector components); a ``summary`` with the
   ``next_step`` value (lead 1) and ``mean_1_20`` (mean over leads 1..min(20, n_steps)); ``spectra``:
   mean angular power spectra of prediction and truth at ``spectra_leads``;
+  ``stability``: per lead, how many forecasts have blown up by then (their VRMSE, mean over variables,
+  above ``UNSTABLE_VRMSE`` = 10, ten times the truth's own spread, or not finite), and the median over
+  forecasts of that VRMSE (one blown-up forecast dominates the mean; the median shows the others);
   on a masked dataset (``WindowDataset.wet``) every metric and spectrum is over wet points (land values
   are never read; spectra of the fields with land set to their wet mean, :mod:`dandelion.metrics`);
   forcing fields (``dataset.yaml`` ``forcing_fields``) are taken from the truth at every step
@@ -50,7 +53,11 @@ from dandelion.runtime import write_text_atomic
 from . import report
 from .export import write_forecast
 
-__all__ = ["evaluate", "rollout", "write_results", "check", "main"]
+__all__ = ["evaluate", "rollout", "write_results", "check", "main", "UNSTABLE_VRMSE"]
+
+#: A forecast counts as blown up at a lead where its VRMSE (area-weighted, mean over variables) exceeds this
+#: (ten times the truth's spatial standard deviation) or is not finite.
+UNSTABLE_VRMSE = 10.0
 
 
 def _climatology(dataset) -> dict:
@@ -111,6 +118,9 @@ def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=
     spec_sums: dict = {"pred": {}, "true": {}}
     count = 0
     kept, first = [], None
+    vector_vars = {n for n, kind in dataset.layout.fields.items() if kind == "vector"}
+    vector_vars |= {f"{n}_{t}" for n in vector_vars for t in tags}
+    per_forecast = []  # (b, n_steps) VRMSE per forecast, mean over scalar fields and vector components
     for b in iter_rollout(model, dataset, n_steps, init_stride, max_inits, trajectories, max_trajectories, batch_size, progress, amp):
         dev = next(iter(b["pred"].values())).device
         clim_b = {k: torch.tensor(v, dtype=torch.float64, device=dev)[:, None, None] if isinstance(v, list) else v for k, v in clim.items()}
@@ -120,6 +130,8 @@ def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=
         for m in metrics:
             for var, v in _split_levels(out[m], tags, -1, 2).items():  # v: (b, n_steps)
                 sums[m][var] = sums[m].get(var, 0.0) + v.sum(0).cpu().double()
+        vr = _split_levels(out["vrmse"], tags, -1, 2)
+        per_forecast.append(torch.stack([v for var, v in vr.items() if var not in vector_vars]).mean(0).cpu().double())
         count += len(b["init"])
         if spectra_leads:
             leads = torch.as_tensor(spectra_leads) - 1
@@ -139,8 +151,6 @@ def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=
         raise ValueError("no forecast was made: check trajectories / max_inits")
 
     curves = {m: {var: (s / count).tolist() for var, s in d.items()} for m, d in sums.items()}
-    vectors = [n for n, kind in dataset.layout.fields.items() if kind == "vector"]
-    vector_vars = set(vectors) | {f"{n}_{t}" for n in vectors for t in tags}
     per_var = [v for v in curves[metrics[0]] if v not in vector_vars]  # scalar fields and vector components
     for m in M.metric_names(mean=True):
         curves[m]["mean"] = np.mean([curves[m][v] for v in per_var], axis=0).tolist()
@@ -174,6 +184,7 @@ def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=
         "climatology": clim,
         "metrics": curves,
         "summary": summary,
+        "stability": _stability(torch.cat(per_forecast).numpy()),
         "spectra": {"leads": spectra_leads, **{w: {v: (s / count).tolist() for v, s in spec_sums[w].items()} for w in ("pred", "true")}}
         if spectra_leads else None,
         "definitions": "per-forecast metrics averaged over forecasts; see dandelion.metrics and dandelion.benchmarks.rollout",
@@ -184,6 +195,17 @@ def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=
     if sample and first is not None:
         ret["sample"] = collect_forecast([first], model, dataset, n_steps)
     return ret
+
+
+def _stability(vrmse: np.ndarray) -> dict:
+    """``stability`` of ``metrics.json`` from per-forecast VRMSE curves ``(n_forecasts, n_steps)`` (module docstring)."""
+    bad = ~np.isfinite(vrmse) | (vrmse > UNSTABLE_VRMSE)
+    by_lead = np.logical_or.accumulate(bad, axis=1)  # blown up at this lead or before
+    first = np.flatnonzero(bad.any(0))
+    return {"threshold_vrmse": UNSTABLE_VRMSE, "n_forecasts": int(vrmse.shape[0]),
+            "n_unstable": int(by_lead[:, -1].sum()), "unstable_by_lead": by_lead.sum(0).astype(int).tolist(),
+            "first_unstable_lead_step": int(first[0]) + 1 if first.size else None,
+            "median_vrmse": np.median(np.where(np.isfinite(vrmse), vrmse, np.inf), axis=0).tolist()}
 
 
 def write_results(results: dict, out_dir) -> dict:
@@ -264,6 +286,11 @@ def rollout(cfg) -> dict:
     print(f"{results['model']}: {results['n_forecasts']} forecasts x {results['n_steps']} steps; VRMSE (area-weighted / Well) "
           f"next step {s['next_step']['vrmse']['mean']:.4f} / {s['next_step']['vrmse_well']['mean']:.4f}, "
           f"{n20.replace('mean_', '').replace('_', ':')} {s[n20]['vrmse']['mean']:.4f} / {s[n20]['vrmse_well']['mean']:.4f}")
+    st = results["stability"]
+    if st["n_unstable"]:
+        print(f"{st['n_unstable']} of {st['n_forecasts']} forecasts blew up (VRMSE above {st['threshold_vrmse']:g} or not finite), "
+              f"the first at lead step {st['first_unstable_lead_step']}; median VRMSE over forecasts at the last lead "
+              f"{st['median_vrmse'][-1]:.4g}")
     print(f"metrics: {paths['json']}")
     return {"results": results, "output_dir": str(out_dir), "paths": {k: str(v) for k, v in paths.items()}}
 

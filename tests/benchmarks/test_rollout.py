@@ -222,3 +222,46 @@ def test_cli_subprocess_smoke(tiny, tmp_path, entry):
     p = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     assert target.exists()
+
+
+def test_stability_counts_blown_up_forecasts_and_gives_the_median(tiny, tmp_path):
+    """Persistence never blows up, and its median VRMSE per lead is the median over forecasts of the per-forecast
+    VRMSE (mean over variables) computed here from the forecasts themselves; a network that multiplies its state
+    by 1000 every step blows up every forecast at the first lead."""
+    path, data = tiny
+    model = api.load_model(_checkpoint(tmp_path / "p.pt", data, "test_persistence"), dataset=data)
+    n_steps = 3
+    res = evaluate(model, data, n_steps=n_steps)["results"]
+    st = res["stability"]
+    assert st["n_unstable"] == 0 and st["unstable_by_lead"] == [0] * n_steps and st["first_unstable_lead_step"] is None
+    fc = api.rollout(model, data, n_steps=n_steps)
+    per_fc = []
+    w = torch.as_tensor(data.grid.weights, dtype=torch.float64)  # (nlat, 1) quadrature weights, sum 4 pi
+    for name, comp in (("h", None), ("velocity", 0), ("velocity", 1)):  # the tiny dataset: h and the (u, v) components
+        p, t = (torch.as_tensor(np.asarray(f[name]), dtype=torch.float64) for f in (fc.fields, fc.truth))
+        if comp is not None:
+            p, t = p[..., comp], t[..., comp]
+        mean = lambda f: (f * w).sum((-2, -1)) / w.sum() / f.shape[-1]  # noqa: E731  area mean
+        var = mean((t - mean(t)[..., None, None]) ** 2) + M.WELL_EPS
+        per_fc.append(torch.sqrt(mean((p - t) ** 2) / var).flatten(0, 1).numpy())  # (forecasts, n_steps)
+    np.testing.assert_allclose(st["median_vrmse"], np.median(np.mean(per_fc, 0), axis=0), rtol=1e-5)
+
+    model.model.scale.data.fill_(1000.0)
+    st = evaluate(model, data, n_steps=n_steps)["results"]["stability"]
+    assert st["n_unstable"] == st["n_forecasts"] == res["n_forecasts"]
+    assert st["first_unstable_lead_step"] == 1 and st["unstable_by_lead"] == [st["n_forecasts"]] * n_steps
+
+
+def test_stability_counts_a_forecast_from_its_first_blow_up_on():
+    """A forecast that exceeds the threshold once stays counted at later leads (even where its VRMSE dips again),
+    a non-finite one counts too, and the median is over all forecasts with non-finite values ranked highest."""
+    from dandelion.benchmarks.rollout import UNSTABLE_VRMSE, _stability
+
+    big = 2 * UNSTABLE_VRMSE
+    v = np.array([[0.1, 0.2, 0.3],
+                  [0.1, big, 0.5],            # blows up at lead 2, dips below the threshold at lead 3
+                  [0.2, 0.3, float("nan")],   # not finite at lead 3
+                  [0.3, 0.4, 0.6]])
+    st = _stability(v)
+    assert st["unstable_by_lead"] == [0, 1, 2] and st["n_unstable"] == 2 and st["first_unstable_lead_step"] == 2
+    assert st["median_vrmse"] == pytest.approx([0.15, 0.35, 0.55])

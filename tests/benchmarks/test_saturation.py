@@ -89,7 +89,9 @@ def test_budget_report_shows_the_fit_only_where_no_doubling_is_flat(tmp_path):
     diverged = list(improving[:2]) + [float("nan")] + list(improving[2:])  # x4 diverged: four finite budgets remain
     records = (recs("a", improving) + recs("b", [0.01, 0.008, 0.0079, 0.0078]) + recs("c", improving[:3]) + recs("d", rising)
                + recs("e", [0.01]) + recs("f", diverged))
+    records[4]["stability"] = {"n_unstable": 3, "n_forecasts": 36, "first_unstable_lead_step": 17, "median_vrmse_1_20": 0.62}
     md = BU.render(tmp_path, records, 0.05).read_text()
+    assert sum("(3 of 36 blew up; median 0.62)" in line for line in md.splitlines()) == 1  # the 1:20 cell says so
     fit_rows = [line for line in md.splitlines() if line.startswith("| ") and " steps (x" in line]
     assert [row.split("|")[1].strip() for row in fit_rows] == ["a", "f"]
     assert "| x1, x2, x8, x16 |" in fit_rows[1]  # the diverged x4 is left out of the fit, not counted as a point
