@@ -189,8 +189,13 @@ MIN_FIT_POINTS = 4
 
 
 def _steps_text(steps: float, base: float) -> str:
-    """``steps`` as ``'16,700 steps (x13.9)'`` against the x1 budget ``base``; ``'never'`` when infinite."""
-    return "never" if not math.isfinite(steps) else f"{steps:,.0f} steps (x{steps / base:.3g})"
+    """``steps`` as ``'16,700 steps (x13.9)'`` against the x1 budget ``base``; ``'never'`` when infinite, ``'beyond
+    x1000 (x4.3e+29)'`` past a thousand times the x1 budget (where the digits would mean nothing)."""
+    if not math.isfinite(steps):
+        return "never"
+    if steps > 1000 * base:
+        return f"beyond x1000 (x{steps / base:.2g})"
+    return f"{steps:,.0f} steps (x{steps / base:.3g})"
 
 
 def _series_fits(mine: list[dict], tol: float, ax) -> list[str]:
@@ -252,7 +257,8 @@ def render(results_dir, records: list[dict], tol: float) -> Path:
              f"seed and rate with at least {MIN_FIT_POINTS} finite budgets and no 'rose' ('flat' and 'rose' compare neighbouring "
              f"finite budgets). 'doubling gains < {100 * tol:g} % from': the budget S from which training 2S instead of S would lower the "
              "loss by less than that (the row of 2S would read 'flat: yes'), in steps and as a multiple of x1; 'never' where the "
-             "fitted floor c is 0; '(at a bound)' where the fit ended on a bound of alpha or c (not to be trusted). An "
+             "fitted floor c is 0, 'beyond x1000' where the floor is so low that no budget within reach flattens (per-doubling gains "
+             "that do not shrink, as a pure power law or faster); '(at a bound)' where the fit ended on a bound of alpha or c (not to be trusted). An "
              "extrapolation: the leave-one-out range (fits through all but one point) says how firmly the points pin it down.", ""]
     plt = pyplot()
     for key in sorted({r["dataset_key"] for r in records}):
