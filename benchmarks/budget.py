@@ -46,6 +46,7 @@ from dandelion.runtime import write_json_atomic, write_text_atomic
 from . import benchmark as B
 from .cells import cell_finished, cell_path, data_digest, lr_tag, metric_summaries, protocol_hash, resolved_trainer, training_hash
 from .plotting import pyplot, save_figure
+from .rollout import UNSTABLE_VRMSE
 from .saturation import fit_saturation, saturating_power_law
 
 __all__ = ["budget", "budget_run", "render", "check", "main"]
@@ -156,7 +157,7 @@ def budget_run(cfg, key: str, model: str, seed: int, m: int, lr: float | None = 
         st = results.get("stability")
         if st:  # forecasts that blew up (dandelion.benchmarks.rollout): one of them can dominate the 1:20 mean
             n20 = min(20, len(st["median_vrmse"]))
-            rec["stability"] = {"n_unstable": st["n_unstable"], "n_forecasts": st["n_forecasts"],
+            rec["stability"] = {"n_unstable": st["unstable_by_lead"][n20 - 1], "n_forecasts": st["n_forecasts"],
                                 "first_unstable_lead_step": st["first_unstable_lead_step"],
                                 "median_vrmse_1_20": float(np.mean(st["median_vrmse"][:n20]))}
         rec["commands"] = {"train": res["command"], "rollout": rollout_cmd}
@@ -174,11 +175,19 @@ def _fmt(x) -> str:
 
 
 def _blew_up(rec: dict) -> str:
-    """``' (3 of 36 blew up; median 0.62)'`` for a record whose test forecasts blew up, else ``''``."""
-    st = rec.get("stability") or {}
+    """``' (3 of 36 blew up; median 0.62)'`` for a record whose test forecasts blew up within 20 steps, ``' (blew up;
+    not counted)'`` for a record without the stability record whose 1:20 mean is not finite or above the threshold,
+    else ``''``."""
+    st = rec.get("stability")
+    if not st:
+        r = rec.get("rollout_mean")
+        blown = r is not None and not (math.isfinite(r) and r <= UNSTABLE_VRMSE)
+        scored = math.isfinite(rec.get("next_step", math.nan))  # a diverged training run has no rollout at all
+        return " (blew up; not counted)" if blown and scored else ""
     if not st.get("n_unstable"):
         return ""
-    return f" ({st['n_unstable']} of {st['n_forecasts']} blew up; median {_fmt(st['median_vrmse_1_20'])})"
+    med = st["median_vrmse_1_20"]
+    return f" ({st['n_unstable']} of {st['n_forecasts']} blew up; median {_fmt(med) if math.isfinite(med) else 'not finite'})"
 
 
 def _change(prev: float | None, now: float) -> float | None:
@@ -251,7 +260,9 @@ def render(results_dir, records: list[dict], tol: float) -> Path:
              f"flat: it changed by less than {100 * tol:g} %; 'rose': it grew by more (a longer run at the same peak rate "
              "that ended worse: an unstable rate for that budget, not a plateau). VRMSE area-weighted on the test split; "
              "'blew up': test forecasts whose VRMSE went above 10 or was not finite within 20 steps (dandelion-rollout's "
-             "stability record; such a forecast dominates the 1:20 mean), with the median over forecasts averaged over leads 1-20.", "",
+             "stability record; such a forecast dominates the 1:20 mean), with the median over forecasts averaged over leads 1-20; "
+             "'blew up; not counted': a record made before that record existed (the x1 rows are the cells') whose 1:20 mean "
+             "is not finite or above 10.", "",
              "'Saturation fit': where no measured step up is flat yet, a saturating power law L(S) = c + b (S/S0)^-alpha "
              f"(benchmarks/saturation.py; Kaplan et al. 2020, eq. 1.6 at fixed model size) fitted to the final valid losses of a model, "
              f"seed and rate with at least {MIN_FIT_POINTS} finite budgets and no 'rose' ('flat' and 'rose' compare neighbouring "

@@ -130,8 +130,9 @@ def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=
         for m in metrics:
             for var, v in _split_levels(out[m], tags, -1, 2).items():  # v: (b, n_steps)
                 sums[m][var] = sums[m].get(var, 0.0) + v.sum(0).cpu().double()
-        vr = _split_levels(out["vrmse"], tags, -1, 2)
-        per_forecast.append(torch.stack([v for var, v in vr.items() if var not in vector_vars]).mean(0).cpu().double())
+        vr = [v for var, v in _split_levels(out["vrmse"], tags, -1, 2).items() if var not in vector_vars]
+        if vr:  # (none when every field is a forcing field)
+            per_forecast.append(torch.stack(vr).mean(0).cpu().double())
         count += len(b["init"])
         if spectra_leads:
             leads = torch.as_tensor(spectra_leads) - 1
@@ -184,7 +185,7 @@ def evaluate(model, dataset, n_steps: int = 20, init_stride: int = 1, max_inits=
         "climatology": clim,
         "metrics": curves,
         "summary": summary,
-        "stability": _stability(torch.cat(per_forecast).numpy()),
+        "stability": _stability(torch.cat(per_forecast).numpy()) if per_forecast else None,
         "spectra": {"leads": spectra_leads, **{w: {v: (s / count).tolist() for v, s in spec_sums[w].items()} for w in ("pred", "true")}}
         if spectra_leads else None,
         "definitions": "per-forecast metrics averaged over forecasts; see dandelion.metrics and dandelion.benchmarks.rollout",
@@ -286,8 +287,8 @@ def rollout(cfg) -> dict:
     print(f"{results['model']}: {results['n_forecasts']} forecasts x {results['n_steps']} steps; VRMSE (area-weighted / Well) "
           f"next step {s['next_step']['vrmse']['mean']:.4f} / {s['next_step']['vrmse_well']['mean']:.4f}, "
           f"{n20.replace('mean_', '').replace('_', ':')} {s[n20]['vrmse']['mean']:.4f} / {s[n20]['vrmse_well']['mean']:.4f}")
-    st = results["stability"]
-    if st["n_unstable"]:
+    st = results["stability"] or {}
+    if st.get("n_unstable"):
         print(f"{st['n_unstable']} of {st['n_forecasts']} forecasts blew up (VRMSE above {st['threshold_vrmse']:g} or not finite), "
               f"the first at lead step {st['first_unstable_lead_step']}; median VRMSE over forecasts at the last lead "
               f"{st['median_vrmse'][-1]:.4g}")

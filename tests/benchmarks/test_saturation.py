@@ -90,8 +90,13 @@ def test_budget_report_shows_the_fit_only_where_no_doubling_is_flat(tmp_path):
     records = (recs("a", improving) + recs("b", [0.01, 0.008, 0.0079, 0.0078]) + recs("c", improving[:3]) + recs("d", rising)
                + recs("e", [0.01]) + recs("f", diverged) + recs("g", 0.1 * (BUDGETS[:4] / S0) ** -1.0))
     records[4]["stability"] = {"n_unstable": 3, "n_forecasts": 36, "first_unstable_lead_step": 17, "median_vrmse_1_20": 0.62}
+    records[5]["stability"] = {"n_unstable": 36, "n_forecasts": 36, "first_unstable_lead_step": 2, "median_vrmse_1_20": float("inf")}
+    records[6]["rollout_mean"] = float("nan")  # a record without the stability record whose rollouts blew up
     md = BU.render(tmp_path, records, 0.05).read_text()
-    assert sum("(3 of 36 blew up; median 0.62)" in line for line in md.splitlines()) == 1  # the 1:20 cell says so
+    lines = md.splitlines()
+    assert sum("(3 of 36 blew up; median 0.62)" in line for line in lines) == 1  # the 1:20 cell says so
+    assert sum("(36 of 36 blew up; median not finite)" in line for line in lines) == 1
+    assert sum("(blew up; not counted)" in line for line in lines) == 1
     fit_rows = [line for line in md.splitlines() if line.startswith("| ") and " steps (x" in line]
     assert [row.split("|")[1].strip() for row in fit_rows] == ["a", "f"]
     (no_floor,) = [line for line in md.splitlines() if line.startswith("| g | 0 |") and "x1, x2, x4, x8" in line]
