@@ -45,13 +45,14 @@ from dandelion.runtime import write_json_atomic, write_text_atomic
 
 from . import benchmark as B
 from .cells import cell_finished, cell_path, data_digest, lr_tag, metric_summaries, protocol_hash, resolved_trainer, training_hash
-from .plotting import pyplot, save_figure
+from .plotting import plain_log_ticks, pyplot, save_figure
 from .rollout import UNSTABLE_VRMSE
 from .saturation import fit_saturation, saturating_power_law
 
 __all__ = ["budget", "budget_run", "render", "check", "main"]
 
 BUDGET_SCHEMA = 1
+MIN_FIT_POINTS = 4  # budgets a saturation fit needs (three fix its three parameters; a fourth tests them)
 
 
 def _only(cfg, name: str) -> list[str]:
@@ -194,7 +195,10 @@ def _change(prev: float | None, now: float) -> float | None:
     return None if prev is None or not math.isfinite(now) else now / prev - 1.0
 
 
-MIN_FIT_POINTS = 4
+def _verdict(change: float | None, tol: float) -> str:
+    """The 'flat' column of a step up: ``'no'`` (the loss fell by ``tol`` or more), ``'yes'``, ``'rose'`` (it grew by
+    ``tol`` or more), ``''`` for the first budget of a series."""
+    return "" if change is None else ("no" if change <= -tol else "yes" if change < tol else "rose")
 
 
 def _steps_text(steps: float, base: float) -> str:
@@ -210,8 +214,6 @@ def _steps_text(steps: float, base: float) -> str:
 def _series_fits(mine: list[dict], tol: float, ax) -> list[str]:
     """Table rows of the saturation fits of one model's series (seed, rate), and their panel: final valid loss
     against steps, with the fitted law drawn out to twice the fitted flat budget (at most 64 times the largest)."""
-    from matplotlib.ticker import NullFormatter  # matplotlib is loaded by pyplot() already
-
     rows, ticks = [], set()
     for seed, rate in sorted({(int(r["seed"]), r["lr"]) for r in mine}, key=lambda x: (x[0], -x[1])):
         series = sorted((r for r in mine if int(r["seed"]) == seed and r["lr"] == rate), key=lambda r: r["multiplier"])
@@ -222,10 +224,8 @@ def _series_fits(mine: list[dict], tol: float, ax) -> list[str]:
         label = f"seed {seed}, lr {rate:g}"
         ax.plot(*zip(*pts), "o", label=label)
         ticks.update(p[0] for p in pts)
-        rose = any(b[1] >= a[1] * (1 + tol) for a, b in zip(pts, pts[1:]))
-        flat = any(abs(b[1] / a[1] - 1) < tol for a, b in zip(pts, pts[1:]))
-        if len(pts) < MIN_FIT_POINTS or rose or flat:
-            continue
+        if len(pts) < MIN_FIT_POINTS or any(_verdict(_change(a[1], b[1]), tol) != "no" for a, b in zip(pts, pts[1:])):
+            continue  # too short, or a step up is already flat or rose: nothing to extrapolate
         fit = fit_saturation([p[0] for p in pts], [p[1] for p in pts], tol)
         base = int(done[0]["steps"]) / int(done[0]["multiplier"])  # the x1 budget
         top = max(p[0] for p in pts)
@@ -238,9 +238,10 @@ def _series_fits(mine: list[dict], tol: float, ax) -> list[str]:
                     f"{' (at a bound)' if fit.at_bound else ''} | {loo} |")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.minorticks_off()
     if ticks:  # the measured budgets (a log axis within one decade would show no label)
         ax.set_xticks(sorted(ticks), [f"{t:,}" for t in sorted(ticks)], fontsize=7)
+    plain_log_ticks(ax)
     ax.set_xlabel("budget (optimiser steps)")
     ax.set_ylabel("final valid loss")
     ax.set_title("final loss against budget (dashed: saturation fit)", fontsize=8)
@@ -287,7 +288,7 @@ def render(results_dir, records: list[dict], tol: float) -> Path:
                 for r in (r for r in mine if int(r["seed"]) == seed and r["lr"] == rate):
                     change = _change(prev, r["val_loss"])
                     diverged = not math.isfinite(r["val_loss"])
-                    flat = "" if change is None else ("no" if change <= -tol else "yes" if change < tol else "rose")
+                    flat = _verdict(change, tol)
                     lines.append(f"| {model} | {seed} | {r['lr']:g} | x{r['multiplier']} | {'' if diverged else r['steps']} | "
                                  f"{'diverged' if diverged else _fmt(r['val_loss'])} | {'' if change is None else f'{100 * change:+.1f} %'} | "
                                  f"{_fmt(r['next_step'])} | {_fmt(r['rollout_mean'])}{_blew_up(r)} | {flat} |")

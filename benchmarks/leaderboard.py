@@ -466,15 +466,15 @@ def leaderboard(cfg) -> dict:
     if section:
         md = md.replace("\n## Training\n", "\n" + "\n".join(section) + "\n## Training\n", 1)
         plots.update(transfer_plots)
-    if (results_dir / "NOTES.md").exists():  # a hand-written discussion of the numbers, kept beside the table
-        first = next((f"\n## {METRICS[m].title}\n" for m in metric_names(table=True) if f"\n## {METRICS[m].title}\n" in md), None)
-        if first is not None:  # before the first metric table
-            md = md.replace(first, "\nDiscussion of these numbers: [NOTES.md](NOTES.md).\n" + first, 1)
+    links = []  # documents kept beside the table, linked before the first metric table
+    if (results_dir / "NOTES.md").exists():  # a hand-written discussion of the numbers
+        links.append("Discussion of these numbers: [NOTES.md](NOTES.md).")
     if (results_dir / "budget" / "budget.md").exists():  # dandelion-budget's study of longer budgets
-        first = next((f"\n## {METRICS[m].title}\n" for m in metric_names(table=True) if f"\n## {METRICS[m].title}\n" in md), None)
-        if first is not None:
-            md = md.replace(first, "\nWhether the step budget is a plateau: [budget/budget.md](budget/budget.md) (cells retrained at "
-                            "multiples of their budget, and a saturation fit of where the validation loss would flatten).\n" + first, 1)
+        links.append("Whether the step budget is a plateau: [budget/budget.md](budget/budget.md) (cells retrained at "
+                     "multiples of their budget, and a saturation fit of where the validation loss would flatten).")
+    first = next((f"\n## {METRICS[m].title}\n" for m in metric_names(table=True) if f"\n## {METRICS[m].title}\n" in md), None)
+    if links and first is not None:
+        md = md.replace(first, "".join(f"\n{line}\n" for line in links) + first, 1)
     out = results_dir / "leaderboard.md"
     write_text_atomic(out, md)
     print(f"leaderboard: {out} ({len(cells)} cells)")
