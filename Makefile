@@ -1,5 +1,5 @@
 # Two entry points for a fresh machine: `make quickstart` and `make test`.
-# Both (re)create the virtual environment $(VENV) with pip and install the package into it.
+# Both create the virtual environment $(VENV) with pip when it is missing and install the package into it.
 VENV ?= .venv
 PYTHON ?= python3
 PIP_FLAGS ?=

@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 import torch
 
+from dandelion import kernels
 from dandelion.baselines.table import PRESET_RESOLUTIONS, parameter_table
 from dandelion.registry import build_model, count_parameters
 
@@ -240,8 +241,7 @@ def measure_group(names: list[str], spec: dict) -> list[dict]:
             row["error"] = f"{type(err).__name__}: {err}"
     out = list(rows.values())
     if spec.get("compile_kernels") and "dandelion" in rows:
-        from dandelion import kernels  # a compiler failure switched the kernels to eager: say so in the row
-
+        # a compiler failure switched the kernels to eager: say so in the row
         rows["dandelion"]["compile_kernels_failed"] = list(kernels._COMPILE_FAILED)
     add_ratios(out)
     return out

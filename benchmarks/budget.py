@@ -15,7 +15,8 @@ longer run at the same peak rate ended worse: a sign of an unstable rate at that
 models that are still learning, and a comparison between models holds at that budget only.
 
 One JSON per run is written atomically to ``results_dir/budget/<dataset>/<model>/seed<k>_x<m>.json``;
-a finished one is skipped and an interrupted training run continues from its checkpoint (the runs live in
+a finished one is skipped (one scored before the stability record existed is scored again from its checkpoint
+to add it) and an interrupted training run continues from its checkpoint (the runs live in
 ``work_dir/runs`` under their own ``t<hash>`` folder, :func:`dandelion.benchmarks.cells.training_hash`).
 Then ``results_dir/budget/budget.md`` (a table per dataset) and ``results_dir/budget_<dataset>.png`` (validation
 loss against step, one line per budget) are rewritten from every JSON there.
@@ -112,6 +113,39 @@ def _summary(next_step: dict, rollout_mean: dict) -> dict:
     return {"next_step": next_step["vrmse"]["mean"], "rollout_mean": rollout_mean["vrmse"]["mean"]}
 
 
+def _score(scaled, key: str, ckpt: Path, data_path: Path) -> dict:
+    """The cell's evaluation of the checkpoint ``ckpt`` (into ``<run>/rollout_test``): next-step and 1:20 VRMSE, the
+    stability record over leads 1-20 (None when no field was scored) and the rollout command (``rollout_command``)."""
+    results, rollout_cmd = B._evaluate(scaled, key, ckpt, data_path, ckpt.parent / "rollout_test")
+    s = metric_summaries(results)
+    out = {**_summary(s["next_step"], s["rollout_mean"]), "stability": None, "rollout_command": rollout_cmd}
+    st = results.get("stability")
+    if st:  # forecasts that blew up (dandelion.benchmarks.rollout): one of them can dominate the 1:20 mean
+        n20 = min(20, len(st["median_vrmse"]))
+        out["stability"] = {"n_unstable": st["unstable_by_lead"][n20 - 1], "n_forecasts": st["n_forecasts"],
+                            "first_unstable_lead_step": st["first_unstable_lead_step"],
+                            "median_vrmse_1_20": float(np.mean(st["median_vrmse"][:n20]))}
+    return out
+
+
+def _complete_stability(cfg, key: str, m: int, rec: dict, data_path: Path, out: Path) -> dict:
+    """``rec`` as stored, or, for a scored record made before the stability record existed whose checkpoint is still
+    in its run folder, scored again to add it (the VRMSEs are recomputed too; a change is printed) and rewritten."""
+    ckpt = Path(rec.get("run_dir") or "") / "last.pt"
+    if "stability" in rec or not math.isfinite(rec.get("next_step", math.nan)) or not ckpt.is_file():
+        return rec
+    new = _score(_scaled(cfg, m), key, ckpt, data_path)
+    for k in ("next_step", "rollout_mean"):
+        a, b = float(new[k]), float(rec[k])
+        if not (math.isclose(a, b, rel_tol=1e-6) or (math.isnan(a) and math.isnan(b))):
+            print(f"[budget] {out}: {k} rescored {a:.6g} (stored {b:.6g})", flush=True)
+    cmd = new.pop("rollout_command")
+    rec = {**rec, **new, "commands": {**rec.get("commands", {}), "rollout": cmd},
+           "stability_added_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    write_json_atomic(out, rec)
+    return rec
+
+
 def budget_run(cfg, key: str, model: str, seed: int, m: int, lr: float | None = None) -> dict:
     """Train (or reuse) the cell ``(key, model, seed)`` at ``m`` times its budget and score it; returns the record
     (also written to ``results_dir/budget/<key>/<model>/seed<seed>_x<m>.json``). ``m == 1`` is the cell itself.
@@ -142,7 +176,7 @@ def budget_run(cfg, key: str, model: str, seed: int, m: int, lr: float | None = 
     if out.exists():
         rec = json.loads(out.read_text())
         if _current(cfg, rec, cell, now):
-            return rec
+            return _complete_stability(cfg, key, m, rec, data_path, out)
     scaled = _scaled(cfg, m)
     t0 = time.perf_counter()
     res = B._train_one(scaled, key, model, seed, lr, data_path)
@@ -151,17 +185,8 @@ def budget_run(cfg, key: str, model: str, seed: int, m: int, lr: float | None = 
     if math.isfinite(rec["val_loss"]):
         if rec["steps"] != m * int(cell["steps"]):
             print(f"[budget] warning: {key}/{model}/seed{seed} x{m} trained {rec['steps']} steps, not {m} x {cell['steps']}", flush=True)
-        ckpt = Path(res["last"])
-        results, rollout_cmd = B._evaluate(scaled, key, ckpt, data_path, ckpt.parent / "rollout_test")
-        s = metric_summaries(results)
-        rec.update(_summary(s["next_step"], s["rollout_mean"]))
-        st = results.get("stability")
-        if st:  # forecasts that blew up (dandelion.benchmarks.rollout): one of them can dominate the 1:20 mean
-            n20 = min(20, len(st["median_vrmse"]))
-            rec["stability"] = {"n_unstable": st["unstable_by_lead"][n20 - 1], "n_forecasts": st["n_forecasts"],
-                                "first_unstable_lead_step": st["first_unstable_lead_step"],
-                                "median_vrmse_1_20": float(np.mean(st["median_vrmse"][:n20]))}
-        rec["commands"] = {"train": res["command"], "rollout": rollout_cmd}
+        rec.update(_score(scaled, key, Path(res["last"]), data_path))
+        rec["commands"] = {"train": res["command"], "rollout": rec.pop("rollout_command")}
     else:
         rec.update(next_step=math.nan, rollout_mean=math.nan, commands={"train": res["command"]}, stopped="diverged")
     rec["minutes"] = (time.perf_counter() - t0) / 60.0
@@ -262,7 +287,8 @@ def render(results_dir, records: list[dict], tol: float) -> Path:
              "that ended worse: an unstable rate for that budget, not a plateau). VRMSE area-weighted on the test split; "
              "'blew up': test forecasts whose VRMSE went above 10 or was not finite within 20 steps (dandelion-rollout's "
              "stability record; such a forecast dominates the 1:20 mean), with the median over forecasts averaged over leads 1-20; "
-             "'blew up; not counted': a record made before that record existed (the x1 rows are the cells') whose 1:20 mean "
+             "'blew up; not counted': a record without that record (a cell's x1 row, or a run scored before it existed "
+             "whose checkpoint is gone; asking for its budget again adds it from the checkpoint) whose 1:20 mean "
              "is not finite or above 10.", "",
              "'Saturation fit': where no measured step up is flat yet, a saturating power law L(S) = c + b (S/S0)^-alpha "
              f"(benchmarks/saturation.py; Kaplan et al. 2020, eq. 1.6 at fixed model size) fitted to the final valid losses of a model, "

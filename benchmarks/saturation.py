@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import least_squares
 
 __all__ = ["SaturationFit", "fit_saturation", "flat_budget", "saturating_power_law"]
 
@@ -103,8 +104,6 @@ _ALPHA_BOUNDS = (0.02, 4.0)
 
 def _fit(steps: np.ndarray, losses: np.ndarray):
     """Least-squares fit in ``log L`` (module docstring): ``(c, b, alpha, s0, worst relative misfit, at_bound)``."""
-    from scipy.optimize import least_squares
-
     s0 = float(steps.min())
     x = steps / s0
     lo = float(losses.min())

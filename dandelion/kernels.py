@@ -31,6 +31,7 @@ default.
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 import torch.nn as nn
@@ -305,8 +306,6 @@ def call_compiled(fn, *args):
         if _out_of_memory(err):
             raise
         _COMPILE_FAILED.append(f"{type(err).__name__}: {err}")
-        import warnings
-
         warnings.warn(f"compile_kernels: torch.compile failed ({type(err).__name__}: {str(err)[:300]}); using the eager "
                       "kernels for the rest of this process (install a C++ compiler for the CPU, or set "
                       "compile_kernels=false)", RuntimeWarning, stacklevel=3)

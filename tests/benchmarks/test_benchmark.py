@@ -273,6 +273,14 @@ def test_budget_study_multiplies_both_phases_and_resumes(tiny_scale, tmp_path):
     mtime = stored.stat().st_mtime_ns
     BU.budget(cfg)
     assert stored.stat().st_mtime_ns == mtime  # finished: reused, not retrained
+    # a record scored before the stability record existed gets it from its checkpoint, without retraining
+    first = json.loads(stored.read_text())
+    assert first["stability"]["n_forecasts"] > 0
+    stored.write_text(json.dumps({k: v for k, v in first.items() if k != "stability"}))
+    BU.budget(cfg)
+    again = json.loads(stored.read_text())
+    assert again["stability"] == first["stability"] and "stability_added_utc" in again
+    assert again["curve"] == first["curve"] and again["next_step"] == pytest.approx(first["next_step"], rel=1e-6)
     md = (tmp_path / "results" / "budget" / "budget.md").read_text()
     assert "| _pointwise_test | 0 |" in md and "| x1 |" in md and "| x2 |" in md
     assert (tmp_path / "results" / "budget_tiny_16x32.png").exists()
