@@ -50,7 +50,7 @@ from .plotting import plain_log_ticks, pyplot, save_figure
 from .rollout import UNSTABLE_VRMSE
 from .saturation import fit_saturation, saturating_power_law
 
-__all__ = ["budget", "budget_run", "render", "check", "main"]
+__all__ = ["budget", "budget_run", "render", "valid_over_train", "check", "main"]
 
 BUDGET_SCHEMA = 1
 MIN_FIT_POINTS = 4  # budgets a saturation fit needs (three fix its three parameters; a fourth tests them)
@@ -200,6 +200,10 @@ def _fmt(x) -> str:
     return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.4g}"
 
 
+def _ratio(x: float | None) -> str:
+    return "" if x is None or not math.isfinite(x) else f"{x:.3g}"
+
+
 def _blew_up(rec: dict) -> str:
     """``' (3 of 36 blew up; median 0.62)'`` for a record whose test forecasts blew up within 20 steps, ``' (blew up;
     not counted)'`` for a record without the stability record whose 1:20 mean is not finite or above the threshold,
@@ -224,6 +228,22 @@ def _verdict(change: float | None, tol: float) -> str:
     """The 'flat' column of a step up: ``'no'`` (the loss fell by ``tol`` or more), ``'yes'``, ``'rose'`` (it grew by
     ``tol`` or more), ``''`` for the first budget of a series."""
     return "" if change is None else ("no" if change <= -tol else "yes" if change < tol else "rose")
+
+
+def valid_over_train(rec: dict, n_epochs: int = 5) -> float | None:
+    """Generalisation gap of a run: the mean validation loss over the last ``n_epochs`` pretraining epochs of
+    ``rec["curve"]`` divided by the mean training loss over the same epochs (both the area-weighted next-step MSE of
+    :class:`~dandelion.benchmarks.trainer.Trainer`; the training loss is the epoch's mean over its batches).
+
+    Near 1: the model fits unseen trajectories as well as the ones it trains on, so a longer budget is the lever. Growing
+    with the budget: it memorises its training trajectories, and more data is the lever. None without such epochs.
+    """
+    pre = [c for c in rec.get("curve") or [] if c.get("phase") == "pretrain"
+           and all(c.get(k) is not None and math.isfinite(c[k]) for k in ("train_loss", "val_loss"))][-n_epochs:]
+    if not pre:
+        return None
+    train = sum(c["train_loss"] for c in pre)
+    return sum(c["val_loss"] for c in pre) / train if train > 0 else None
 
 
 def _steps_text(steps: float, base: float) -> str:
@@ -289,7 +309,9 @@ def render(results_dir, records: list[dict], tol: float) -> Path:
              "stability record; such a forecast dominates the 1:20 mean), with the median over forecasts averaged over leads 1-20; "
              "'blew up; not counted': a record without that record (a cell's x1 row, or a run scored before it existed "
              "whose checkpoint is gone; asking for its budget again adds it from the checkpoint) whose 1:20 mean "
-             "is not finite or above 10.", "",
+             "is not finite or above 10. 'valid / train': the mean valid loss over the last 5 pretraining epochs over the mean "
+             "training loss of the same epochs (the same next-step loss); near 1 the model generalises to unseen trajectories "
+             "as it fits its own, and growing with the budget it memorises them (more data, not more steps, is then the lever).", "",
              "'Saturation fit': where no measured step up is flat yet, a saturating power law L(S) = c + b (S/S0)^-alpha "
              f"(benchmarks/saturation.py; Kaplan et al. 2020, eq. 1.6 at fixed model size) fitted to the final valid losses of a model, "
              f"seed and rate with at least {MIN_FIT_POINTS} finite budgets and no 'rose' ('flat' and 'rose' compare neighbouring "
@@ -301,8 +323,8 @@ def render(results_dir, records: list[dict], tol: float) -> Path:
     plt = pyplot()
     for key in sorted({r["dataset_key"] for r in records}):
         rows = sorted((r for r in records if r["dataset_key"] == key), key=lambda r: (r["model"], int(r["seed"]), -r["lr"], r["multiplier"]))
-        lines += [f"## {key}", "", "| model | seed | lr | budget | steps | final valid loss | change | next step | 1:20 | flat |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+        lines += [f"## {key}", "", "| model | seed | lr | budget | steps | final valid loss | change | valid / train | next step | 1:20 | flat |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
         models = sorted({r["model"] for r in rows})
         fits = []
         fig, axes = plt.subplots(2, len(models), figsize=(4.6 * len(models), 7.0), squeeze=False)
@@ -317,7 +339,7 @@ def render(results_dir, records: list[dict], tol: float) -> Path:
                     flat = _verdict(change, tol)
                     lines.append(f"| {model} | {seed} | {r['lr']:g} | x{r['multiplier']} | {'' if diverged else r['steps']} | "
                                  f"{'diverged' if diverged else _fmt(r['val_loss'])} | {'' if change is None else f'{100 * change:+.1f} %'} | "
-                                 f"{_fmt(r['next_step'])} | {_fmt(r['rollout_mean'])}{_blew_up(r)} | {flat} |")
+                                 f"{_ratio(None if diverged else valid_over_train(r))} | {_fmt(r['next_step'])} | {_fmt(r['rollout_mean'])}{_blew_up(r)} | {flat} |")
                     prev = prev if diverged else r["val_loss"]
                     pts = [(c["step"], c["val_loss"]) for c in r.get("curve") or [] if c.get("val_loss") is not None and math.isfinite(c["val_loss"])]
                     if pts:

@@ -324,6 +324,25 @@ def test_budget_table_marks_divergence_and_compares_with_the_last_finite_budget(
     assert rows[3].endswith("| yes |") and rows[4].endswith("| rose |")  # -2 %: flat; +22 %: worse, not a plateau
 
 
+def test_valid_over_train_reads_the_last_pretraining_epochs_only(tmp_path):
+    from dandelion.benchmarks import budget as BU
+
+    def ep(phase, train, val):
+        return {"step": 0, "phase": phase, "train_loss": train, "val_loss": val}
+
+    # early epochs (ratio 1), five late ones (ratio 4, one with a NaN validation left out), then the fine-tune (ratio 100)
+    curve = ([ep("pretrain", 1.0, 1.0)] * 10 + [ep("pretrain", 0.5, 2.0)] * 5 + [ep("pretrain", 0.5, math.nan)]
+             + [ep("finetune", 0.01, 1.0)] * 3)
+    assert BU.valid_over_train({"curve": curve}) == pytest.approx(4.0)
+    # over 15 epochs: the ratio of the mean losses, (10 x 1 + 5 x 2) / (10 x 1 + 5 x 0.5), not the mean of the ratios (2)
+    assert BU.valid_over_train({"curve": curve}, n_epochs=15) == pytest.approx(20 / 12.5)
+    assert BU.valid_over_train({"curve": [ep("finetune", 1.0, 1.0)]}) is None
+    rec = {"dataset_key": "k", "model": "m", "seed": 0, "multiplier": 1, "lr": 1e-3, "steps": 10, "val_loss": 2.0,
+           "next_step": 0.1, "rollout_mean": 0.2, "curve": curve}
+    row = next(line for line in BU.render(tmp_path, [rec], 0.05).read_text().splitlines() if line.startswith("| m |"))
+    assert "| 4 |" in row
+
+
 @pytest.mark.parametrize("versions, pairs, ok", [
     ({"a"}, [], True),
     ({"a", "b"}, [], False),
