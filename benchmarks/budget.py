@@ -54,6 +54,7 @@ __all__ = ["budget", "budget_run", "render", "valid_over_train", "check", "main"
 
 BUDGET_SCHEMA = 1
 MIN_FIT_POINTS = 4  # budgets a saturation fit needs (three fix its three parameters; a fourth tests them)
+GAP_EPOCHS = 5      # last pretraining epochs over which valid_over_train compares the two losses
 
 
 def _only(cfg, name: str) -> list[str]:
@@ -196,12 +197,8 @@ def budget_run(cfg, key: str, model: str, seed: int, m: int, lr: float | None = 
     return rec
 
 
-def _fmt(x) -> str:
-    return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.4g}"
-
-
-def _ratio(x: float | None) -> str:
-    return "" if x is None or not math.isfinite(x) else f"{x:.3g}"
+def _fmt(x, digits: int = 4) -> str:
+    return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{digits}g}"
 
 
 def _blew_up(rec: dict) -> str:
@@ -230,7 +227,7 @@ def _verdict(change: float | None, tol: float) -> str:
     return "" if change is None else ("no" if change <= -tol else "yes" if change < tol else "rose")
 
 
-def valid_over_train(rec: dict, n_epochs: int = 5) -> float | None:
+def valid_over_train(rec: dict, n_epochs: int = GAP_EPOCHS) -> float | None:
     """Generalisation gap of a run: the mean validation loss over the last ``n_epochs`` pretraining epochs of
     ``rec["curve"]`` divided by the mean training loss over the same epochs (both the area-weighted next-step MSE of
     :class:`~dandelion.benchmarks.trainer.Trainer`; the training loss is the epoch's mean over its batches).
@@ -309,7 +306,7 @@ def render(results_dir, records: list[dict], tol: float) -> Path:
              "stability record; such a forecast dominates the 1:20 mean), with the median over forecasts averaged over leads 1-20; "
              "'blew up; not counted': a record without that record (a cell's x1 row, or a run scored before it existed "
              "whose checkpoint is gone; asking for its budget again adds it from the checkpoint) whose 1:20 mean "
-             "is not finite or above 10. 'valid / train': the mean valid loss over the last 5 pretraining epochs over the mean "
+             f"is not finite or above 10. 'valid / train': the mean valid loss over the last {GAP_EPOCHS} pretraining epochs over the mean "
              "training loss of the same epochs (the same next-step loss); near 1 the model generalises to unseen trajectories "
              "as it fits its own, and growing with the budget it memorises them (more data, not more steps, is then the lever).", "",
              "'Saturation fit': where no measured step up is flat yet, a saturating power law L(S) = c + b (S/S0)^-alpha "
@@ -339,7 +336,7 @@ def render(results_dir, records: list[dict], tol: float) -> Path:
                     flat = _verdict(change, tol)
                     lines.append(f"| {model} | {seed} | {r['lr']:g} | x{r['multiplier']} | {'' if diverged else r['steps']} | "
                                  f"{'diverged' if diverged else _fmt(r['val_loss'])} | {'' if change is None else f'{100 * change:+.1f} %'} | "
-                                 f"{_ratio(None if diverged else valid_over_train(r))} | {_fmt(r['next_step'])} | {_fmt(r['rollout_mean'])}{_blew_up(r)} | {flat} |")
+                                 f"{'' if diverged else _fmt(valid_over_train(r), 3)} | {_fmt(r['next_step'])} | {_fmt(r['rollout_mean'])}{_blew_up(r)} | {flat} |")
                     prev = prev if diverged else r["val_loss"]
                     pts = [(c["step"], c["val_loss"]) for c in r.get("curve") or [] if c.get("val_loss") is not None and math.isfinite(c["val_loss"])]
                     if pts:
