@@ -110,8 +110,12 @@ def _plugins(cfg) -> list[str]:
     return [f"plugins={fmt_value(plugins)}"] if plugins else []
 
 
-def _train_one(cfg, key, model, seed, lr, data_path) -> dict:
-    run_dir = Path(cfg.scale.work_dir) / "runs" / key / model / f"seed{seed}" / f"t{training_hash(cfg, key)}" / lr_tag(lr)
+def _train_one(cfg, key, model, seed, lr, data_path, run_dir: Path | None = None) -> dict:
+    """Train (or resume, or reuse: ``result.json`` marks a finished run) one run of the scale's protocol; ``run_dir``
+    defaults to the run's own folder under ``work_dir/runs`` (:func:`training_hash`)."""
+    if run_dir is None:
+        run_dir = Path(cfg.scale.work_dir) / "runs" / key / model / f"seed{seed}" / f"t{training_hash(cfg, key)}" / lr_tag(lr)
+    run_dir = Path(run_dir)
     over = _train_overrides(cfg, key, model, seed, lr, run_dir, data_path)
     command = "dandelion-train " + " ".join(shlex.quote(o) for o in over)
     done = run_dir / "result.json"

@@ -40,143 +40,28 @@ import sys
 import time
 from pathlib import Path
 
-import torch
 from omegaconf import DictConfig, OmegaConf
 
 from dandelion.channels import ChannelLayout
 from dandelion.checkpoint import config_from_checkpoint, layout_from_checkpoint, load_checkpoint, model_state
 from dandelion.cli import check_choice, check_device, run
 from dandelion.datasets.folder import load_metadata
-from dandelion.datasets.generate import generate
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.forecast import Forecaster
 from dandelion.grid_guard import allow_grid_change
 from dandelion.registry import build_model, import_plugins
 from dandelion.runtime import device_name, machine, versions, write_json_atomic
 
-from .cells import _digest, cell_path, data_digest, load_cells, metric_summaries
+from . import benchmark as B
+from .cells import _digest, cell_path, data_digest, load_cells, metric_summaries, resolved_trainer
 from .references import Persistence
 from .rollout import evaluate
 from .transfer_report import TRANSFER_SCHEMA, VARIANTS
+from .transfer_sets import (FIXED_PHYSICS, FV_CELLS, check_test_ids, ensure_fine_dataset, fine_dataset_config, fine_datasets,
+                            generation_cost, solver_resolution)
 
-__all__ = ["TRANSFER_SCHEMA", "VARIANTS", "FIXED_PHYSICS", "fine_datasets", "fine_dataset_config", "ensure_fine_dataset", "generation_cost",
-           "transfer_rule", "transfer_forecaster", "persistence_on", "transfer_cell", "transfer_path", "transfer", "main", "TRANSFER_RULES"]
-
-
-def _galewsky_fixed_nu(coarse: dict, fine: dict) -> dict:
-    """Galewsky's hyperviscosity follows the card's rule ``nu4 ~ (256 / lmax)^4`` at the solver band limit
-    (:meth:`dandelion.datasets.galewsky.GalewskyScenario.solver_nu`); at another band limit the coarse
-    value is kept by referring the rule to the coarse band limit (``nu_reference_lmax``)."""
-    if int(fine["lmax"]) == int(coarse["lmax"]):
-        return {}
-    ref = coarse.get("nu_reference_lmax")
-    return {"nu_reference_lmax": int(coarse["lmax"]) if ref is None else int(ref)}
-
-
-#: Scenario name -> ``f(coarse resolved config, fine config) -> overrides`` that hold diffusion defined per
-#: truncation degree fixed in physical units. Scenarios absent here define their physics in physical units
-#: whatever the band limit (Cahn-Hilliard: epsilon, D, a; chained turbulence: the linear operator's rates per
-#: degree on the unit sphere), so nothing needs fixing.
-FIXED_PHYSICS = {"galewsky": _galewsky_fixed_nu}
-
-
-def _grid_tag(nlat: int, nlon: int) -> str:
-    return f"{int(nlat)}x{int(nlon)}"
-
-
-def _parse_grid(text) -> tuple[int, int]:
-    try:
-        a, b = str(text).lower().split("x")
-        return int(a), int(b)
-    except ValueError as err:
-        raise ValueError(f"transfer grid {text!r}: write it as NLATxNLON, e.g. 64x128") from err
-
-
-def fine_dataset_config(coarse_meta: dict, nlat: int, nlon: int, variant: str) -> dict:
-    """The resolved dataset config of one fine test set, from the coarse dataset's ``dataset.yaml``.
-
-    Same scenario, seeds, ``split_seed``, ``n_trajectories`` (hence the same test trajectory ids) and
-    physical parameters; ``nlat``, ``nlon`` replaced; ``coarse_band``: the coarse solver ``lmax`` and
-    ``output_lmax`` = the coarse stored band limit; ``fine_band``: ``lmax`` scaled by ``nlat / nlat_coarse``
-    (rounded down), diffusion held fixed (:data:`FIXED_PHYSICS`). ``path`` is left out.
-
-    Raises
-    ------
-    ValueError
-        For an unknown variant, a coarse dataset that is not band-limited (finite volume: no solver band
-        limit to keep), or a grid of another type than the coarse one is refused by the scenario itself.
-    """
-    if variant not in VARIANTS:
-        raise ValueError(f"transfer variant {variant!r}: use one of {VARIANTS}")
-    coarse = dict((coarse_meta.get("config") or {}).get("dataset") or {})
-    if not coarse_meta.get("band_limited", True) or coarse.get("lmax") is None:
-        raise ValueError(f"dataset {coarse_meta.get('name')!r} is not band-limited (finite volume): the transfer protocol "
-                         "keeps a solver band limit, which it has not")
-    fine = {k: v for k, v in coarse.items() if k not in ("path", "output_lmax")}
-    fine.update(nlat=int(nlat), nlon=int(nlon), name=str(coarse.get("name") or coarse_meta["name"]))
-    if variant == "coarse_band":
-        fine["output_lmax"] = int(coarse_meta["lmax"])  # the coarse STORED band limit: the same fields, sampled finer
-    else:
-        fine["lmax"] = int(coarse["lmax"]) * int(nlat) // int(coarse_meta["nlat"])
-        fine.update(FIXED_PHYSICS.get(fine["name"], lambda c, f: {})(coarse, fine))
-    return fine
-
-
-def fine_datasets(cfg, key: str) -> list[dict]:
-    """The fine test sets of coarse dataset ``key`` (a key of ``scale.datasets`` listed in ``transfer.datasets``):
-    dicts ``key`` (``<key>_to_<nlat>x<nlon>_<variant>``), ``coarse_key``, ``variant``, ``nlat``, ``nlon``, ``path``
-    (under ``scale.work_dir/transfer``), ``config`` (:func:`fine_dataset_config`) and ``batch_size``.
-
-    Raises
-    ------
-    FileNotFoundError
-        If the coarse dataset has not been generated (run ``dandelion-benchmark`` first).
-    """
-    spec = cfg.transfer.datasets[key]
-    coarse_path = Path(str(cfg.scale.datasets[key].get("path") or Path(cfg.scale.work_dir) / key))
-    meta = load_metadata(coarse_path)
-    out = []
-    for g in spec.grids:
-        nlat, nlon = _parse_grid(g)
-        for variant in spec.get("variants") or VARIANTS:
-            fkey = f"{key}_to_{_grid_tag(nlat, nlon)}_{variant}"
-            out.append({"key": fkey, "coarse_key": key, "coarse_path": str(coarse_path), "variant": str(variant), "nlat": nlat, "nlon": nlon,
-                        "path": str(Path(cfg.scale.work_dir) / "transfer" / fkey), "config": fine_dataset_config(meta, nlat, nlon, variant),
-                        "batch_size": int(spec.get("generate_batch_size") or 4)})
-    return out
-
-
-def ensure_fine_dataset(fd: dict, device: str = "cpu", progress: bool = False) -> Path:
-    """Generate (or complete: resumable) the test split of fine dataset ``fd`` (:func:`fine_datasets`);
-    returns its folder. The cost is added up over resumed runs in ``<folder>/.generation.json`` (wall and
-    process CPU seconds, :func:`generation_cost`)."""
-    path = Path(fd["path"])
-    if (path / "checksums.sha256").exists() and (path / "stats.yaml").exists():
-        return path
-    print(f"[transfer] generating {fd['key']} (test split only)", flush=True)
-    t0, c0 = time.perf_counter(), time.process_time()
-    generate(OmegaConf.create({"dataset": {**fd["config"], "path": str(path)}, "device": device, "batch_size": fd["batch_size"],
-                               "progress": progress, "splits": ["test"]}))
-    cost = generation_cost(path)
-    write_json_atomic(path / ".generation.json", {"wall_s": cost["wall_s"] + time.perf_counter() - t0,
-                                                  "cpu_s": cost["cpu_s"] + time.process_time() - c0, "threads": torch.get_num_threads()})
-    return path
-
-
-def _check_test_ids(fd: dict) -> None:
-    """The fine test set must hold the coarse test split's trajectory ids (same n_trajectories and split_seed)."""
-    fine, coarse = (json.loads((Path(p) / "splits.json").read_text())["test"] for p in (fd["path"], fd["coarse_path"]))
-    if sorted(fine) != sorted(coarse):
-        raise ValueError(f"{fd['path']}: test trajectory ids {fine} differ from the coarse test split {coarse} of {fd['coarse_path']}; "
-                         "delete the fine folder and rerun dandelion-transfer")
-
-
-def generation_cost(path) -> dict:
-    """``{"wall_s", "cpu_s", "threads"}`` spent generating the fine test set at ``path`` (zeros if unknown)."""
-    try:
-        return json.loads((Path(path) / ".generation.json").read_text())
-    except (OSError, json.JSONDecodeError):
-        return {"wall_s": 0.0, "cpu_s": 0.0, "threads": None}
+__all__ = ["TRANSFER_SCHEMA", "VARIANTS", "FIXED_PHYSICS", "FV_CELLS", "fine_datasets", "fine_dataset_config", "ensure_fine_dataset", "generation_cost",
+           "transfer_rule", "transfer_forecaster", "current_record", "checkpoint_ready", "retrain_cell", "retrained_path", "persistence_on", "transfer_cell", "transfer_path", "transfer", "main", "TRANSFER_RULES"]
 
 
 # ---------------------------------------------------------------------------------------------- models
@@ -230,7 +115,8 @@ def transfer_forecaster(checkpoint, dataset, device: str = "cpu", ckpt: dict | N
     Raises
     ------
     ValueError
-        If the dataset's fields differ from the checkpoint's, or the grid types differ.
+        If the dataset's fields differ from the checkpoint's, the grid types differ, or one of the two has a wet mask
+        and the other none. A masked model gets the dataset's own mask (the finer grid's land) as its input channel.
     """
     ckpt = load_checkpoint(checkpoint) if ckpt is None else ckpt
     layout = layout_from_checkpoint(ckpt)
@@ -252,8 +138,13 @@ def transfer_forecaster(checkpoint, dataset, device: str = "cpu", ckpt: dict | N
     n_in = extra.get("n_in")
     if n_in is None:  # as dandelion.checkpoint.load_model: the trainer's n_in, else the input channels per frame
         n_in = (config_from_checkpoint(ckpt).get("trainer") or {}).get("n_in") or int(spec["in_channels"]) // layout.n_channels
+    wet = extra.get("wet")
+    if (wet is None) != (getattr(dataset, "wet", None) is None):
+        raise ValueError(f"checkpoint {checkpoint} was trained {'without' if wet is None else 'with'} a wet mask but {dataset.path} "
+                         f"{'has one' if wet is None else 'has none'}: the transfer needs the same kind of dataset")
+    # a masked model gets the finer grid's own mask (land rasterised there) as its constant input channel
     fc = Forecaster(model.eval(), layout, int(n_in), name=str(spec["name"]), checkpoint=checkpoint,
-                    target=extra.get("target", "frame"), inputs=extra.get("inputs", "frames"), wet=extra.get("wet"))
+                    target=extra.get("target", "frame"), inputs=extra.get("inputs", "frames"), wet=None if wet is None else dataset.wet)
     return fc.to(device_name(device)).eval(), rule
 
 
@@ -274,25 +165,73 @@ def _selected_checkpoint(cell: dict) -> Path:
     return Path(run["run_dir"]) / "last.pt"
 
 
+def checkpoint_ready(cell: dict) -> bool:
+    """Whether the cell's selected checkpoint is on this machine, its run finished (``result.json`` beside it)."""
+    ckpt = _selected_checkpoint(cell)
+    return ckpt.exists() and (ckpt.parent / "result.json").exists()
+
+
+def retrained_path(results_dir, cell: dict) -> Path:
+    """``results_dir/transfer/retrained/<dataset>/<model>/seed<k>.json``."""
+    return cell_path(Path(results_dir) / "transfer" / "retrained", cell["dataset_key"], cell["model"], cell["seed"])
+
+
+def retrain_cell(cfg, cell: dict, device: str = "cpu", progress: bool = False) -> dict:
+    """Retrain a cell whose selected checkpoint is not on this machine (a fresh clone holds the cell JSONs, not the
+    runs), into the cell's own run folder, at its seed and chosen rate with the scale's CURRENT protocol (resumable
+    like any run), then score it with the cell's evaluation on the trained grid. The record, written atomically to
+    :func:`retrained_path`, holds both scores and the trainer settings that differ from the cell's, so that the
+    transfer of a retrained model can be compared with its own trained-grid error."""
+    key, model, seed, lr = cell["dataset_key"], cell["model"], int(cell["seed"]), float(cell["lr"])
+    ckpt = _selected_checkpoint(cell)
+    data_path = B.ensure_dataset(cfg, key)
+    print(f"[transfer] retraining {key} {model} seed {seed} at lr {lr:g} into {ckpt.parent} (its checkpoint is not on this machine)",
+          flush=True)
+    run = B._train_one(cfg, key, model, seed, lr, data_path, run_dir=ckpt.parent)
+    e = dict(cell["evaluation"])
+    data = WindowDataset(data_path, e.get("split", "test"), n_in=4, n_out=1)
+    fc, _ = transfer_forecaster(ckpt, data, device=device)
+    res = evaluate(fc, data, n_steps=int(e["n_steps"]), init_stride=int(e.get("init_stride", 1)), max_inits=e.get("max_inits"),
+                   batch_size=int(e.get("batch_size", 8)), spectra_leads=[], sample=False, progress=progress)["results"]
+    now, was = resolved_trainer(cfg), dict(cell.get("trainer_resolved") or {})
+    rec = {"schema": "dandelion-transfer-retrained/1", "dataset_key": key, "model": model, "seed": seed, "lr": lr, "checkpoint": str(ckpt),
+           "cell": {part: cell[part]["vrmse"]["mean"] for part in ("next_step", "rollout_mean")},
+           "retrained": {part: v["vrmse"]["mean"] for part, v in metric_summaries(res).items() if part in ("next_step", "rollout_mean")},
+           "trainer_changes": {k: {"cell": was.get(k), "now": now.get(k)} for k in sorted(set(now) | set(was)) if was and now.get(k) != was.get(k)},
+           "training_minutes": run.get("minutes"), "versions": versions(), "machine": machine(device),
+           "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    write_json_atomic(retrained_path(cfg.scale.results_dir, cell), rec)
+    print(f"[transfer] retrained {key} {model} seed {seed}: next-step VRMSE {rec['retrained']['next_step']:.4f} "
+          f"(the cell's {rec['cell']['next_step']:.4f})", flush=True)
+    return rec
+
+
 def _transfer_hash(cell: dict, fd: dict, meta: dict) -> str:
     return _digest({"cell": cell.get("protocol_hash"), "cell_finished": cell.get("finished_utc"), "checkpoint": str(_selected_checkpoint(cell)),
                     "fine_fingerprint": meta.get("fingerprint"), "evaluation": cell.get("evaluation"), "schema": TRANSFER_SCHEMA})
 
 
+def current_record(cell: dict, fd: dict, results_dir) -> dict | None:
+    """The transfer JSON of this cell on fine test set ``fd`` if it was made from the same cell, checkpoint, test set and
+    evaluation (a torn or stale file: None)."""
+    out = transfer_path(results_dir, fd["key"], cell["model"], cell["seed"])
+    try:
+        old = json.loads(out.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return old if old.get("transfer_hash") == _transfer_hash(cell, fd, load_metadata(fd["path"])) else None
+
+
 def transfer_cell(cell: dict, fd: dict, results_dir, device: str = "cpu", progress: bool = False) -> tuple[dict, bool]:
     """Evaluate one finished cell's selected checkpoint on fine test set ``fd`` and write its JSON atomically;
     returns ``(record, ran)``. A record of the same cell, checkpoint, fine dataset and evaluation is reused."""
+    old = current_record(cell, fd, results_dir)
+    if old is not None:
+        return old, False
     out = transfer_path(results_dir, fd["key"], cell["model"], cell["seed"])
     path = Path(fd["path"])
     meta = load_metadata(path)
     h = _transfer_hash(cell, fd, meta)
-    if out.exists():
-        try:
-            old = json.loads(out.read_text())
-            if old.get("transfer_hash") == h:
-                return old, False
-        except json.JSONDecodeError:
-            pass  # a torn file: evaluate again
     ckpt_path = _selected_checkpoint(cell)
     e = dict(cell["evaluation"])
     data = WindowDataset(path, e.get("split", "test"), n_in=4, n_out=1)
@@ -306,8 +245,10 @@ def transfer_cell(cell: dict, fd: dict, results_dir, device: str = "cpu", progre
            "model": cell["model"], "seed": int(cell["seed"]), "cell": cell.get("_path"), "checkpoint": str(ckpt_path),
            "trained_grid": {"nlat": cell["nlat"], "nlon": cell["nlon"], "lmax": cell.get("lmax")},
            "nlat": int(meta["nlat"]), "nlon": int(meta["nlon"]), "lmax": meta.get("lmax"), "solver_lmax": meta.get("solver_lmax"),
+           "band_limited": bool(meta.get("band_limited", True)), "solver_resolution": solver_resolution(meta),
            "dataset_path": str(path), "data_files_sha256": data_digest(path), "fine_dataset": {k: meta["config"]["dataset"].get(k) for k in sorted(meta["config"]["dataset"]) if k != "path"},
-           "generation": generation_cost(path), "transferable": bool(rule["transferable"]), "normalisation": "checkpoint statistics (the training set's stats.yaml)"}
+           "generation": generation_cost(path), "transferable": bool(rule["transferable"]),
+           "retrained_checkpoint": retrained_path(results_dir, cell).exists(), "normalisation": "checkpoint statistics (the training set's stats.yaml)"}
     if model is None:
         rec["reason"] = rule["reason"]
     else:
@@ -381,15 +322,22 @@ def transfer(cfg) -> dict:
         except FileNotFoundError as err:
             pending.append(f"{key}: coarse dataset not generated ({err})")
             continue
+        mine = [c for c in cells if c["dataset_key"] == key]
         for fd in fds:
             ensure_fine_dataset(fd, device, progress)
-            _check_test_ids(fd)
+            check_test_ids(fd)
             made.append({"key": fd["key"], "path": fd["path"], **generation_cost(fd["path"])})
-            mine = [c for c in cells if c["dataset_key"] == key]
             if cfg.get("generate_only") or not mine:
                 continue
             persistence_on(fd, cfg.scale.results_dir, dict(mine[0]["evaluation"]), int(mine[0].get("trainer", {}).get("n_in", 4)))
             for c in mine:
+                if current_record(c, fd, cfg.scale.results_dir) is None and not checkpoint_ready(c):
+                    if not cfg.get("retrain_missing"):
+                        why = (f"{key} {c['model']} seed {c['seed']}: checkpoint {_selected_checkpoint(c)} is not on this machine (or its run "
+                               "did not finish); retrain_missing=true retrains it with the cell's settings")
+                        pending += [] if why in pending else [why]
+                        continue
+                    retrain_cell(cfg, c, device, progress)
                 rec, did = transfer_cell(c, fd, cfg.scale.results_dir, device, progress)
                 ran, skipped = ran + did, skipped + (not did)
                 what = (f"next-step VRMSE {rec['next_step']['vrmse']['mean']:.4f}, 1:{rec['evaluation']['n_steps']} "

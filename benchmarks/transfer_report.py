@@ -29,6 +29,12 @@ VARIANTS = ("coarse_band", "fine_band")
 HEADING = "## Zero-shot resolution transfer"
 _PARTS = (("next_step", "next step"), ("rollout_mean", "1:{n}"))  # n: min(20, the cell's rollout steps)
 _LABEL = {"coarse_band": "coarse band", "fine_band": "fine band"}
+_FV_LABEL = {"coarse_band": "coarse cells", "fine_band": "fine cells"}  # finite volume: the solver's cells, not a band
+
+
+def _label(variant: str, recs: list[dict]) -> str:
+    fv = bool(recs) and not recs[0].get("band_limited", True)
+    return (_FV_LABEL if fv else _LABEL).get(variant, variant)
 
 
 def load_transfers(results_dir) -> list[dict]:
@@ -86,8 +92,9 @@ def _columns(recs: list[dict], cell: dict) -> list[tuple[str, str, int]]:
     cols = {(r["nlat"], r["nlon"], r["variant"]) for r in recs}
     out = [(f"{cell['nlat']}x{cell['nlon']} (trained)", "trained", int(cell["nlat"]))]
     for nlat, nlon, v in sorted(cols, key=lambda c: (c[0], VARIANTS.index(c[2]) if c[2] in VARIANTS else 9)):
-        lmax = next(r["lmax"] for r in recs if (r["nlat"], r["nlon"], r["variant"]) == (nlat, nlon, v))
-        out.append((f"{nlat}x{nlon} {_LABEL.get(v, v)} (l<{lmax})", v, int(nlat)))
+        r = next(r for r in recs if (r["nlat"], r["nlon"], r["variant"]) == (nlat, nlon, v))
+        res = f"l<{r['lmax']}" if r.get("band_limited", True) else f"solver {r.get('solver_resolution')}"
+        out.append((f"{nlat}x{nlon} {_label(v, recs)} ({res})", v, int(nlat)))
     return out
 
 
@@ -112,7 +119,9 @@ def transfer_section(results_dir, cells: list[dict], plots: bool = True) -> tupl
          "solver from the same initial states (the same test trajectory ids), normalised with the checkpoint's own statistics. "
          "*coarse band*: the solver at the training data's band limit, the fields stored at the training data's band limit "
          "(the same fields, sampled finer: discretisation consistency); *fine band*: the band limit the finer grid supports "
-         "(new small scales), diffusion held fixed in physical units. VRMSE (area-weighted, mean over fields), mean ± sample std "
+         "(new small scales), diffusion held fixed in physical units. Finite-volume datasets (no band limit): *coarse cells*: the "
+         "solver on the training data's cells, its cell means remapped conservatively onto the finer grid (the same solver run, "
+         "stored finer); *fine cells*: the solver's cells refined with the grid. VRMSE (area-weighted, mean over fields), mean ± sample std "
          "over seeds. Protocol and each model's treatment: docs/datasets/README.md (Zero-shot resolution transfer). "
          "Made by `dandelion-transfer scale=<scale>`.", ""]
     pngs = {}
@@ -144,18 +153,42 @@ def transfer_section(results_dir, cells: list[dict], plots: bool = True) -> tupl
             elif m in treatments:
                 L.append(f"- {m}: {treatments[m]}")
         L.append("")
-        L += ["| test set | grid | solver lmax | stored lmax | generation wall min (CPU min) |", "|---|---|---:|---:|---:|"]
+        retrained = _retrained_note(results_dir, key)
+        L += [retrained, ""] if retrained else []
+        L += ["| test set | grid | solver | stored lmax | generation wall min (CPU min) |", "|---|---|---:|---:|---:|"]
         for fk in sorted({r["fine_key"] for r in rs}, key=lambda k: next((r["nlat"], r["variant"]) for r in rs if r["fine_key"] == k)):
             r = next(r for r in rs if r["fine_key"] == fk)
             g = r.get("generation") or {}
             cost = f"{g['wall_s'] / 60:.1f} ({g['cpu_s'] / 60:.1f})" if g.get("wall_s") else "–"
-            L.append(f"| {fk} | {r['nlat']}x{r['nlon']} | {r.get('solver_lmax')} | {r.get('lmax')} | {cost} |")
+            solver = r.get("solver_resolution") or f"lmax {r.get('solver_lmax')}"
+            L.append(f"| {fk} | {r['nlat']}x{r['nlon']} | {solver} | {r.get('lmax') if r.get('lmax') is not None else '–'} | {cost} |")
         L.append("")
         if plots:
             p = plot_transfer(rs, cs, cols, models, Path(results_dir) / f"transfer_{key}.png", key)
             pngs[f"transfer_{key}"] = str(p)
             L += [f"![transfer {key}]({p.name})", ""]
     return L, pngs
+
+
+def _retrained_note(results_dir, key: str) -> str:
+    """A line on the checkpoints ``dandelion-transfer retrain_missing=true`` retrained for dataset ``key`` (the cells'
+    own were not on the machine): which, and how far their trained-grid scores are from the cells' ('' if none)."""
+    recs = []
+    for p in sorted((Path(results_dir) / "transfer" / "retrained" / key).glob("*/seed*.json")):
+        try:
+            recs.append(json.loads(p.read_text()))
+        except json.JSONDecodeError:
+            continue
+    if not recs:
+        return ""
+    def dev(part):
+        return max(abs(r["retrained"][part] / r["cell"][part] - 1.0) for r in recs)
+    who = ", ".join(f"{r['model']} seed {r['seed']}" for r in recs)
+    changed = sorted({k for r in recs for k in r.get("trainer_changes", {})})
+    return (f"Retrained checkpoints (the cells' own were not on the machine; `retrain_missing=true`, same seed, rate and protocol"
+            f"{', trainer settings changed since the cell: ' + ', '.join(changed) if changed else ''}): {who}. At the trained grid their "
+            f"VRMSE differs from the cell's by at most {100 * dev('next_step'):.1f} % (next step) and {100 * dev('rollout_mean'):.1f} % "
+            "(1:20); the transfer columns of these seeds come from the retrained models (`transfer/retrained/`).")
 
 
 def plot_transfer(recs, cells, cols, models, path, title: str) -> Path:
@@ -179,7 +212,7 @@ def plot_transfer(recs, cells, cols, models, path, title: str) -> Path:
                 y = [t] + [p[1][0] for p in pts]
                 e = [0.0] + [p[1][1] if math.isfinite(p[1][1]) else 0.0 for p in pts]
                 ax.errorbar(x, y, yerr=e, ls=ls, marker="o", ms=4, capsize=3, color=f"C{i}",
-                            label=f"{m}, {_LABEL[variant]}")
+                            label=f"{m}, {_label(variant, recs)}")
         ax.axvline(trained, color="0.5", lw=0.8, ls=":")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -191,5 +224,5 @@ def plot_transfer(recs, cells, cols, models, path, title: str) -> Path:
         ax.grid(alpha=0.3, which="both")
     if axes[0].get_legend_handles_labels()[0]:  # (a name starting with "_" is not shown by matplotlib)
         axes[0].legend(fontsize=6, ncol=2)
-    fig.suptitle(f"{title}: zero-shot transfer (solid: fine band, dashed: coarse band)", fontsize=9)
+    fig.suptitle(f"{title}: zero-shot transfer (solid: {_label('fine_band', recs)}, dashed: {_label('coarse_band', recs)})", fontsize=9)
     return save_figure(fig, path)

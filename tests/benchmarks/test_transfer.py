@@ -21,6 +21,7 @@ import tiny_model  # noqa: F401  (registers "_pointwise_test")
 from dandelion.benchmarks import benchmark as B
 from dandelion.benchmarks import leaderboard as LB
 from dandelion.benchmarks import transfer as T
+from dandelion.benchmarks.cells import load_cells
 from dandelion.benchmarks.references import persistence_reference
 from dandelion.benchmarks.rollout import evaluate
 from dandelion.benchmarks.transfer_report import HEADING
@@ -204,3 +205,73 @@ def test_galewsky_coarse_band_velocity_is_the_coarse_velocity_sampled_finer(tmp_
     c, f = colat_lon(_frames(coarse, tid, "velocity")), colat_lon(_frames(fine, tid, "velocity"))
     up = InverseRealVectorSHT(32, 64, lmax=L, mmax=L, grid="equiangular").double()(RealVectorSHT(16, 32, lmax=L, mmax=L, grid="equiangular").double()(c))
     assert (up - f).abs().max() / f.abs().max() < 1e-5
+
+
+def test_finite_volume_coarse_cells_are_the_same_solver_run_and_fine_cells_refine_it(tmp_path):
+    """Shock caps (finite volume, no band limit): the coarse-cells test set on a finer grid is the coarse solver run
+    remapped there (the depth's integral over the remap's cells, i.e. the mass, equals the coarse set's frame by frame to
+    float32 storage precision); the fine-cells set runs the solver on cells refined with the grid (ny doubled), which
+    conserves the same mass up to the initial cell averages but resolves other fields."""
+    from dandelion.solvers.fv_geometry import CalhounHelzelGrid
+    from dandelion.solvers.fv_remap import ConservativeRemap
+    from dandelion.sphere import SphereGrid
+
+    coarse_cfg = {"name": "shock_caps", "nlat": 8, "nlon": 16, "K": [4], "delta": [1.0], "seeds": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], "n_frames": 4}
+    coarse = _generate(tmp_path / "coarse", coarse_cfg, splits=["test"])
+    meta = load_metadata(coarse)
+    a, b = T.fine_dataset_config(meta, 16, 32, "coarse_band"), T.fine_dataset_config(meta, 16, 32, "fine_band")
+    assert (a["ny"], b["ny"]) == (8, 16) and a.get("lmax") is None and "output_lmax" not in a
+    fa, fb = _generate(tmp_path / "a", a, ["test"]), _generate(tmp_path / "b", b, ["test"])
+    assert T.solver_resolution(load_metadata(fa)) == "8x16 cells" and T.solver_resolution(load_metadata(fb)) == "16x32 cells"
+    tid = json.loads((coarse / "splits.json").read_text())["test"][0]
+
+    def mass(path, nlat, ny):
+        return ConservativeRemap(CalhounHelzelGrid(ny), SphereGrid(nlat, 2 * nlat, "equiangular")).integral(_frames(path, tid, "h"))
+
+    m0, ma, mb = mass(coarse, 8, 8), mass(fa, 16, 8), mass(fb, 16, 16)
+    assert float(((ma - m0) / m0).abs().max()) < 1e-6  # the same run, stored finer
+    assert float(((mb - m0) / m0).abs().max()) < 1e-2 and float(((mb - mb[0]) / mb[0]).abs().max()) < 1e-6  # conserved
+    ha, hb = _frames(fa, tid, "h"), _frames(fb, tid, "h")
+    assert float((hb[1:] - ha[1:]).abs().max()) > 1e-3 * float(ha.abs().max())  # refined cells resolve other fields
+
+
+def test_a_masked_model_gets_the_finer_grids_own_mask(make_tiny_dataset, tmp_path):
+    coarse = make_tiny_dataset(tmp_path / "c", nlat=9, nlon=16, masked=True)
+    fine = make_tiny_dataset(tmp_path / "f", nlat=17, nlon=32, masked=True)
+    data = WindowDataset(coarse, "train", n_in=4, n_out=1)
+    C = data.layout.n_channels
+    model = build_model("dandelion", "tiny", 4 * C + 1, C, 9, 16, "equiangular")
+    spec = {"name": "dandelion", "preset": "tiny", "in_channels": 4 * C + 1, "out_channels": C, "overrides": {}}
+    layout = data.layout.to_dict()
+    ckpt = save_checkpoint(tmp_path / "last.pt", model=model, config={"trainer": {"n_in": 4}}, stats=layout["stats"], grid=data.grid.to_dict(),
+                           step=0, epoch=0, extra={"model_spec": spec, "layout": layout, "target": "increment", "inputs": "differences",
+                                                   "wet": data.wet})
+    fdata = WindowDataset(fine, "test", n_in=4, n_out=1)
+    fc, rule = T.transfer_forecaster(ckpt, fdata)
+    assert rule["transferable"] and torch.equal(fc.wet, fdata.wet) and fc.wet.shape == (17, 32)
+    res = evaluate(fc, fdata, n_steps=2, batch_size=4, spectra_leads=[], sample=False)["results"]
+    assert all(math.isfinite(v) for v in res["summary"]["mean_1_2"]["vrmse"].values())
+    with pytest.raises(ValueError, match="wet mask"):
+        T.transfer_forecaster(ckpt, WindowDataset(make_tiny_dataset(tmp_path / "u", nlat=17, nlon=32), "test", n_in=4, n_out=1))
+
+
+def test_a_missing_checkpoint_is_pending_until_retrained_and_the_retrained_model_is_the_cells(tiny_transfer):
+    """A fresh clone has the cell JSONs but not the runs: the transfer says which checkpoint is missing and how to get
+    it; retrain_missing=true retrains the cell (same seed, rate, protocol: on one machine the retrained model scores
+    exactly the cell's numbers at the trained grid) and records both scores; the report names the retrained seeds."""
+    import shutil
+
+    cfg = tiny_transfer
+    cell = load_cells(cfg.scale.results_dir)[0]
+    shutil.rmtree(T._selected_checkpoint(cell).parent)
+    out = T.transfer(cfg)
+    assert out["ran"] == 0 and len(out["pending"]) == 1 and "retrain_missing=true" in out["pending"][0]
+    cfg.retrain_missing = True
+    out = T.transfer(cfg)
+    assert out["ran"] == 2 and not out["pending"] and T.checkpoint_ready(cell)
+    rec = json.loads(T.retrained_path(cfg.scale.results_dir, cell).read_text())
+    for part in ("next_step", "rollout_mean"):
+        assert rec["retrained"][part] == pytest.approx(rec["cell"][part], rel=1e-5)
+    assert rec["trainer_changes"] == {}
+    res = LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))
+    assert "Retrained checkpoints" in open(res["markdown"]).read()
