@@ -12,6 +12,9 @@ finer grid is made twice:
   what the finer grid resolves: new small scales (the real test). Diffusion that a scenario defines
   per truncation degree is held fixed in physical units (:data:`FIXED_PHYSICS`).
 
+Finite-volume datasets vary the solver's cells instead (:mod:`dandelion.benchmarks.transfer_sets`): the coarse
+cells remapped onto the finer grid, and cells refined with it.
+
 For every finished cell (``results_dir/<dataset>/<model>/seed<k>.json``) the selected checkpoint
 (``last.pt`` of the chosen learning rate's run) is loaded with its OWN normalisation statistics (the
 checkpoint's, never the fine test set's ``stats.yaml``), rebuilt on the finer grid by the model's
@@ -19,13 +22,16 @@ transfer rule (:func:`transfer_rule`) and scored with the cell's evaluation sett
 1:20 VRMSE, area-weighted and the Well's) by :func:`dandelion.benchmarks.rollout.evaluate`. One JSON per
 (fine dataset, model, seed) is written atomically to ``results_dir/transfer/<fine key>/<model>/seed<k>.json``;
 a finished one (same cell, checkpoint and fine dataset) is skipped, so the command resumes. A model
-whose weights cannot run at the finer grid gets a JSON with ``transferable: false`` and the reason.
+whose weights cannot run at the finer grid gets a JSON with ``transferable: false`` and the reason. A cell whose
+checkpoint is not on this machine (a fresh clone) is listed as pending, or retrained first with
+``retrain_missing=true`` (:mod:`dandelion.benchmarks.transfer_retrain`).
 
 Use::
 
     dandelion-transfer scale=cpu                          # generate the fine test sets, evaluate every finished cell
     dandelion-transfer scale=cpu 'only.datasets=[galewsky_32x64]' 'only.models=[dandelion]'
     dandelion-transfer scale=cpu generate_only=true       # only the fine test sets (resumable)
+    dandelion-transfer scale=cpu retrain_missing=true     # a machine without the cells' runs: retrain them first
     dandelion-report target=leaderboard scale=cpu         # the "Zero-shot resolution transfer" section
 
 The leaderboard section and plot live in :mod:`dandelion.benchmarks.transfer_report`.
@@ -53,10 +59,11 @@ from dandelion.registry import build_model, import_plugins
 from dandelion.runtime import device_name, machine, versions, write_json_atomic
 
 from . import benchmark as B
-from .cells import _digest, cell_path, data_digest, load_cells, metric_summaries, resolved_trainer
+from .cells import _digest, cell_path, data_digest, load_cells, metric_summaries
 from .references import Persistence
-from .rollout import evaluate
 from .transfer_report import TRANSFER_SCHEMA, VARIANTS
+from .transfer_retrain import (checkpoint_ready, checkpoint_sha256, needs_retraining, retrain_cell, retrained_path, retrained_record, score,
+                               selected_checkpoint)
 from .transfer_sets import (FIXED_PHYSICS, FV_CELLS, check_test_ids, ensure_fine_dataset, fine_dataset_config, fine_datasets,
                             generation_cost, solver_resolution)
 
@@ -156,58 +163,8 @@ def transfer_path(results_dir, fine_key: str, model: str, seed: int) -> Path:
     return cell_path(Path(results_dir) / "transfer", fine_key, model, seed)
 
 
-def _selected_checkpoint(cell: dict) -> Path:
-    """``last.pt`` of the run the cell evaluated: ``cell["run"]`` (the seed's own run; the ``sweep`` entries may be
-    another seed's when the rate was swept on one seed), else the sweep entry at the chosen rate (older cells)."""
-    run = cell.get("run") or next((r for r in cell["sweep"] if float(r["lr"]) == float(cell["lr"])), None)
-    if run is None:
-        raise ValueError(f"cell {cell.get('_path')}: no run record and no sweep entry at the chosen lr {cell['lr']}")
-    return Path(run["run_dir"]) / "last.pt"
-
-
-def checkpoint_ready(cell: dict) -> bool:
-    """Whether the cell's selected checkpoint is on this machine, its run finished (``result.json`` beside it)."""
-    ckpt = _selected_checkpoint(cell)
-    return ckpt.exists() and (ckpt.parent / "result.json").exists()
-
-
-def retrained_path(results_dir, cell: dict) -> Path:
-    """``results_dir/transfer/retrained/<dataset>/<model>/seed<k>.json``."""
-    return cell_path(Path(results_dir) / "transfer" / "retrained", cell["dataset_key"], cell["model"], cell["seed"])
-
-
-def retrain_cell(cfg, cell: dict, device: str = "cpu", progress: bool = False) -> dict:
-    """Retrain a cell whose selected checkpoint is not on this machine (a fresh clone holds the cell JSONs, not the
-    runs), into the cell's own run folder, at its seed and chosen rate with the scale's CURRENT protocol (resumable
-    like any run), then score it with the cell's evaluation on the trained grid. The record, written atomically to
-    :func:`retrained_path`, holds both scores and the trainer settings that differ from the cell's, so that the
-    transfer of a retrained model can be compared with its own trained-grid error."""
-    key, model, seed, lr = cell["dataset_key"], cell["model"], int(cell["seed"]), float(cell["lr"])
-    ckpt = _selected_checkpoint(cell)
-    data_path = B.ensure_dataset(cfg, key)
-    print(f"[transfer] retraining {key} {model} seed {seed} at lr {lr:g} into {ckpt.parent} (its checkpoint is not on this machine)",
-          flush=True)
-    run = B._train_one(cfg, key, model, seed, lr, data_path, run_dir=ckpt.parent)
-    e = dict(cell["evaluation"])
-    data = WindowDataset(data_path, e.get("split", "test"), n_in=4, n_out=1)
-    fc, _ = transfer_forecaster(ckpt, data, device=device)
-    res = evaluate(fc, data, n_steps=int(e["n_steps"]), init_stride=int(e.get("init_stride", 1)), max_inits=e.get("max_inits"),
-                   batch_size=int(e.get("batch_size", 8)), spectra_leads=[], sample=False, progress=progress)["results"]
-    now, was = resolved_trainer(cfg), dict(cell.get("trainer_resolved") or {})
-    rec = {"schema": "dandelion-transfer-retrained/1", "dataset_key": key, "model": model, "seed": seed, "lr": lr, "checkpoint": str(ckpt),
-           "cell": {part: cell[part]["vrmse"]["mean"] for part in ("next_step", "rollout_mean")},
-           "retrained": {part: v["vrmse"]["mean"] for part, v in metric_summaries(res).items() if part in ("next_step", "rollout_mean")},
-           "trainer_changes": {k: {"cell": was.get(k), "now": now.get(k)} for k in sorted(set(now) | set(was)) if was and now.get(k) != was.get(k)},
-           "training_minutes": run.get("minutes"), "versions": versions(), "machine": machine(device),
-           "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    write_json_atomic(retrained_path(cfg.scale.results_dir, cell), rec)
-    print(f"[transfer] retrained {key} {model} seed {seed}: next-step VRMSE {rec['retrained']['next_step']:.4f} "
-          f"(the cell's {rec['cell']['next_step']:.4f})", flush=True)
-    return rec
-
-
 def _transfer_hash(cell: dict, fd: dict, meta: dict) -> str:
-    return _digest({"cell": cell.get("protocol_hash"), "cell_finished": cell.get("finished_utc"), "checkpoint": str(_selected_checkpoint(cell)),
+    return _digest({"cell": cell.get("protocol_hash"), "cell_finished": cell.get("finished_utc"), "checkpoint": str(selected_checkpoint(cell)),
                     "fine_fingerprint": meta.get("fingerprint"), "evaluation": cell.get("evaluation"), "schema": TRANSFER_SCHEMA})
 
 
@@ -232,9 +189,9 @@ def transfer_cell(cell: dict, fd: dict, results_dir, device: str = "cpu", progre
     path = Path(fd["path"])
     meta = load_metadata(path)
     h = _transfer_hash(cell, fd, meta)
-    ckpt_path = _selected_checkpoint(cell)
+    ckpt_path = selected_checkpoint(cell)
     e = dict(cell["evaluation"])
-    data = WindowDataset(path, e.get("split", "test"), n_in=4, n_out=1)
+    data = WindowDataset(path, e.get("split", "test"), n_in=int((cell.get("trainer") or {}).get("n_in", 4)), n_out=1)
     t0 = time.perf_counter()
     ckpt = load_checkpoint(ckpt_path)
     seed = config_from_checkpoint(ckpt).get("seed")
@@ -248,16 +205,16 @@ def transfer_cell(cell: dict, fd: dict, results_dir, device: str = "cpu", progre
            "band_limited": bool(meta.get("band_limited", True)), "solver_resolution": solver_resolution(meta),
            "dataset_path": str(path), "data_files_sha256": data_digest(path), "fine_dataset": {k: meta["config"]["dataset"].get(k) for k in sorted(meta["config"]["dataset"]) if k != "path"},
            "generation": generation_cost(path), "transferable": bool(rule["transferable"]),
-           "retrained_checkpoint": retrained_path(results_dir, cell).exists(), "normalisation": "checkpoint statistics (the training set's stats.yaml)"}
+           "checkpoint_sha256": checkpoint_sha256(cell), "normalisation": "checkpoint statistics (the training set's stats.yaml)"}
     if model is None:
         rec["reason"] = rule["reason"]
     else:
-        n = int(e["n_steps"])
-        res = evaluate(model, data, n_steps=n, init_stride=int(e.get("init_stride", 1)), max_inits=e.get("max_inits"),
-                       batch_size=int(e.get("batch_size", 8)), spectra_leads=[], sample=False, progress=progress)["results"]
+        res = score(model, data, e, progress)
         rec.update({"treatment": rule["treatment"], "build_overrides": rule["overrides"], "evaluation": {**e, "n_forecasts": int(res["n_forecasts"])},
                     **metric_summaries(res)})
         rec["finite"] = all(math.isfinite(v) for part in ("next_step", "rollout_mean") for v in rec[part]["vrmse"].values())
+    retrained = retrained_record(results_dir, cell)
+    rec["retrained_checkpoint"] = bool(retrained and retrained.get("checkpoint_sha256") == rec["checkpoint_sha256"])
     rec.update({"minutes": (time.perf_counter() - t0) / 60.0, "versions": versions(), "machine": machine(device),
                 "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     write_json_atomic(out, rec)
@@ -281,8 +238,7 @@ def persistence_on(fd: dict, results_dir, evaluation: dict, n_in: int = 4) -> di
     e = evaluation
     data = WindowDataset(fd["path"], e.get("split", "test"), n_in=n_in, n_out=1)
     model = Forecaster(Persistence(data.layout.n_channels), data.layout, int(n_in), name="persistence")
-    res = evaluate(model, data, n_steps=int(e["n_steps"]), init_stride=int(e.get("init_stride", 1)), max_inits=e.get("max_inits"),
-                   batch_size=int(e.get("batch_size", 8)), spectra_leads=[], sample=False)["results"]
+    res = score(model, data, e)
     rec = {"schema": "dandelion-transfer-reference/1", "model": "persistence", "transfer_hash": h, "fine_key": fd["key"],
            "variant": fd["variant"], "nlat": fd["nlat"], "nlon": fd["nlon"], **metric_summaries(res)}
     write_json_atomic(out, rec)
@@ -303,7 +259,8 @@ def _only(cfg, key: str):
 
 def transfer(cfg) -> dict:
     """Generate the fine test sets and evaluate every finished cell on them (module docstring); returns
-    ``{"datasets": [...], "ran": n, "skipped": n, "pending": [...]}``."""
+    ``{"datasets": [...], "ran": n, "skipped": n, "retrained": n, "pending": [...]}`` (cells that could not be
+    evaluated, with the reason)."""
     cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
     import_plugins(list(cfg.scale.get("plugins") or []))
     device, progress = _device(cfg), bool(cfg.get("progress", False))
@@ -314,13 +271,16 @@ def transfer(cfg) -> dict:
         cells = []
     models, seeds = _only(cfg, "models"), _only(cfg, "seeds")
     cells = [c for c in cells if (models is None or c["model"] in models) and (seeds is None or int(c["seed"]) in [int(s) for s in seeds])]
-    ran = skipped = 0
+    ran = skipped = retrained = 0
     made, pending = [], []
+    retrain = bool(cfg.get("retrain_missing")) and not cfg.get("generate_only")
     for key in keys:
+        if retrain:
+            B.ensure_dataset(cfg, key)  # a fresh clone: the coarse data first (the fine sets' configuration comes from it)
         try:
             fds = fine_datasets(cfg, key)
         except FileNotFoundError as err:
-            pending.append(f"{key}: coarse dataset not generated ({err})")
+            pending.append(f"{key}: coarse dataset not generated ({err}); retrain_missing=true generates it")
             continue
         mine = [c for c in cells if c["dataset_key"] == key]
         for fd in fds:
@@ -331,19 +291,23 @@ def transfer(cfg) -> dict:
                 continue
             persistence_on(fd, cfg.scale.results_dir, dict(mine[0]["evaluation"]), int(mine[0].get("trainer", {}).get("n_in", 4)))
             for c in mine:
-                if current_record(c, fd, cfg.scale.results_dir) is None and not checkpoint_ready(c):
-                    if not cfg.get("retrain_missing"):
-                        why = (f"{key} {c['model']} seed {c['seed']}: checkpoint {_selected_checkpoint(c)} is not on this machine (or its run "
-                               "did not finish); retrain_missing=true retrains it with the cell's settings")
-                        pending += [] if why in pending else [why]
-                        continue
-                    retrain_cell(cfg, c, device, progress)
+                why = None if current_record(c, fd, cfg.scale.results_dir) is not None else needs_retraining(c, cfg.scale.results_dir)
+                if why is not None and retrain:
+                    try:
+                        retrain_cell(cfg, c, device, progress)
+                        retrained, why = retrained + 1, None
+                    except (ValueError, FloatingPointError) as err:
+                        why = str(err)
+                if why is not None:
+                    why = f"{key} {c['model']} seed {c['seed']}: {why}" + ("" if retrain else "; retrain_missing=true retrains it (seed, rate and protocol of the cell)")
+                    pending += [] if why in pending else [why]
+                    continue
                 rec, did = transfer_cell(c, fd, cfg.scale.results_dir, device, progress)
                 ran, skipped = ran + did, skipped + (not did)
                 what = (f"next-step VRMSE {rec['next_step']['vrmse']['mean']:.4f}, 1:{rec['evaluation']['n_steps']} "
                         f"{rec['rollout_mean']['vrmse']['mean']:.4f}") if rec["transferable"] else f"not transferable: {rec['reason']}"
                 print(f"[transfer] {fd['key']} {c['model']} seed {c['seed']}: {what}{'' if did else ' (reused)'}", flush=True)
-    return {"datasets": made, "ran": ran, "skipped": skipped, "pending": pending}
+    return {"datasets": made, "ran": ran, "skipped": skipped, "retrained": retrained, "pending": pending}
 
 
 def check(cfg, overrides=()) -> None:

@@ -153,7 +153,7 @@ def transfer_section(results_dir, cells: list[dict], plots: bool = True) -> tupl
             elif m in treatments:
                 L.append(f"- {m}: {treatments[m]}")
         L.append("")
-        retrained = _retrained_note(results_dir, key)
+        retrained = _retrained_note(results_dir, key, rs)
         L += [retrained, ""] if retrained else []
         L += ["| test set | grid | solver | stored lmax | generation wall min (CPU min) |", "|---|---|---:|---:|---:|"]
         for fk in sorted({r["fine_key"] for r in rs}, key=lambda k: next((r["nlat"], r["variant"]) for r in rs if r["fine_key"] == k)):
@@ -170,25 +170,32 @@ def transfer_section(results_dir, cells: list[dict], plots: bool = True) -> tupl
     return L, pngs
 
 
-def _retrained_note(results_dir, key: str) -> str:
+def _retrained_note(results_dir, key: str, recs: list[dict]) -> str:
     """A line on the checkpoints ``dandelion-transfer retrain_missing=true`` retrained for dataset ``key`` (the cells'
-    own were not on the machine): which, and how far their trained-grid scores are from the cells' ('' if none)."""
-    recs = []
+    own were not on the machine): which, how far their trained-grid scores are from the cells', and how many of the
+    transfer results ``recs`` come from them (by checkpoint SHA-256); '' if none."""
+    done = []
     for p in sorted((Path(results_dir) / "transfer" / "retrained" / key).glob("*/seed*.json")):
         try:
-            recs.append(json.loads(p.read_text()))
+            done.append(json.loads(p.read_text()))
         except json.JSONDecodeError:
             continue
-    if not recs:
+    if not done:
         return ""
+
     def dev(part):
-        return max(abs(r["retrained"][part] / r["cell"][part] - 1.0) for r in recs)
-    who = ", ".join(f"{r['model']} seed {r['seed']}" for r in recs)
-    changed = sorted({k for r in recs for k in r.get("trainer_changes", {})})
-    return (f"Retrained checkpoints (the cells' own were not on the machine; `retrain_missing=true`, same seed, rate and protocol"
-            f"{', trainer settings changed since the cell: ' + ', '.join(changed) if changed else ''}): {who}. At the trained grid their "
-            f"VRMSE differs from the cell's by at most {100 * dev('next_step'):.1f} % (next step) and {100 * dev('rollout_mean'):.1f} % "
-            "(1:20); the transfer columns of these seeds come from the retrained models (`transfer/retrained/`).")
+        v = [abs(r["retrained"][part] / r["cell"][part] - 1.0) for r in done if r["cell"].get(part)]
+        v = [x for x in v if math.isfinite(x)]
+        return f"{100 * max(v):.1f} %" if v else "n/a"
+
+    mine = [r for r in recs if any((r["model"], r["seed"]) == (d["model"], d["seed"]) for d in done)]
+    n = min(20, int(done[0].get("n_steps", 20)))
+    who = ", ".join(f"{d['model']} seed {d['seed']}" for d in done)
+    return (f"Retrained checkpoints (the cells' own were not on the machine: `retrain_missing=true`, the cell's seed, rate and "
+            f"training protocol): {who}. "
+            f"At the trained grid their VRMSE differs from the cell's by at most {dev('next_step')} (next step) and {dev('rollout_mean')} "
+            f"(1:{n}); {sum(bool(r.get('retrained_checkpoint')) for r in mine)} of these seeds' {len(mine)} transfer results come from the "
+            "retrained models (`transfer/retrained/`).")
 
 
 def plot_transfer(recs, cells, cols, models, path, title: str) -> Path:

@@ -54,13 +54,14 @@ def _scaled(n, num: int, den: int, even: bool = False) -> int:
 
 
 #: Finite-volume scenario -> ``(row key, column key)`` of its solver cells in ``dataset.yaml``'s ``solver``
-#: record, and ``f(solver record, num, den) -> dataset overrides`` that set the cells to ``num / den`` times
-#: the coarse dataset's. Shock caps: ``ny`` rows of the Calhoun-Helzel grid (``2 ny`` columns, ``ny`` even);
-#: the ocean: its C grid's ``ocean_nlat x ocean_nlon`` cells (the stability step follows from the cells).
+#: record, and ``f(solver record, rows, cols) -> dataset overrides`` that scale the coarse dataset's cells by the
+#: ratios ``rows`` and ``cols`` (each ``(num, den)``: the grid's latitude and longitude refinement). Shock caps:
+#: ``ny`` rows of the Calhoun-Helzel grid (``2 ny`` columns, ``ny`` even; its columns follow its rows); the ocean:
+#: its C grid's ``ocean_nlat x ocean_nlon`` cells (the stability step follows from the cells).
 FV_CELLS = {
-    "shock_caps": (("ny", "nx"), lambda s, num, den: {"ny": _scaled(s["ny"], num, den, even=True)}),
-    "global_ocean": (("ocean_nlat", "ocean_nlon"), lambda s, num, den: {"ocean_nlat": _scaled(s["ocean_nlat"], num, den),
-                                                                     "ocean_nlon": _scaled(s["ocean_nlon"], num, den)}),
+    "shock_caps": (("ny", "nx"), lambda s, rows, cols: {"ny": _scaled(s["ny"], *rows, even=True)}),
+    "global_ocean": (("ocean_nlat", "ocean_nlon"), lambda s, rows, cols: {"ocean_nlat": _scaled(s["ocean_nlat"], *rows),
+                                                                       "ocean_nlon": _scaled(s["ocean_nlon"], *cols)}),
 }
 
 
@@ -96,7 +97,7 @@ def fine_dataset_config(coarse_meta: dict, nlat: int, nlon: int, variant: str) -
     keeps the coarse solver ``lmax`` and sets ``output_lmax`` to the coarse stored band limit; ``fine_band``
     scales ``lmax`` by ``nlat / nlat_coarse`` (rounded down), diffusion held fixed (:data:`FIXED_PHYSICS`).
     Finite-volume scenarios (:data:`FV_CELLS`): ``coarse_band`` keeps the coarse solver cells, ``fine_band``
-    scales them by ``nlat / nlat_coarse``.
+    scales them by ``nlat / nlat_coarse`` (rows) and ``nlon / nlon_coarse`` (columns).
 
     Raises
     ------
@@ -109,12 +110,13 @@ def fine_dataset_config(coarse_meta: dict, nlat: int, nlon: int, variant: str) -
     coarse = dict((coarse_meta.get("config") or {}).get("dataset") or {})
     fine = {k: v for k, v in coarse.items() if k not in ("path", "output_lmax")}
     fine.update(nlat=int(nlat), nlon=int(nlon), name=str(coarse.get("name") or coarse_meta["name"]))
-    num, den = (1, 1) if variant == "coarse_band" else (int(nlat), int(coarse_meta["nlat"]))
+    coarse_grid = variant == "coarse_band"
+    num, den = (1, 1) if coarse_grid else (int(nlat), int(coarse_meta["nlat"]))
     if not coarse_meta.get("band_limited", True) or coarse.get("lmax") is None:
         if fine["name"] not in FV_CELLS:
             raise ValueError(f"dataset {fine['name']!r} is not band-limited (finite volume) and has no rule for its solver cells: "
                              "add its (row key, column key) and overrides to dandelion.benchmarks.transfer_sets.FV_CELLS")
-        fine.update(FV_CELLS[fine["name"]][1](coarse_meta["solver"], num, den))
+        fine.update(FV_CELLS[fine["name"]][1](coarse_meta["solver"], (num, den), (1, 1) if coarse_grid else (int(nlon), int(coarse_meta["nlon"]))))
     elif variant == "coarse_band":
         fine["output_lmax"] = int(coarse_meta["lmax"])  # the coarse STORED band limit: the same fields, sampled finer
     else:

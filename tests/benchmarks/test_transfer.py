@@ -256,22 +256,64 @@ def test_a_masked_model_gets_the_finer_grids_own_mask(make_tiny_dataset, tmp_pat
 
 
 def test_a_missing_checkpoint_is_pending_until_retrained_and_the_retrained_model_is_the_cells(tiny_transfer):
-    """A fresh clone has the cell JSONs but not the runs: the transfer says which checkpoint is missing and how to get
-    it; retrain_missing=true retrains the cell (same seed, rate, protocol: on one machine the retrained model scores
-    exactly the cell's numbers at the trained grid) and records both scores; the report names the retrained seeds."""
+    """A machine without the runs: the transfer says which checkpoint is missing and how to get it; retrain_missing=true
+    retrains the cell (same seed, rate, protocol: on one machine the retrained model scores exactly the cell's numbers at
+    the trained grid) and records both scores; the report names the retrained seeds and counts the results they made."""
     import shutil
 
     cfg = tiny_transfer
     cell = load_cells(cfg.scale.results_dir)[0]
-    shutil.rmtree(T._selected_checkpoint(cell).parent)
+    shutil.rmtree(T.selected_checkpoint(cell).parent)
     out = T.transfer(cfg)
     assert out["ran"] == 0 and len(out["pending"]) == 1 and "retrain_missing=true" in out["pending"][0]
     cfg.retrain_missing = True
     out = T.transfer(cfg)
-    assert out["ran"] == 2 and not out["pending"] and T.checkpoint_ready(cell)
+    assert (out["ran"], out["retrained"]) == (2, 1) and not out["pending"] and T.checkpoint_ready(cell, cfg.scale.results_dir)
     rec = json.loads(T.retrained_path(cfg.scale.results_dir, cell).read_text())
     for part in ("next_step", "rollout_mean"):
         assert rec["retrained"][part] == pytest.approx(rec["cell"][part], rel=1e-5)
-    assert rec["trainer_changes"] == {}
+    fine = [json.loads(T.transfer_path(cfg.scale.results_dir, f"tiny_16x32_to_32x64_{v}", "_pointwise_test", 0).read_text()) for v in T.VARIANTS]
+    assert all(r["retrained_checkpoint"] and r["checkpoint_sha256"] == rec["checkpoint_sha256"] for r in fine)
     res = LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))
-    assert "Retrained checkpoints" in open(res["markdown"]).read()
+    assert "Retrained checkpoints" in open(res["markdown"]).read() and "2 of these seeds' 2 transfer results" in open(res["markdown"]).read()
+
+
+def test_finished_results_need_no_checkpoint_and_an_interrupted_retrain_finishes(tiny_transfer):
+    """Committed transfer JSONs stay valid on a machine without the runs (skipped, nothing pending); a retrain killed
+    after training but before its record (the marker left in the run folder) is scored and recorded on the next call."""
+    import shutil
+
+    from dandelion.benchmarks import transfer_retrain as R
+
+    cfg = tiny_transfer
+    cell = load_cells(cfg.scale.results_dir)[0]
+    T.transfer(cfg)
+    shutil.rmtree(T.selected_checkpoint(cell).parent)
+    out = T.transfer(cfg)
+    assert (out["ran"], out["skipped"], out["pending"]) == (0, 2, [])
+    for v in T.VARIANTS:  # new results are needed: the checkpoint is retrained, then killed before it was recorded
+        T.transfer_path(cfg.scale.results_dir, f"tiny_16x32_to_32x64_{v}", "_pointwise_test", 0).unlink()
+    cfg.retrain_missing = True
+    T.transfer(cfg)
+    T.retrained_path(cfg.scale.results_dir, cell).unlink()
+    assert (T.selected_checkpoint(cell).parent / R.MARKER).exists() and not T.checkpoint_ready(cell, cfg.scale.results_dir)
+    cfg.retrain_missing = False
+    for v in T.VARIANTS:
+        T.transfer_path(cfg.scale.results_dir, f"tiny_16x32_to_32x64_{v}", "_pointwise_test", 0).unlink()
+    out = T.transfer(cfg)
+    assert out["ran"] == 0 and "did not finish" in out["pending"][0]
+    cfg.retrain_missing = True
+    out = T.transfer(cfg)
+    assert (out["ran"], out["retrained"]) == (2, 1) and T.retrained_path(cfg.scale.results_dir, cell).exists()
+
+
+def test_a_fresh_clone_regenerates_the_coarse_data_when_asked_to_retrain(tiny_transfer):
+    import shutil
+
+    cfg = tiny_transfer
+    shutil.rmtree(cfg.scale.work_dir)  # the cell JSONs are all a clone has
+    out = T.transfer(cfg)
+    assert out["ran"] == 0 and "retrain_missing=true generates it" in out["pending"][0]
+    cfg.retrain_missing = True
+    out = T.transfer(cfg)
+    assert (out["ran"], out["retrained"], out["pending"]) == (2, 1, [])
