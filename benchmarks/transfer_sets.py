@@ -41,11 +41,22 @@ def _galewsky_fixed_nu(coarse: dict, fine: dict) -> dict:
     return {"nu_reference_lmax": int(coarse["lmax"]) if ref is None else int(ref)}
 
 
+def _held_suarez_fixed_hyperdiffusion(coarse: dict, fine: dict) -> dict:
+    """Held-Suarez's del^8 hyperdiffusion is set by its e-folding time ``hyperdiffusion_days`` at the truncation
+    degree ``L = lmax - 1`` (rate ``(l(l+1) / (L(L+1)))^4 / tau`` at degree ``l``,
+    :func:`dandelion.solvers.primitive_equations.hyperdiffusion_filter`); at another band limit the same rate per
+    degree needs ``tau' = tau (L(L+1) / (L'(L'+1)))^4``."""
+    lc, lf = int(coarse["lmax"]) - 1, int(fine["lmax"]) - 1
+    if lc == lf:
+        return {}
+    return {"hyperdiffusion_days": float(coarse.get("hyperdiffusion_days", 0.1)) * (lc * (lc + 1) / (lf * (lf + 1))) ** 4}
+
+
 #: Scenario name -> ``f(coarse resolved config, fine config) -> overrides`` that hold diffusion defined per
 #: truncation degree fixed in physical units. Scenarios absent here define their physics in physical units
 #: whatever the band limit (Cahn-Hilliard: epsilon, D, a; chained turbulence: the linear operator's rates per
 #: degree on the unit sphere), so nothing needs fixing.
-FIXED_PHYSICS = {"galewsky": _galewsky_fixed_nu}
+FIXED_PHYSICS = {"galewsky": _galewsky_fixed_nu, "held_suarez": _held_suarez_fixed_hyperdiffusion}
 
 
 def _scaled(n, num: int, den: int, even: bool = False) -> int:
@@ -108,6 +119,8 @@ def fine_dataset_config(coarse_meta: dict, nlat: int, nlon: int, variant: str) -
     if variant not in VARIANTS:
         raise ValueError(f"transfer variant {variant!r}: use one of {VARIANTS}")
     coarse = dict((coarse_meta.get("config") or {}).get("dataset") or {})
+    if coarse_meta.get("band_limited", True):  # the resolved solver band limit (a config may leave lmax to its default)
+        coarse["lmax"] = coarse.get("lmax") or coarse_meta.get("solver_lmax") or coarse_meta.get("lmax")
     fine = {k: v for k, v in coarse.items() if k not in ("path", "output_lmax")}
     fine.update(nlat=int(nlat), nlon=int(nlon), name=str(coarse.get("name") or coarse_meta["name"]))
     coarse_grid = variant == "coarse_band"

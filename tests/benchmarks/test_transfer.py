@@ -317,3 +317,25 @@ def test_a_fresh_clone_regenerates_the_coarse_data_when_asked_to_retrain(tiny_tr
     cfg.retrain_missing = True
     out = T.transfer(cfg)
     assert (out["ran"], out["retrained"], out["pending"]) == (2, 1, [])
+
+
+def test_held_suarez_fine_band_keeps_the_hyperdiffusion_rate_per_degree():
+    """Held-Suarez's del^8 e-folding time is set at the truncation degree: the fine band (twice the band limit) must
+    damp every degree the coarse solver has at the coarse rate (the solver's own rates compared), and the coarse band
+    keeps the coarse solver settings, also when the coarse config leaves lmax to its default."""
+    from dandelion.datasets.held_suarez import HeldSuarezScenario
+
+    def rates(cfg):
+        s = HeldSuarezScenario({**cfg, "n_trajectories": 1, "n_levels": 3})
+        return s.build_simulation({k: torch.tensor([v]) for k, v in s.parameters(0).items()}, lmax=s.solver_lmax, device="cpu")._hd_rate[:, 0]
+
+    for base in ({"nlat": 32, "nlon": 64, "lmax": 22}, {"nlat": 64, "nlon": 128}):
+        coarse = HeldSuarezScenario({**base, "n_trajectories": 1, "n_levels": 3})
+        meta = {**coarse.describe(), "config": {"dataset": dict(coarse.cfg, lmax=base.get("lmax"))}}
+        fine_cfg = T.fine_dataset_config(meta, 2 * base["nlat"], 2 * base["nlon"], "fine_band")
+        L = coarse.solver_lmax
+        assert fine_cfg["lmax"] == 2 * L
+        r0, r1 = rates({**meta["config"]["dataset"], "lmax": L}), rates(fine_cfg)
+        assert torch.allclose(r1[:L], r0, rtol=1e-10) and float(r1[L:].min()) > float(r0.max())
+        band = T.fine_dataset_config(meta, 2 * base["nlat"], 2 * base["nlon"], "coarse_band")
+        assert band["lmax"] == L and band.get("hyperdiffusion_days", 0.1) == meta["config"]["dataset"].get("hyperdiffusion_days", 0.1)
