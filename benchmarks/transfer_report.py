@@ -130,6 +130,7 @@ def transfer_section(results_dir, cells: list[dict], plots: bool = True) -> tupl
         cs = [c for c in cells if c["dataset_key"] == key]
         if not cs:
             continue
+        cs = _own_trained_scores(results_dir, key, rs, cs)
         cols = _columns(rs, cs[0])
         models = list(dict.fromkeys([c["model"] for c in cs]))
         L += [f"### {key}", "", "| model | lead | " + " | ".join(c[0] for c in cols) + " |", "|---|---|" + "---:|" * len(cols)]
@@ -170,16 +171,37 @@ def transfer_section(results_dir, cells: list[dict], plots: bool = True) -> tupl
     return L, pngs
 
 
+def _load_retrained(results_dir, key: str) -> list[dict]:
+    """The retrain records of dataset ``key`` (``results_dir/transfer/retrained/<key>/<model>/seed<k>.json``)."""
+    out = []
+    for p in sorted((Path(results_dir) / "transfer" / "retrained" / key).glob("*/seed*.json")):
+        try:
+            out.append(json.loads(p.read_text()))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def _own_trained_scores(results_dir, key: str, recs: list[dict], cells: list[dict]) -> list[dict]:
+    """``cells`` with the trained-grid scores of each (model, seed) whose transfer results come from a retrained
+    checkpoint replaced by that checkpoint's own (its retrain record), so that a row compares one model with itself."""
+    done = {(d["model"], int(d["seed"])): d for d in _load_retrained(results_dir, key)}
+    used = {(r["model"], int(r["seed"])) for r in recs if r.get("retrained_checkpoint")}
+    out = []
+    for c in cells:
+        d = done.get((c["model"], int(c["seed"])))
+        if d is None or (c["model"], int(c["seed"])) not in used:
+            out.append(c)
+            continue
+        out.append({**c, **{part: {**c[part], "vrmse": {**c[part]["vrmse"], "mean": d["retrained"][part]}} for part, _ in _PARTS}})
+    return out
+
+
 def _retrained_note(results_dir, key: str, recs: list[dict]) -> str:
     """A line on the checkpoints ``dandelion-transfer retrain_missing=true`` retrained for dataset ``key`` (the cells'
     own were not on the machine): which, how far their trained-grid scores are from the cells', and how many of the
     transfer results ``recs`` come from them (by checkpoint SHA-256); '' if none."""
-    done = []
-    for p in sorted((Path(results_dir) / "transfer" / "retrained" / key).glob("*/seed*.json")):
-        try:
-            done.append(json.loads(p.read_text()))
-        except json.JSONDecodeError:
-            continue
+    done = _load_retrained(results_dir, key)
     if not done:
         return ""
 
@@ -195,7 +217,8 @@ def _retrained_note(results_dir, key: str, recs: list[dict]) -> str:
             f"training protocol): {who}. "
             f"At the trained grid their VRMSE differs from the cell's by at most {dev('next_step')} (next step) and {dev('rollout_mean')} "
             f"(1:{n}); {sum(bool(r.get('retrained_checkpoint')) for r in mine)} of these seeds' {len(mine)} transfer results come from the "
-            "retrained models (`transfer/retrained/`).")
+            "retrained models (`transfer/retrained/`), and for those seeds the trained-grid column shows the retrained models' own "
+            "scores (the cells' are in the tables above).")
 
 
 def plot_transfer(recs, cells, cols, models, path, title: str) -> Path:

@@ -276,6 +276,12 @@ def test_a_missing_checkpoint_is_pending_until_retrained_and_the_retrained_model
     assert all(r["retrained_checkpoint"] and r["checkpoint_sha256"] == rec["checkpoint_sha256"] for r in fine)
     res = LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))
     assert "Retrained checkpoints" in open(res["markdown"]).read() and "2 of these seeds' 2 transfer results" in open(res["markdown"]).read()
+    # retrained on another machine, the model scores otherwise: the transfer table's trained column is that model's own
+    rec["retrained"]["next_step"] = 0.98765
+    T.retrained_path(cfg.scale.results_dir, cell).write_text(json.dumps(rec))
+    md = open(LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))["markdown"]).read()
+    section = md[md.index(HEADING):]
+    assert "| _pointwise_test | next step | 0.9877 ± n/a |" in section and "0.9877" not in md[:md.index(HEADING)]
 
 
 def test_finished_results_need_no_checkpoint_and_an_interrupted_retrain_finishes(tiny_transfer):
