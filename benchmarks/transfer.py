@@ -169,14 +169,24 @@ def _transfer_hash(cell: dict, fd: dict, meta: dict) -> str:
 
 
 def current_record(cell: dict, fd: dict, results_dir) -> dict | None:
-    """The transfer JSON of this cell on fine test set ``fd`` if it was made from the same cell, checkpoint, test set and
-    evaluation (a torn or stale file: None)."""
+    """The transfer JSON of this cell on fine test set ``fd`` if it was made from the same cell, checkpoint path, test
+    set and evaluation and, where the checkpoint is on this machine, from the same checkpoint file (its SHA-256; a
+    JSON without one is taken as the cell's original unless a retrain record says the file was replaced); else None
+    (none, torn or stale). Without the checkpoint here a JSON stays current: results need no runs."""
     out = transfer_path(results_dir, fd["key"], cell["model"], cell["seed"])
     try:
         old = json.loads(out.read_text())
     except (OSError, json.JSONDecodeError):
         return None
-    return old if old.get("transfer_hash") == _transfer_hash(cell, fd, load_metadata(fd["path"])) else None
+    if old.get("transfer_hash") != _transfer_hash(cell, fd, load_metadata(fd["path"])):
+        return None
+    now = checkpoint_sha256(cell)
+    if now is None:
+        return old
+    was = old.get("checkpoint_sha256")
+    if was is None:
+        return None if retrained_record(results_dir, cell) is not None else old
+    return old if was == now else None
 
 
 def transfer_cell(cell: dict, fd: dict, results_dir, device: str = "cpu", progress: bool = False) -> tuple[dict, bool]:
@@ -287,21 +297,24 @@ def transfer(cfg) -> dict:
             ensure_fine_dataset(fd, device, progress)
             check_test_ids(fd)
             made.append({"key": fd["key"], "path": fd["path"], **generation_cost(fd["path"])})
-            if cfg.get("generate_only") or not mine:
+            if mine and not cfg.get("generate_only"):
+                persistence_on(fd, cfg.scale.results_dir, dict(mine[0]["evaluation"]), int(mine[0].get("trainer", {}).get("n_in", 4)))
+        if cfg.get("generate_only"):
+            continue
+        for c in mine:  # one checkpoint per cell for all its fine sets: retrain (if asked) before any is evaluated
+            todo = [fd for fd in fds if current_record(c, fd, cfg.scale.results_dir) is None]
+            why = needs_retraining(c, cfg.scale.results_dir) if todo else None
+            if why is not None and retrain:
+                try:
+                    retrain_cell(cfg, c, device, progress)
+                    retrained, why = retrained + 1, None
+                except (ValueError, FloatingPointError) as err:
+                    why = str(err)
+            if why is not None:
+                pending.append(f"{key} {c['model']} seed {c['seed']}: {why}"
+                               + ("" if retrain else "; retrain_missing=true retrains it (seed, rate and protocol of the cell)"))
                 continue
-            persistence_on(fd, cfg.scale.results_dir, dict(mine[0]["evaluation"]), int(mine[0].get("trainer", {}).get("n_in", 4)))
-            for c in mine:
-                why = None if current_record(c, fd, cfg.scale.results_dir) is not None else needs_retraining(c, cfg.scale.results_dir)
-                if why is not None and retrain:
-                    try:
-                        retrain_cell(cfg, c, device, progress)
-                        retrained, why = retrained + 1, None
-                    except (ValueError, FloatingPointError) as err:
-                        why = str(err)
-                if why is not None:
-                    why = f"{key} {c['model']} seed {c['seed']}: {why}" + ("" if retrain else "; retrain_missing=true retrains it (seed, rate and protocol of the cell)")
-                    pending += [] if why in pending else [why]
-                    continue
+            for fd in fds:
                 rec, did = transfer_cell(c, fd, cfg.scale.results_dir, device, progress)
                 ran, skipped = ran + did, skipped + (not did)
                 what = (f"next-step VRMSE {rec['next_step']['vrmse']['mean']:.4f}, 1:{rec['evaluation']['n_steps']} "

@@ -182,15 +182,25 @@ def _load_retrained(results_dir, key: str) -> list[dict]:
     return out
 
 
+def _from(done: dict, rec: dict) -> bool:
+    """Whether transfer result ``rec`` was made from the checkpoint retrain record ``done`` describes (same SHA-256)."""
+    return rec.get("checkpoint_sha256") is not None and rec.get("checkpoint_sha256") == done.get("checkpoint_sha256")
+
+
+def _all_from(done: dict, recs: list[dict]) -> bool:
+    """Whether every transferable result of ``recs`` (one model and seed) comes from the retrained checkpoint."""
+    recs = [r for r in recs if r.get("transferable")]
+    return bool(recs) and all(_from(done, r) for r in recs)
+
+
 def _own_trained_scores(results_dir, key: str, recs: list[dict], cells: list[dict]) -> list[dict]:
     """``cells`` with the trained-grid scores of each (model, seed) whose transfer results come from a retrained
     checkpoint replaced by that checkpoint's own (its retrain record), so that a row compares one model with itself."""
     done = {(d["model"], int(d["seed"])): d for d in _load_retrained(results_dir, key)}
-    used = {(r["model"], int(r["seed"])) for r in recs if r.get("retrained_checkpoint")}
     out = []
     for c in cells:
         d = done.get((c["model"], int(c["seed"])))
-        if d is None or (c["model"], int(c["seed"])) not in used:
+        if d is None or not _all_from(d, [r for r in recs if (r["model"], int(r["seed"])) == (c["model"], int(c["seed"]))]):
             out.append(c)
             continue
         out.append({**c, **{part: {**c[part], "vrmse": {**c[part]["vrmse"], "mean": d["retrained"][part]}} for part, _ in _PARTS}})
@@ -210,15 +220,19 @@ def _retrained_note(results_dir, key: str, recs: list[dict]) -> str:
         v = [x for x in v if math.isfinite(x)]
         return f"{100 * max(v):.1f} %" if v else "n/a"
 
-    mine = [r for r in recs if any((r["model"], r["seed"]) == (d["model"], d["seed"]) for d in done)]
+    by_cell = {(d["model"], int(d["seed"])): d for d in done}
+    mine = [r for r in recs if (r["model"], int(r["seed"])) in by_cell and r.get("transferable")]
+    n_from = sum(_from(by_cell[(r["model"], int(r["seed"]))], r) for r in mine)
+    mixed = [f"{m} seed {k}" for (m, k), d in by_cell.items() if not _all_from(d, [r for r in mine if (r["model"], int(r["seed"])) == (m, k)])]
     n = min(20, int(done[0].get("n_steps", 20)))
     who = ", ".join(f"{d['model']} seed {d['seed']}" for d in done)
     return (f"Retrained checkpoints (the cells' own were not on the machine: `retrain_missing=true`, the cell's seed, rate and "
             f"training protocol): {who}. "
             f"At the trained grid their VRMSE differs from the cell's by at most {dev('next_step')} (next step) and {dev('rollout_mean')} "
-            f"(1:{n}); {sum(bool(r.get('retrained_checkpoint')) for r in mine)} of these seeds' {len(mine)} transfer results come from the "
-            "retrained models (`transfer/retrained/`), and for those seeds the trained-grid column shows the retrained models' own "
-            "scores (the cells' are in the tables above).")
+            f"(1:{n}); {n_from} of these seeds' {len(mine)} transfer results come from the retrained models (by checkpoint SHA-256, "
+            "`transfer/retrained/`), and where all of a seed's do, the trained-grid column shows the retrained model's own score "
+            "(the cells' are in the tables above)" + (f"; not for {', '.join(mixed)}, whose results come from another checkpoint "
+                                                    "in part or in whole" if mixed else "") + ".")
 
 
 def plot_transfer(recs, cells, cols, models, path, title: str) -> Path:

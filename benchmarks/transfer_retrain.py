@@ -8,8 +8,9 @@ if the scale's training protocol is still the cell's (the run folder's ``t<hash>
 :func:`dandelion.benchmarks.cells.training_hash`); it then scores the model on the trained grid with the cell's
 evaluation and records both scores (:func:`retrained_path`), so that a retrained model's transfer is read against
 its own trained-grid error. The record and every transfer JSON carry the checkpoint's SHA-256, which says which
-model a transfer result comes from. A marker in the run folder (:data:`MARKER`) makes an interrupted retrain
-(killed while training or while being scored) finish on the next call. Protocol: docs/datasets/README.md
+model a transfer result comes from. A marker in the run folder (:data:`MARKER`), removed once the record is written,
+makes an interrupted retrain (killed while training or while being scored) finish on the next call, whatever record
+an earlier retrain (another machine's, committed) left. Protocol: docs/datasets/README.md
 ("Zero-shot resolution transfer").
 """
 
@@ -32,8 +33,8 @@ from .rollout import evaluate
 __all__ = ["MARKER", "RETRAINED_SCHEMA", "selected_checkpoint", "checkpoint_ready", "retrained_path", "retrained_record",
            "needs_retraining", "retrain_cell", "checkpoint_sha256", "score"]
 
-#: File written into a run folder before :func:`retrain_cell` trains there; with no record beside the cell the
-#: retrain is unfinished (it trains on or is scored on the next call).
+#: File written into a run folder before :func:`retrain_cell` trains there and removed once its record is written:
+#: while it exists the retrain is unfinished (it trains on or is scored on the next call).
 MARKER = ".retrained_by_transfer"
 RETRAINED_SCHEMA = "dandelion-transfer-retrained/2"
 
@@ -81,12 +82,12 @@ def _run_result(cell: dict) -> dict | None:
 
 def checkpoint_ready(cell: dict, results_dir) -> bool:
     """Whether the cell's selected checkpoint can be transferred: on this machine, its run finished (``result.json``),
-    not diverged, and, if a retrain made it (:data:`MARKER`), recorded (:func:`retrained_record`)."""
+    not diverged, and no retrain of it unfinished (:data:`MARKER`)."""
     ckpt = selected_checkpoint(cell)
     res = _run_result(cell)
     if not ckpt.exists() or res is None or res.get("stopped") == "diverged":
         return False
-    return not (ckpt.parent / MARKER).exists() or retrained_record(results_dir, cell) is not None
+    return not (ckpt.parent / MARKER).exists()
 
 
 def needs_retraining(cell: dict, results_dir) -> str | None:
@@ -118,12 +119,15 @@ def retrain_cell(cfg, cell: dict, device: str = "cpu", progress: bool = False) -
     ------
     ValueError
         If the scale's training protocol (``training_hash``) differs from the one the cell's run folder was made
-        with: the retrained model would not be the cell's (rerun ``dandelion-benchmark`` to renew the cells).
+        with: the retrained model would not be the cell's (rerun ``dandelion-benchmark`` to renew the cells); or
+        the cell's run folder is another seed's (an old cell without its own run record).
     FloatingPointError
         If the retrain diverged (recorded in its ``result.json``).
     """
     key, model, seed, lr = cell["dataset_key"], cell["model"], int(cell["seed"]), float(cell["lr"])
     ckpt = selected_checkpoint(cell)
+    if ckpt.parent.parent.parent.name != f"seed{seed}":  # an old cell whose run is another seed's sweep entry
+        raise ValueError(f"cell {key} {model} seed {seed}: its checkpoint {ckpt} is another seed's run; rerun dandelion-benchmark")
     now, was = f"t{training_hash(cfg, key)}", ckpt.parent.parent.name
     if now != was:
         raise ValueError(f"cell {key} {model} seed {seed} was trained under protocol {was} ({ckpt.parent}), the scale's is now {now}: "
@@ -150,6 +154,7 @@ def retrain_cell(cfg, cell: dict, device: str = "cpu", progress: bool = False) -
            "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     rec["relative_change"] = {p: (rec["retrained"][p] / rec["cell"][p] - 1.0) if rec["cell"][p] else math.nan for p in parts}
     write_json_atomic(retrained_path(cfg.scale.results_dir, cell), rec)
+    marker.unlink()
     print(f"[transfer] retrained {key} {model} seed {seed}: next-step VRMSE {rec['retrained']['next_step']:.4f} "
           f"(the cell's {rec['cell']['next_step']:.4f})", flush=True)
     return rec

@@ -282,6 +282,16 @@ def test_a_missing_checkpoint_is_pending_until_retrained_and_the_retrained_model
     md = open(LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))["markdown"]).read()
     section = md[md.index(HEADING):]
     assert "| _pointwise_test | next step | 0.9877 ± n/a |" in section and "0.9877" not in md[:md.index(HEADING)]
+    # a record of another checkpoint (another machine retrained later): the results here are not its model's
+    rec["checkpoint_sha256"] = "f" * 64
+    T.retrained_path(cfg.scale.results_dir, cell).write_text(json.dumps(rec))
+    md = open(LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))["markdown"]).read()
+    section = md[md.index(HEADING):]
+    assert "0.9877" not in section and "0 of these seeds' 2 transfer results" in section and "not for _pointwise_test seed 0" in section
+    # a result made from another file than the checkpoint here is stale: evaluated again
+    p = T.transfer_path(cfg.scale.results_dir, "tiny_16x32_to_32x64_fine_band", "_pointwise_test", 0)
+    p.write_text(json.dumps({**json.loads(p.read_text()), "checkpoint_sha256": "0" * 64}))
+    assert T.transfer(cfg)["ran"] == 1
 
 
 def test_finished_results_need_no_checkpoint_and_an_interrupted_retrain_finishes(tiny_transfer):
@@ -301,8 +311,13 @@ def test_finished_results_need_no_checkpoint_and_an_interrupted_retrain_finishes
         T.transfer_path(cfg.scale.results_dir, f"tiny_16x32_to_32x64_{v}", "_pointwise_test", 0).unlink()
     cfg.retrain_missing = True
     T.transfer(cfg)
-    T.retrained_path(cfg.scale.results_dir, cell).unlink()
-    assert (T.selected_checkpoint(cell).parent / R.MARKER).exists() and not T.checkpoint_ready(cell, cfg.scale.results_dir)
+    marker = T.selected_checkpoint(cell).parent / R.MARKER
+    assert not marker.exists() and T.checkpoint_ready(cell, cfg.scale.results_dir)
+    # killed after training, before its record: the marker is still there, beside an older record (another machine's)
+    marker.write_text("{}")
+    rec = json.loads(T.retrained_path(cfg.scale.results_dir, cell).read_text())
+    T.retrained_path(cfg.scale.results_dir, cell).write_text(json.dumps({**rec, "checkpoint_sha256": "0" * 64}))
+    assert not T.checkpoint_ready(cell, cfg.scale.results_dir)
     cfg.retrain_missing = False
     for v in T.VARIANTS:
         T.transfer_path(cfg.scale.results_dir, f"tiny_16x32_to_32x64_{v}", "_pointwise_test", 0).unlink()
@@ -310,7 +325,8 @@ def test_finished_results_need_no_checkpoint_and_an_interrupted_retrain_finishes
     assert out["ran"] == 0 and "did not finish" in out["pending"][0]
     cfg.retrain_missing = True
     out = T.transfer(cfg)
-    assert (out["ran"], out["retrained"]) == (2, 1) and T.retrained_path(cfg.scale.results_dir, cell).exists()
+    assert (out["ran"], out["retrained"]) == (2, 1) and not marker.exists()
+    assert json.loads(T.retrained_path(cfg.scale.results_dir, cell).read_text())["checkpoint_sha256"] == rec["checkpoint_sha256"]
 
 
 def test_a_fresh_clone_regenerates_the_coarse_data_when_asked_to_retrain(tiny_transfer):
