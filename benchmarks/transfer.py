@@ -223,8 +223,6 @@ def transfer_cell(cell: dict, fd: dict, results_dir, device: str = "cpu", progre
         rec.update({"treatment": rule["treatment"], "build_overrides": rule["overrides"], "evaluation": {**e, "n_forecasts": int(res["n_forecasts"])},
                     **metric_summaries(res)})
         rec["finite"] = all(math.isfinite(v) for part in ("next_step", "rollout_mean") for v in rec[part]["vrmse"].values())
-    retrained = retrained_record(results_dir, cell)
-    rec["retrained_checkpoint"] = bool(retrained and retrained.get("checkpoint_sha256") == rec["checkpoint_sha256"])
     rec.update({"minutes": (time.perf_counter() - t0) / 60.0, "versions": versions(), "machine": machine(device),
                 "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     write_json_atomic(out, rec)
@@ -303,7 +301,7 @@ def transfer(cfg) -> dict:
             continue
         for c in mine:  # one checkpoint per cell for all its fine sets: retrain (if asked) before any is evaluated
             todo = [fd for fd in fds if current_record(c, fd, cfg.scale.results_dir) is None]
-            why = needs_retraining(c, cfg.scale.results_dir) if todo else None
+            why = needs_retraining(c) if todo else None
             if why is not None and retrain:
                 try:
                     retrain_cell(cfg, c, device, progress)

@@ -130,7 +130,8 @@ def transfer_section(results_dir, cells: list[dict], plots: bool = True) -> tupl
         cs = [c for c in cells if c["dataset_key"] == key]
         if not cs:
             continue
-        cs = _own_trained_scores(results_dir, key, rs, cs)
+        done = _load_retrained(results_dir, key)
+        cs = _own_trained_scores(done, rs, cs)
         cols = _columns(rs, cs[0])
         models = list(dict.fromkeys([c["model"] for c in cs]))
         L += [f"### {key}", "", "| model | lead | " + " | ".join(c[0] for c in cols) + " |", "|---|---|" + "---:|" * len(cols)]
@@ -154,7 +155,7 @@ def transfer_section(results_dir, cells: list[dict], plots: bool = True) -> tupl
             elif m in treatments:
                 L.append(f"- {m}: {treatments[m]}")
         L.append("")
-        retrained = _retrained_note(results_dir, key, rs)
+        retrained = _retrained_note(done, rs)
         L += [retrained, ""] if retrained else []
         L += ["| test set | grid | solver | stored lmax | generation wall min (CPU min) |", "|---|---|---:|---:|---:|"]
         for fk in sorted({r["fine_key"] for r in rs}, key=lambda k: next((r["nlat"], r["variant"]) for r in rs if r["fine_key"] == k)):
@@ -193,10 +194,11 @@ def _all_from(done: dict, recs: list[dict]) -> bool:
     return bool(recs) and all(_from(done, r) for r in recs)
 
 
-def _own_trained_scores(results_dir, key: str, recs: list[dict], cells: list[dict]) -> list[dict]:
-    """``cells`` with the trained-grid scores of each (model, seed) whose transfer results come from a retrained
-    checkpoint replaced by that checkpoint's own (its retrain record), so that a row compares one model with itself."""
-    done = {(d["model"], int(d["seed"])): d for d in _load_retrained(results_dir, key)}
+def _own_trained_scores(records: list[dict], recs: list[dict], cells: list[dict]) -> list[dict]:
+    """``cells`` with the trained-grid scores of each (model, seed) whose transfer results ``recs`` all come from a
+    retrained checkpoint replaced by that checkpoint's own (its retrain record in ``records``), so that a row compares
+    one model with itself."""
+    done = {(d["model"], int(d["seed"])): d for d in records}
     out = []
     for c in cells:
         d = done.get((c["model"], int(c["seed"])))
@@ -207,11 +209,10 @@ def _own_trained_scores(results_dir, key: str, recs: list[dict], cells: list[dic
     return out
 
 
-def _retrained_note(results_dir, key: str, recs: list[dict]) -> str:
-    """A line on the checkpoints ``dandelion-transfer retrain_missing=true`` retrained for dataset ``key`` (the cells'
-    own were not on the machine): which, how far their trained-grid scores are from the cells', and how many of the
-    transfer results ``recs`` come from them (by checkpoint SHA-256); '' if none."""
-    done = _load_retrained(results_dir, key)
+def _retrained_note(done: list[dict], recs: list[dict]) -> str:
+    """A line on the checkpoints ``dandelion-transfer retrain_missing=true`` retrained for a dataset (their records
+    ``done``; the cells' own were not on the machine): which, how far their trained-grid scores are from the cells',
+    and how many of the transfer results ``recs`` come from them (by checkpoint SHA-256); '' if none."""
     if not done:
         return ""
 

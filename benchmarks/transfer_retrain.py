@@ -80,27 +80,23 @@ def _run_result(cell: dict) -> dict | None:
         return None
 
 
-def checkpoint_ready(cell: dict, results_dir) -> bool:
-    """Whether the cell's selected checkpoint can be transferred: on this machine, its run finished (``result.json``),
-    not diverged, and no retrain of it unfinished (:data:`MARKER`)."""
+def needs_retraining(cell: dict) -> str | None:
+    """Why the cell's selected checkpoint cannot be transferred (not on this machine, its run unfinished or diverged,
+    or a retrain of it unfinished: :data:`MARKER`), or None when it can."""
     ckpt = selected_checkpoint(cell)
     res = _run_result(cell)
-    if not ckpt.exists() or res is None or res.get("stopped") == "diverged":
-        return False
-    return not (ckpt.parent / MARKER).exists()
-
-
-def needs_retraining(cell: dict, results_dir) -> str | None:
-    """Why the cell's checkpoint is not ready (:func:`checkpoint_ready`), or None when it is."""
-    if checkpoint_ready(cell, results_dir):
-        return None
-    ckpt = selected_checkpoint(cell)
-    res = _run_result(cell)
-    if res is not None and res.get("stopped") == "diverged":
+    if not ckpt.exists() or res is None:
+        return f"checkpoint {ckpt} is not on this machine (or its run did not finish)"
+    if res.get("stopped") == "diverged":
         return f"the run in {ckpt.parent} diverged ({res.get('error')})"
     if (ckpt.parent / MARKER).exists():
         return f"the retrain in {ckpt.parent} did not finish"
-    return f"checkpoint {ckpt} is not on this machine"
+    return None
+
+
+def checkpoint_ready(cell: dict) -> bool:
+    """Whether the cell's selected checkpoint can be transferred (:func:`needs_retraining` finds nothing)."""
+    return needs_retraining(cell) is None
 
 
 def score(forecaster, data, evaluation: dict, progress: bool = False) -> dict:
