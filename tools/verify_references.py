@@ -3,7 +3,7 @@ compare them with the committed reference JSONs: a check that a regenerated data
 cells were scored on (identical references need identical test and train splits).
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/verify_references.py held_suarez_32x64 [KEY ...] [--write]
-        [--equivalent-within=TOL] [scale=cpu]
+        [--equivalent-within=TOL] [--scale=cpu]
 
 Prints, per key and reference, the committed and recomputed next-step and 1:20 VRMSE, whether every
 summary is identical, and the largest relative difference. With ``--write`` the committed JSONs are replaced
@@ -13,6 +13,7 @@ pair of data versions (the committed references' ``data_files_sha256`` and the d
 ``results_dir/<key>/data_equivalence.json``, which the leaderboard cites instead of warning about the two
 versions. Exits 1 if any reference differs (beyond TOL when given).
 """
+import argparse
 import json
 import sys
 import tempfile
@@ -27,12 +28,21 @@ from dandelion.benchmarks.references import linear_ar_reference, persistence_ref
 from dandelion.runtime import machine, write_json_atomic
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="tools/verify_references.py", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("keys", nargs="+", metavar="KEY", help="dataset keys of the scale, e.g. held_suarez_32x64")
+    parser.add_argument("--write", action="store_true", help="replace the committed reference JSONs by the recomputed ones")
+    parser.add_argument("--equivalent-within", type=float, default=None, metavar="TOL",
+                        help="record the two data versions as equivalent when every reference differs by at most TOL relative")
+    parser.add_argument("--scale", default="cpu", help="benchmark scale config (default: cpu)")
+    return parser.parse_args(argv)
+
+
 def main(argv: list[str]) -> int:
-    write = "--write" in argv
-    scale = next((a.split("=", 1)[1] for a in argv if a.startswith("scale=")), "cpu")
-    tol = next((float(a.split("=", 1)[1]) for a in argv if a.startswith("--equivalent-within=")), None)
-    keys = [a for a in argv if a != "--write" and not a.startswith(("scale=", "--equivalent-within="))]
-    cfg = B.compose("benchmark", [f"scale={scale}"])
+    args = parse_args(argv)
+    write, tol, keys = args.write, args.equivalent_within, args.keys
+    cfg = B.compose("benchmark", [f"scale={args.scale}"])
     OmegaConf.set_struct(cfg, False)
     committed = Path(str(cfg.scale.results_dir))
     if not write:
