@@ -115,9 +115,10 @@ def transfer_rule(ckpt: dict) -> dict:
                       "in dandelion.benchmarks.transfer.TRANSFER_RULES"}
 
 
-def transfer_forecaster(checkpoint, dataset, device: str = "cpu", ckpt: dict | None = None) -> tuple[Forecaster | None, dict]:
+def transfer_forecaster(checkpoint, dataset, device: str = "cpu", ckpt: dict | None = None, overrides: dict | None = None) -> tuple[Forecaster | None, dict]:
     """The checkpoint's model as a :class:`~dandelion.forecast.Forecaster` on ``dataset``'s grid, normalised
-    with the CHECKPOINT's statistics; returns ``(forecaster or None, rule)`` (:func:`transfer_rule`).
+    with the CHECKPOINT's statistics; returns ``(forecaster or None, rule)`` (:func:`transfer_rule`). ``overrides``
+    (build hyper-parameters, e.g. Dandelion's ``pool_lmax``) apply on top of the rule's, for diagnostics.
 
     Raises
     ------
@@ -137,7 +138,7 @@ def transfer_forecaster(checkpoint, dataset, device: str = "cpu", ckpt: dict | N
         return None, rule
     spec = ckpt["extra"]["model_spec"]
     model = build_model(spec["name"], spec["preset"], int(spec["in_channels"]), int(spec["out_channels"]), dataset.grid.nlat,
-                        dataset.grid.nlon, dataset.grid.grid, **{**dict(spec.get("overrides") or {}), **rule["overrides"]})
+                        dataset.grid.nlon, dataset.grid.grid, **{**dict(spec.get("overrides") or {}), **rule["overrides"], **dict(overrides or {})})
     with allow_grid_change(model):  # PyTorch still checks every weight shape
         model.load_state_dict(model_state(ckpt, model))
     extra = ckpt.get("extra", {})

@@ -35,7 +35,7 @@ import torch.utils.checkpoint
 from .grid_guard import GridGuard
 from .kernels import Pointwise
 from .norm import AreaNormS2
-from .pooling import SpectralDownsample, SpectralUpsample, coarse_grid
+from .pooling import SpectralDownsample, SpectralUpsample, coarse_grid, pooling_band_limit
 from .registry import register_model
 from .sphere import SphereGrid
 from .warp import TangentWarpS2
@@ -139,6 +139,13 @@ class Dandelion(GridGuard, nn.Module):
         parameters and state_dict; outputs and gradients equal those of the eager model up to
         rounding (the eager default keeps zero displacement the identity bit for bit). Falls back to
         the eager kernels with a warning when compilation fails. Off by default.
+    pool_lmax : sequence of int, one per level except the bottom, optional
+        Band limit (exclusive degree and order) of the spectral pooling between level ``k`` and
+        ``k + 1``, both ways. Default: the largest both level grids resolve
+        (:func:`~dandelion.pooling.pooling_band_limit`), so the band limits double with the grid. Giving
+        the band limits of the grid a model was trained on keeps its coarse levels at the trained
+        degrees on a finer grid (zero-shot resolution transfer: the convention of SFNO's fixed
+        ``lmax``, Bonev et al. 2023, arXiv:2306.03838). Not part of the state_dict.
 
     Attributes
     ----------
@@ -148,17 +155,19 @@ class Dandelion(GridGuard, nn.Module):
         grid type, and a model on another grid type refuses it (unless
         :func:`~dandelion.grid_guard.allow_grid_change`).
     grids : list of SphereGrid, one per level.
+    pool_lmax : list of int
+        The band limit of each pooling (one per level except the bottom).
 
     Raises
     ------
     ValueError
-        For inconsistent hyper-parameters, ``nlon`` not divisible by ``2**(levels - 1)``, or an
-        unknown grid.
+        For inconsistent hyper-parameters, ``nlon`` not divisible by ``2**(levels - 1)``, an
+        unknown grid, or a ``pool_lmax`` of the wrong length or above what a level's grids resolve.
     """
 
     resolution_dependent = False
 
-    def __init__(self, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str = "equiangular", *, width: int = 32, multipliers: Sequence[int] = (1, 2, 4), heads: int = 8, encoder_blocks: Sequence[int] = (1, 1, 2), decoder_blocks: Sequence[int] = (1, 1), offset_ratio: float = 0.5, cond_dim: int = 0, checkpoint_blocks: bool = False, compile_kernels: bool = False):
+    def __init__(self, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str = "equiangular", *, width: int = 32, multipliers: Sequence[int] = (1, 2, 4), heads: int = 8, encoder_blocks: Sequence[int] = (1, 1, 2), decoder_blocks: Sequence[int] = (1, 1), offset_ratio: float = 0.5, cond_dim: int = 0, checkpoint_blocks: bool = False, compile_kernels: bool = False, pool_lmax: Sequence[int] | None = None):
         super().__init__()
         levels = len(multipliers)
         self.checkpoint_blocks = bool(checkpoint_blocks)
@@ -190,10 +199,15 @@ class Dandelion(GridGuard, nn.Module):
 
         self.lift = nn.Sequential(_pointwise(in_channels + 3, width), nn.GELU(), _pointwise(width, widths[0]))
         self.encoder = nn.ModuleList(blocks(k, encoder_blocks[k]) for k in range(levels))
-        self.down = nn.ModuleList(SpectralDownsample(self.grids[k], self.grids[k + 1]) for k in range(levels - 1))
+        if pool_lmax is None:
+            pool_lmax = [pooling_band_limit(self.grids[k], self.grids[k + 1]) for k in range(levels - 1)]
+        if len(pool_lmax) != levels - 1:
+            raise ValueError(f"pool_lmax needs one band limit per pooling ({levels - 1} for {levels} levels), got {list(pool_lmax)}")
+        self.pool_lmax = [int(b) for b in pool_lmax]
+        self.down = nn.ModuleList(SpectralDownsample(self.grids[k], self.grids[k + 1], lmax=self.pool_lmax[k]) for k in range(levels - 1))
         self.down_proj = nn.ModuleList(_pointwise(widths[k], widths[k + 1]) for k in range(levels - 1))
         self.up_proj = nn.ModuleList(_pointwise(widths[k + 1], widths[k]) for k in range(levels - 1))
-        self.up = nn.ModuleList(SpectralUpsample(self.grids[k + 1], self.grids[k]) for k in range(levels - 1))
+        self.up = nn.ModuleList(SpectralUpsample(self.grids[k + 1], self.grids[k], lmax=self.pool_lmax[k]) for k in range(levels - 1))
         self.fuse = nn.ModuleList(_pointwise(2 * widths[k], widths[k]) for k in range(levels - 1))
         self.decoder = nn.ModuleList(blocks(k, decoder_blocks[k]) for k in range(levels - 1))
         self.head_norm = AreaNormS2(data_grid, widths[0], compile_kernels=self.compile_kernels)
@@ -251,7 +265,7 @@ def build_dandelion(preset: str, in_channels: int, out_channels: int, nlat: int,
     if preset not in PRESETS:
         raise ValueError(f"unknown Dandelion preset {preset!r}: choose one of {sorted(PRESETS)}")
     params = dict(PRESETS[preset])
-    allowed = set(params) | {"cond_dim", "checkpoint_blocks", "compile_kernels"}
+    allowed = set(params) | {"cond_dim", "checkpoint_blocks", "compile_kernels", "pool_lmax"}
     unknown = set(overrides) - allowed
     if unknown:
         raise ValueError(f"unknown Dandelion hyper-parameter(s) {sorted(unknown)}: choose from {sorted(allowed)}")

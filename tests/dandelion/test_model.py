@@ -82,6 +82,44 @@ def test_outputs_agree_across_resolutions():
     assert float((yf - yc).norm() / yc.norm()) < 0.05
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_trained_pool_lmax_agrees_better_across_resolutions(seed):
+    """Keeping the trained grid's pooling band limits on the finer grid (``pool_lmax``) brings the 65x128 output
+    at the shared nodes closer to the 33x64 one than the finer grid's own (doubled) band limits do."""
+    torch.manual_seed(seed)
+    ref = build_model("dandelion", "small", 16, 4, 33, 64, "equiangular")
+    x33, x65 = smooth_input(SphereGrid(33, 64), 16), smooth_input(SphereGrid(65, 128), 16)
+    errors = {}
+    for name, pool_lmax in (("grid", None), ("trained", ref.pool_lmax)):
+        fine = build_model("dandelion", "small", 16, 4, 65, 128, "equiangular", pool_lmax=pool_lmax)
+        fine.load_state_dict(ref.state_dict())
+        with torch.no_grad():
+            yc, yf = ref(x33), fine(x65)[..., ::2, ::2]
+        errors[name] = float((yf - yc).norm() / yc.norm())
+    assert fine.pool_lmax == ref.pool_lmax == [16, 8]
+    assert errors["trained"] < 0.8 * errors["grid"], errors
+
+
+def test_pool_lmax_default_and_refusals():
+    """The default band limits are the largest both level grids resolve; giving them explicitly changes nothing;
+    a wrong count or a band above a grid's is refused."""
+    from dandelion.pooling import coarse_grid, pooling_band_limit
+
+    torch.manual_seed(0)
+    m = build_model("dandelion", "small", 16, 4, 64, 128, "equiangular")
+    grids = [coarse_grid(SphereGrid(64, 128), k) for k in range(3)]
+    assert m.pool_lmax == [pooling_band_limit(grids[k], grids[k + 1]) for k in range(2)]
+    same = build_model("dandelion", "small", 16, 4, 64, 128, "equiangular", pool_lmax=m.pool_lmax)
+    same.load_state_dict(m.state_dict())
+    x = smooth_input(SphereGrid(64, 128), 16)
+    with torch.no_grad():
+        assert torch.equal(m(x), same(x))
+    with pytest.raises(ValueError, match="one band limit per pooling"):
+        build_model("dandelion", "small", 16, 4, 64, 128, "equiangular", pool_lmax=[16])
+    with pytest.raises(ValueError, match="lmax=64"):
+        build_model("dandelion", "small", 16, 4, 64, 128, "equiangular", pool_lmax=[64, 8])
+
+
 def test_nlon_must_divide():
     with pytest.raises(ValueError, match="nlon=60"):
         build_model("dandelion", "paper", 16, 4, 32, 60, "equiangular")  # 60 does not divide by 8

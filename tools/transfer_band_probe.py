@@ -1,0 +1,90 @@
+"""Where does Dandelion lose under zero-shot resolution transfer? Score a cell's checkpoint on a finer transfer test
+set twice: as the transfer protocol builds it (each spectral pooling at the band limit of the finer level grids, so
+the band limits double with the grid) and with every pooling kept at the band limit it had on the trained grid
+(``Dandelion(pool_lmax=...)``, the convention of SFNO's fixed ``lmax``).
+
+    OMP_NUM_THREADS=1 .venv/bin/python tools/transfer_band_probe.py held_suarez_32x64 --grid 64x128 \
+        --variant coarse_band --seeds 0 1 2 [--scale cpu] [--output FILE]
+
+Needs the cells' checkpoints and the transfer test sets on this machine (``dandelion-transfer scale=cpu
+retrain_missing=true 'only.datasets=[KEY]'`` makes both). Prints next-step and 1:20 area-weighted VRMSE per seed
+and treatment; ``--output`` writes them as JSON (atomically). Exits 2 when a checkpoint or test set is missing.
+"""
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from dandelion.benchmarks import benchmark as B
+from dandelion.benchmarks.cells import load_cells, metric_summaries
+from dandelion.benchmarks.transfer import transfer_forecaster
+from dandelion.benchmarks.transfer_retrain import score, selected_checkpoint
+from dandelion.benchmarks.transfer_sets import fine_datasets
+from dandelion.checkpoint import load_checkpoint
+from dandelion.datasets.torch_dataset import WindowDataset
+from dandelion.registry import build_model
+from dandelion.runtime import machine, versions, write_json_atomic
+
+
+def trained_pool_lmax(ckpt: dict) -> list[int]:
+    """The pooling band limits of the checkpoint's Dandelion on the grid it was trained on."""
+    spec, g = ckpt["extra"]["model_spec"], ckpt["grid"]
+    model = build_model(spec["name"], spec["preset"], int(spec["in_channels"]), int(spec["out_channels"]), int(g["nlat"]), int(g["nlon"]),
+                        str(g["grid"]), **dict(spec.get("overrides") or {}))
+    return list(model.pool_lmax)
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="tools/transfer_band_probe.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("key", help="dataset key of the scale (the trained grid), e.g. held_suarez_32x64")
+    parser.add_argument("--grid", default="64x128", help="finer grid of the transfer test set (default 64x128)")
+    parser.add_argument("--variant", default="coarse_band", choices=["coarse_band", "fine_band"])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--scale", default="cpu")
+    parser.add_argument("--output", default=None, help="JSON file for the scores")
+    return parser.parse_args(argv)
+
+
+def main(argv) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(1)
+    cfg = B.compose("transfer", [f"scale={args.scale}"])
+    fds = [fd for fd in fine_datasets(cfg, args.key) if f"{fd['nlat']}x{fd['nlon']}" == args.grid and fd["variant"] == args.variant]
+    if not fds or not Path(fds[0]["path"]).exists():
+        print(f"no {args.variant} test set at {args.grid} for {args.key} on this machine: run dandelion-transfer scale={args.scale} "
+              f"'only.datasets=[{args.key}]' generate_only=true first", file=sys.stderr)
+        return 2
+    fd = fds[0]
+    cells = {int(c["seed"]): c for c in load_cells(cfg.scale.results_dir) if c["dataset_key"] == args.key and c["model"] == "dandelion"}
+    rows = []
+    for seed in args.seeds:
+        cell = cells.get(seed)
+        ck = None if cell is None else selected_checkpoint(cell)
+        if ck is None or not Path(ck).exists():
+            print(f"{args.key} dandelion seed {seed}: no checkpoint on this machine ({ck}): dandelion-transfer scale={args.scale} "
+                  f"retrain_missing=true 'only.datasets=[{args.key}]' retrains it", file=sys.stderr)
+            return 2
+        e = dict(cell["evaluation"])
+        data = WindowDataset(fd["path"], e.get("split", "test"), n_in=int((cell.get("trainer") or {}).get("n_in", 4)), n_out=1)
+        pool = trained_pool_lmax(load_checkpoint(ck))
+        for treatment, over in (("grid_bands", None), ("trained_bands", {"pool_lmax": pool})):
+            t0 = time.perf_counter()
+            fc, _ = transfer_forecaster(ck, data, overrides=over)
+            s = metric_summaries(score(fc, data, e))
+            row = {"seed": seed, "treatment": treatment, "pool_lmax": list(fc.model.pool_lmax), "trained_pool_lmax": pool,
+                   "next_step": s["next_step"]["vrmse"]["mean"], "rollout_mean": s["rollout_mean"]["vrmse"]["mean"],
+                   "seconds": time.perf_counter() - t0}
+            rows.append(row)
+            print(f"{fd['key']} dandelion seed {seed} {treatment} (pool_lmax {row['pool_lmax']}): next step {row['next_step']:.4f}, "
+                  f"1:20 {row['rollout_mean']:.4f}", flush=True)
+    if args.output:
+        write_json_atomic(args.output, {"dataset_key": args.key, "fine_key": fd["key"], "rows": rows, "metric": "area-weighted VRMSE",
+                                        "command": "tools/transfer_band_probe.py " + " ".join(argv), "versions": versions(),
+                                        "machine": machine("cpu"), "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
