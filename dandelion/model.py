@@ -26,6 +26,7 @@ parameters ``c``, zero at initialisation).
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Sequence
 
 import torch
@@ -162,7 +163,8 @@ class Dandelion(GridGuard, nn.Module):
     ------
     ValueError
         For inconsistent hyper-parameters, ``nlon`` not divisible by ``2**(levels - 1)``, an
-        unknown grid, or a ``pool_lmax`` of the wrong length or above what a level's grids resolve.
+        unknown grid, or a ``pool_lmax`` that is not one positive integer per pooling or exceeds what a level's
+        grids resolve.
     """
 
     resolution_dependent = False
@@ -201,8 +203,9 @@ class Dandelion(GridGuard, nn.Module):
         self.encoder = nn.ModuleList(blocks(k, encoder_blocks[k]) for k in range(levels))
         if pool_lmax is None:
             pool_lmax = [pooling_band_limit(self.grids[k], self.grids[k + 1]) for k in range(levels - 1)]
-        if len(pool_lmax) != levels - 1:
-            raise ValueError(f"pool_lmax needs one band limit per pooling ({levels - 1} for {levels} levels), got {list(pool_lmax)}")
+        if isinstance(pool_lmax, (str, bytes)) or not isinstance(pool_lmax, Sequence) or len(pool_lmax) != levels - 1 or not all(
+                isinstance(b, numbers.Integral) and not isinstance(b, bool) and b >= 1 for b in pool_lmax):
+            raise ValueError(f"pool_lmax needs one band limit per pooling, a positive integer each ({levels - 1} for {levels} levels), got {pool_lmax!r}")
         self.pool_lmax = [int(b) for b in pool_lmax]
         self.down = nn.ModuleList(SpectralDownsample(self.grids[k], self.grids[k + 1], lmax=self.pool_lmax[k]) for k in range(levels - 1))
         self.down_proj = nn.ModuleList(_pointwise(widths[k], widths[k + 1]) for k in range(levels - 1))

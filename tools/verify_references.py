@@ -36,7 +36,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--equivalent-within", type=float, default=None, metavar="TOL",
                         help="record the two data versions as equivalent when every reference differs by at most TOL relative")
     parser.add_argument("--scale", default="cpu", help="benchmark scale config (default: cpu)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    for key in args.keys:
+        if key.startswith("scale="):
+            parser.error(f"{key!r} is not a dataset key: write --{key}")
+    return args
 
 
 def main(argv: list[str]) -> int:

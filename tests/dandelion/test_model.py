@@ -109,13 +109,15 @@ def test_pool_lmax_default_and_refusals():
     m = build_model("dandelion", "small", 16, 4, 64, 128, "equiangular")
     grids = [coarse_grid(SphereGrid(64, 128), k) for k in range(3)]
     assert m.pool_lmax == [pooling_band_limit(grids[k], grids[k + 1]) for k in range(2)]
+    assert m.pool_lmax == [32, 16]  # a 32x64 (then 16x32) Legendre-Gauss level resolves degrees and orders below 32 (16)
     same = build_model("dandelion", "small", 16, 4, 64, 128, "equiangular", pool_lmax=m.pool_lmax)
     same.load_state_dict(m.state_dict())
     x = smooth_input(SphereGrid(64, 128), 16)
     with torch.no_grad():
         assert torch.equal(m(x), same(x))
-    with pytest.raises(ValueError, match="one band limit per pooling"):
-        build_model("dandelion", "small", 16, 4, 64, 128, "equiangular", pool_lmax=[16])
+    for bad in ([16], 16, "98", [16.5, 8], [True, True], [16, 0]):
+        with pytest.raises(ValueError, match="one band limit per pooling"):
+            build_model("dandelion", "small", 16, 4, 64, 128, "equiangular", pool_lmax=bad)
     with pytest.raises(ValueError, match="lmax=64"):
         build_model("dandelion", "small", 16, 4, 64, 128, "equiangular", pool_lmax=[64, 8])
 
