@@ -183,6 +183,14 @@ def _load_retrained(results_dir, key: str) -> list[dict]:
     return out
 
 
+def _by_seed(recs: list[dict]) -> dict[tuple[str, int], list[dict]]:
+    """Transfer results grouped by (model, seed)."""
+    out: dict[tuple[str, int], list[dict]] = {}
+    for r in recs:
+        out.setdefault((r["model"], int(r["seed"])), []).append(r)
+    return out
+
+
 def _from(done: dict, rec: dict) -> bool:
     """Whether transfer result ``rec`` was made from the checkpoint retrain record ``done`` describes (same SHA-256)."""
     return rec.get("checkpoint_sha256") is not None and rec.get("checkpoint_sha256") == done.get("checkpoint_sha256")
@@ -198,11 +206,11 @@ def _own_trained_scores(records: list[dict], recs: list[dict], cells: list[dict]
     """``cells`` with the trained-grid scores of each (model, seed) whose transfer results ``recs`` all come from a
     retrained checkpoint replaced by that checkpoint's own (its retrain record in ``records``), so that a row compares
     one model with itself."""
-    done = {(d["model"], int(d["seed"])): d for d in records}
+    done, grouped = {(d["model"], int(d["seed"])): d for d in records}, _by_seed(recs)
     out = []
     for c in cells:
         d = done.get((c["model"], int(c["seed"])))
-        if d is None or not _all_from(d, [r for r in recs if (r["model"], int(r["seed"])) == (c["model"], int(c["seed"]))]):
+        if d is None or not _all_from(d, grouped.get((c["model"], int(c["seed"])), [])):
             out.append(c)
             continue
         out.append({**c, **{part: {**c[part], "vrmse": {**c[part]["vrmse"], "mean": d["retrained"][part]}} for part, _ in _PARTS}})
@@ -224,7 +232,8 @@ def _retrained_note(done: list[dict], recs: list[dict]) -> str:
     by_cell = {(d["model"], int(d["seed"])): d for d in done}
     mine = [r for r in recs if (r["model"], int(r["seed"])) in by_cell and r.get("transferable")]
     n_from = sum(_from(by_cell[(r["model"], int(r["seed"]))], r) for r in mine)
-    mixed = [f"{m} seed {k}" for (m, k), d in by_cell.items() if not _all_from(d, [r for r in mine if (r["model"], int(r["seed"])) == (m, k)])]
+    grouped = _by_seed(mine)
+    mixed = [f"{m} seed {k}" for (m, k), d in by_cell.items() if not _all_from(d, grouped.get((m, k), []))]
     n = min(20, int(done[0].get("n_steps", 20)))
     who = ", ".join(f"{d['model']} seed {d['seed']}" for d in done)
     return (f"Retrained checkpoints (the cells' own were not on the machine: `retrain_missing=true`, the cell's seed, rate and "

@@ -16,6 +16,7 @@ an earlier retrain (another machine's, committed) left. Protocol: docs/datasets/
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -55,9 +56,18 @@ def selected_checkpoint(cell: dict) -> Path:
 
 
 def checkpoint_sha256(cell: dict) -> str | None:
-    """SHA-256 of the cell's selected checkpoint file (None if it is not on this machine)."""
+    """SHA-256 of the cell's selected checkpoint file (None if it is not on this machine). Hashed once per file
+    version (path, size, modification time): the transfer asks for it once per fine test set and again per record."""
     p = selected_checkpoint(cell)
-    return sha256_file(p) if p.exists() else None
+    if not p.exists():
+        return None
+    st = p.stat()
+    return _sha256_of(str(p.resolve()), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _sha256_of(path: str, size: int, mtime_ns: int) -> str:
+    return sha256_file(Path(path))
 
 
 def retrained_path(results_dir, cell: dict) -> Path:
