@@ -68,7 +68,7 @@ from .transfer_sets import (FIXED_PHYSICS, FV_CELLS, check_test_ids, ensure_fine
                             generation_cost, solver_resolution)
 
 __all__ = ["TRANSFER_SCHEMA", "VARIANTS", "FIXED_PHYSICS", "FV_CELLS", "fine_datasets", "fine_dataset_config", "ensure_fine_dataset", "generation_cost",
-           "transfer_rule", "transfer_forecaster", "current_record", "checkpoint_ready", "retrain_cell", "retrained_path", "persistence_on", "transfer_cell", "transfer_path", "transfer", "main", "TRANSFER_RULES"]
+           "transfer_rule", "transfer_forecaster", "current_record", "checkpoint_ready", "retrain_cell", "retrained_path", "persistence_on", "transfer_cell", "transfer_path", "transfer", "main", "TRANSFER_RULES", "RULE_REVISIONS"]
 
 
 # ---------------------------------------------------------------------------------------------- models
@@ -80,12 +80,25 @@ def _keep_trained_modes(model, spec: dict) -> tuple[dict, str]:
             "so degrees above the trained band limit are not represented inside the network")
 
 
+def _keep_trained_band_limits(model, spec: dict) -> tuple[dict, str]:
+    pool = [int(b) for b in model.pool_lmax]
+    return ({"pool_lmax": pool},
+            f"same weights; warps are great-circle displacements in radians; each spectral pooling keeps its trained band limit "
+            f"(pool_lmax {pool}, fixed as SFNO's lmax) instead of the finer level grids' (which would double them)")
+
+
 #: Model name -> ``f(model built on the training grid, model_spec) -> (build overrides, description)`` for a
-#: model whose weights depend on the resolution but keep a meaning at another grid once the overrides hold.
-TRANSFER_RULES = {"sfno": _keep_trained_modes}
+#: model whose weights, or whose band limits, depend on the resolution but keep their meaning at another grid once
+#: the overrides hold. SFNO keeps its trained modes; Dandelion its trained pooling band limits: built on a finer grid
+#: it would otherwise pool at what the finer levels resolve, a different operator from the one trained (measured in
+#: benchmarks/results/cpu/NOTES.md, "Zero-shot resolution transfer").
+TRANSFER_RULES = {"sfno": _keep_trained_modes, "dandelion": _keep_trained_band_limits}
+
+#: Model name -> revision of its transfer rule, part of its records' hash: a rule changed after records were made
+#: makes that model's records stale (and only that model's). A model without an entry has its first rule.
+RULE_REVISIONS = {"dandelion": "trained pooling band limits (pool_lmax), 2026-12-02"}
 
 _RESOLUTION_FREE = {
-    "dandelion": "same weights: warps are great-circle displacements in radians, pooling is spectral (band limits per level)",
     "disco": "same weights, filters rebuilt at the finer grid with the same cutoff radius in radians (theta_cutoff)",
     "flower2d": ("same weights: warp displacements are in normalised image coordinates (a fraction of the longitude turn and "
                  "of the pole-to-pole rows), so they move as far in radians at every grid; its 2x2 strided down/up "
@@ -97,8 +110,9 @@ def transfer_rule(ckpt: dict) -> dict:
     """How the checkpoint's model runs at another grid: ``{"transferable", "treatment" | "reason", "overrides"}``.
 
     Resolution-free models (``resolution_dependent = False``, :mod:`dandelion.grid_guard`) keep their weights;
-    a resolution-dependent model transfers only with a rule in :data:`TRANSFER_RULES` (SFNO: keep the trained
-    modes); any other is not transferable and the reason says why.
+    a model with a rule in :data:`TRANSFER_RULES` is rebuilt with the rule's overrides (SFNO: keep the trained modes;
+    Dandelion: keep the trained pooling band limits); any other resolution-dependent model is not transferable and
+    the reason says why.
     """
     spec = ckpt["extra"]["model_spec"]
     g = ckpt["grid"]
@@ -165,8 +179,11 @@ def transfer_path(results_dir, fine_key: str, model: str, seed: int) -> Path:
 
 
 def _transfer_hash(cell: dict, fd: dict, meta: dict) -> str:
-    return _digest({"cell": cell.get("protocol_hash"), "cell_finished": cell.get("finished_utc"), "checkpoint": str(selected_checkpoint(cell)),
-                    "fine_fingerprint": meta.get("fingerprint"), "evaluation": cell.get("evaluation"), "schema": TRANSFER_SCHEMA})
+    key = {"cell": cell.get("protocol_hash"), "cell_finished": cell.get("finished_utc"), "checkpoint": str(selected_checkpoint(cell)),
+           "fine_fingerprint": meta.get("fingerprint"), "evaluation": cell.get("evaluation"), "schema": TRANSFER_SCHEMA}
+    if cell.get("model") in RULE_REVISIONS:  # absent for a model's first rule, so its older records keep their hash
+        key["rule"] = RULE_REVISIONS[cell["model"]]
+    return _digest(key)
 
 
 def current_record(cell: dict, fd: dict, results_dir) -> dict | None:

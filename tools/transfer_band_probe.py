@@ -1,7 +1,7 @@
 """Where does Dandelion lose under zero-shot resolution transfer? Score a cell's checkpoint on a finer transfer test
-set twice: as the transfer protocol builds it (each spectral pooling at the band limit of the finer level grids, so
-the band limits double with the grid) and with every pooling kept at the band limit it had on the trained grid
-(``Dandelion(pool_lmax=...)``, the convention of SFNO's fixed ``lmax``).
+set twice: with every pooling kept at the band limit it had on the trained grid (``Dandelion(pool_lmax=...)``, the
+convention of SFNO's fixed ``lmax``; the transfer protocol's rule since 2026-12-02) and with each pooling at the band
+limit of the finer level grids (the band limits double with the grid; the protocol's rule before).
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/transfer_band_probe.py held_suarez_32x64 --grid 64x128 \
         --variant coarse_band --seeds 0 1 2 [--scale cpu] [--output FILE]
@@ -30,11 +30,12 @@ from dandelion.registry import build_model, import_plugins
 from dandelion.runtime import machine, versions, write_json_atomic
 
 
-def trained_pool_lmax(ckpt: dict) -> list[int]:
-    """The pooling band limits of the checkpoint's Dandelion on the grid it was trained on."""
+def pool_lmax_on(ckpt: dict, nlat: int | None = None, nlon: int | None = None) -> list[int]:
+    """The pooling band limits of the checkpoint's Dandelion built by default on ``nlat x nlon`` (default: the grid it
+    was trained on), i.e. every degree the level grids resolve."""
     spec, g = ckpt["extra"]["model_spec"], ckpt["grid"]
-    model = build_model(spec["name"], spec["preset"], int(spec["in_channels"]), int(spec["out_channels"]), int(g["nlat"]), int(g["nlon"]),
-                        str(g["grid"]), **dict(spec.get("overrides") or {}))
+    model = build_model(spec["name"], spec["preset"], int(spec["in_channels"]), int(spec["out_channels"]), int(nlat or g["nlat"]),
+                        int(nlon or g["nlon"]), str(g["grid"]), **{k: v for k, v in dict(spec.get("overrides") or {}).items() if k != "pool_lmax"})
     return list(model.pool_lmax)
 
 
@@ -90,8 +91,8 @@ def main(argv) -> int:
             return _fail(f"cell {cell.get('_path')} is seed {seed} but its checkpoint {ck} was trained with another seed")
         e = dict(cell["evaluation"])
         data = WindowDataset(fd["path"], e.get("split", "test"), n_in=int((cell.get("trainer") or {}).get("n_in", 4)), n_out=1)
-        pool = trained_pool_lmax(ckpt)
-        for treatment, over in (("grid_bands", None), ("trained_bands", {"pool_lmax": pool})):
+        pool = pool_lmax_on(ckpt)
+        for treatment, over in (("grid_bands", {"pool_lmax": pool_lmax_on(ckpt, data.grid.nlat, data.grid.nlon)}), ("trained_bands", {"pool_lmax": pool})):
             t0 = time.perf_counter()
             fc, _ = transfer_forecaster(ck, data, ckpt=ckpt, overrides=over)
             s = metric_summaries(score(fc, data, e))

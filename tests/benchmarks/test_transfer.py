@@ -113,6 +113,10 @@ def test_every_model_runs_at_the_finer_grid_with_the_checkpoint_statistics(solid
     if name == "sfno":
         assert fc.model.lmax == build_model("sfno", "tiny", 12, 3, 16, 32).lmax  # the trained modes, not the finer grid's
         assert fc.model.lmax < build_model("sfno", "tiny", 12, 3, 32, 64).lmax
+    if name == "dandelion":  # the trained pooling band limits, not the finer level grids' (which double)
+        trained = build_model("dandelion", "tiny", 12, 3, 16, 32).pool_lmax
+        assert list(fc.model.pool_lmax) == list(trained) and rule["overrides"] == {"pool_lmax": list(trained)}
+        assert all(a < b for a, b in zip(trained, build_model("dandelion", "tiny", 12, 3, 32, 64).pool_lmax))
     if name == "disco":
         assert fc.model.theta_cutoff == build_model("disco", "tiny", 12, 3, 16, 32).theta_cutoff  # radians kept
     res = evaluate(fc, data, n_steps=2, batch_size=4, spectra_leads=[], sample=False)["results"]
@@ -145,7 +149,7 @@ def tiny_transfer(tmp_path):
     return cfg
 
 
-def test_transfer_writes_one_json_per_cell_and_dataset_and_resumes(tiny_transfer):
+def test_transfer_writes_one_json_per_cell_and_dataset_and_resumes(tiny_transfer, monkeypatch):
     cfg = tiny_transfer
     first = T.transfer(cfg)
     assert (first["ran"], first["skipped"]) == (2, 0)
@@ -162,6 +166,11 @@ def test_transfer_writes_one_json_per_cell_and_dataset_and_resumes(tiny_transfer
     assert [p.stat().st_mtime_ns for p in paths] == stamps  # finished results are not rewritten
     paths[0].write_text("{torn")  # a torn file is evaluated again
     assert T.transfer(cfg)["ran"] == 1
+    # a model's transfer rule revised: its records are stale, and only its records
+    monkeypatch.setitem(T.RULE_REVISIONS, "_pointwise_test", "a later rule")
+    assert (T.transfer(cfg)["ran"], T.transfer(cfg)["ran"]) == (2, 0)
+    monkeypatch.setitem(T.RULE_REVISIONS, "another_model", "its own revision")
+    assert T.transfer(cfg)["ran"] == 0
     res = LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": True}))
     md = open(res["markdown"]).read()
     assert HEADING in md and "16x32 (trained)" in md and "32x64 fine band" in md
