@@ -3,7 +3,7 @@ compare them with the committed reference JSONs: a check that a regenerated data
 cells were scored on (identical references need identical test and train splits).
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/verify_references.py held_suarez_32x64 [KEY ...] [--write]
-        [--equivalent-within=TOL] [--scale=cpu]
+        [--equivalent-within=TOL] [--scale=cpu] [--transfer]
 
 Prints, per key and reference, the committed and recomputed next-step and 1:20 VRMSE, whether every
 summary is identical, and the largest relative difference. With ``--write`` the committed JSONs are replaced
@@ -11,7 +11,9 @@ by the recomputed ones (which then carry ``data_files_sha256``). With ``--equiva
 whose references all differ by at most TOL relative (round-off of a regeneration on another CPU) gets the
 pair of data versions (the committed references' ``data_files_sha256`` and the data now on disk) recorded in
 ``results_dir/<key>/data_equivalence.json``, which the leaderboard cites instead of warning about the two
-versions. Exits 1 if any reference differs (beyond TOL when given).
+versions. With ``--transfer``, persistence is also recomputed on each of the key's zero-shot transfer test sets
+on disk (configs/transfer.yaml) and compared with its committed ``transfer/<fine key>/persistence.json`` (never
+written). Exits 1 if any reference differs (beyond TOL when given).
 """
 import argparse
 import json
@@ -23,8 +25,9 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from dandelion.benchmarks import benchmark as B
-from dandelion.benchmarks.cells import data_digest, data_equivalences, equivalence_path, max_relative_difference
+from dandelion.benchmarks.cells import data_digest, data_equivalences, equivalence_path, load_cells, max_relative_difference
 from dandelion.benchmarks.references import linear_ar_reference, persistence_reference
+from dandelion.benchmarks.transfer import fine_datasets, persistence_on
 from dandelion.runtime import machine, write_json_atomic
 
 
@@ -36,6 +39,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--equivalent-within", type=float, default=None, metavar="TOL",
                         help="record the two data versions as equivalent when every reference differs by at most TOL relative")
     parser.add_argument("--scale", default="cpu", help="benchmark scale config (default: cpu)")
+    parser.add_argument("--transfer", action="store_true", help="also recompute persistence on the key's transfer test sets on disk")
     args = parser.parse_args(argv)
     for key in args.keys:
         if key.startswith("scale="):
@@ -78,7 +82,31 @@ def main(argv: list[str]) -> int:
             keep = [e for e in data_equivalences(committed, key) if set(e["versions"]) != set(entry["versions"])]
             write_json_atomic(equivalence_path(committed, key), {"equivalences": [*keep, entry]})
             print(f"{key}: versions {entry['versions']} recorded as equivalent in {equivalence_path(committed, key)}", flush=True)
+        if args.transfer:
+            bad += _check_transfer_sets(args.scale, key, committed, tol)
     return 1 if bad else 0
+
+
+def _check_transfer_sets(scale: str, key: str, committed: Path, tol: float | None) -> int:
+    """Persistence recomputed on each transfer test set of ``key`` on disk against the committed one; returns the
+    number that differ (beyond ``tol`` when given)."""
+    cfg = B.compose("transfer", [f"scale={scale}"])
+    cell = next(c for c in load_cells(committed) if c["dataset_key"] == key)  # the evaluation settings, as dandelion-transfer
+    bad = 0
+    for fd in fine_datasets(cfg, key):
+        done = committed / "transfer" / fd["key"] / "persistence.json"
+        if not (Path(fd["path"]) / "checksums.sha256").exists() or not done.exists():
+            print(f"{fd['key']}: not on disk or never scored, skipped", flush=True)
+            continue
+        old = json.loads(done.read_text())
+        with tempfile.TemporaryDirectory() as tmp:
+            new = persistence_on(fd, tmp, dict(cell["evaluation"]), int((cell.get("trainer") or {}).get("n_in", 4)))
+        worst = max_relative_difference(old, new)
+        bad += not (worst == 0 or (tol is not None and worst <= tol))
+        print(f"{fd['key']} persistence: next step {old['next_step']['vrmse']['mean']:.6g} -> {new['next_step']['vrmse']['mean']:.6g}, "
+              f"1:20 {old['rollout_mean']['vrmse']['mean']:.6g} -> {new['rollout_mean']['vrmse']['mean']:.6g}, "
+              f"{'identical' if worst == 0 else 'DIFFERENT'} (largest relative difference {worst:.2e})", flush=True)
+    return bad
 
 
 if __name__ == "__main__":
