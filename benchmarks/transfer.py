@@ -21,7 +21,8 @@ checkpoint's, never the fine test set's ``stats.yaml``), rebuilt on the finer gr
 transfer rule (:func:`transfer_rule`) and scored with the cell's evaluation settings (next-step and
 1:20 VRMSE, area-weighted and the Well's) by :func:`dandelion.benchmarks.rollout.evaluate`. One JSON per
 (fine dataset, model, seed) is written atomically to ``results_dir/transfer/<fine key>/<model>/seed<k>.json``;
-a finished one (same cell, checkpoint and fine dataset) is skipped, so the command resumes. A model
+a finished one (same cell, checkpoint, fine dataset and model's transfer rule, :data:`RULE_REVISIONS`) is skipped,
+so the command resumes. A model
 whose weights cannot run at the finer grid gets a JSON with ``transferable: false`` and the reason. A cell whose
 checkpoint is not on this machine (a fresh clone) is listed as pending, or retrained first with
 ``retrain_missing=true`` (:mod:`dandelion.benchmarks.transfer_retrain`).
@@ -94,8 +95,11 @@ def _keep_trained_band_limits(model, spec: dict) -> tuple[dict, str]:
 #: benchmarks/results/cpu/NOTES.md, "Zero-shot resolution transfer").
 TRANSFER_RULES = {"sfno": _keep_trained_modes, "dandelion": _keep_trained_band_limits}
 
-#: Model name -> revision of its transfer rule, part of its records' hash: a rule changed after records were made
-#: makes that model's records stale (and only that model's). A model without an entry has its first rule.
+#: Model key of the scale's cells (``cell["model"]``, the registry name for every model today) -> revision of its
+#: transfer rule, part of its records' hash: a rule changed after records were made makes that model's records stale
+#: (and only that model's), also on a machine without the checkpoints, where its cells are then pending until
+#: ``retrain_missing=true``. A model without an entry has its first rule. Editing a rule in :data:`TRANSFER_RULES`
+#: (or a model's build) without a new revision here leaves its old records counted as current.
 RULE_REVISIONS = {"dandelion": "trained pooling band limits (pool_lmax), 2026-12-02"}
 
 _RESOLUTION_FREE = {
@@ -188,7 +192,7 @@ def _transfer_hash(cell: dict, fd: dict, meta: dict) -> str:
 
 def current_record(cell: dict, fd: dict, results_dir) -> dict | None:
     """The transfer JSON of this cell on fine test set ``fd`` if it was made from the same cell, checkpoint path, test
-    set and evaluation and, where the checkpoint is on this machine, from the same checkpoint file (its SHA-256; a
+    set, evaluation and transfer rule revision (:data:`RULE_REVISIONS`) and, where the checkpoint is on this machine, from the same checkpoint file (its SHA-256; a
     JSON without one is taken as the cell's original unless a retrain record says the file was replaced); else None
     (none, torn or stale). Without the checkpoint here a JSON stays current: results need no runs."""
     out = transfer_path(results_dir, fd["key"], cell["model"], cell["seed"])

@@ -201,12 +201,18 @@ class Dandelion(GridGuard, nn.Module):
 
         self.lift = nn.Sequential(_pointwise(in_channels + 3, width), nn.GELU(), _pointwise(width, widths[0]))
         self.encoder = nn.ModuleList(blocks(k, encoder_blocks[k]) for k in range(levels))
+        resolved = [pooling_band_limit(self.grids[k], self.grids[k + 1]) for k in range(levels - 1)]
         if pool_lmax is None:
-            pool_lmax = [pooling_band_limit(self.grids[k], self.grids[k + 1]) for k in range(levels - 1)]
+            pool_lmax = resolved
         if isinstance(pool_lmax, (str, bytes)) or not isinstance(pool_lmax, Sequence) or len(pool_lmax) != levels - 1 or not all(
                 isinstance(b, numbers.Integral) and not isinstance(b, bool) and b >= 1 for b in pool_lmax):
             raise ValueError(f"pool_lmax needs one band limit per pooling, a positive integer each ({levels - 1} for {levels} levels), got {pool_lmax!r}")
         self.pool_lmax = [int(b) for b in pool_lmax]
+        for k, (b, top) in enumerate(zip(self.pool_lmax, resolved)):
+            if b > top:
+                raise ValueError(f"pool_lmax[{k}] = {b} exceeds the band limit {top} that pooling {k} resolves between its level grids "
+                                 f"{self.grids[k].nlat}x{self.grids[k].nlon} and {self.grids[k + 1].nlat}x{self.grids[k + 1].nlon} "
+                                 f"(data grid {nlat}x{nlon}): give at most {resolved}, or build the model on a finer grid")
         self.down = nn.ModuleList(SpectralDownsample(self.grids[k], self.grids[k + 1], lmax=self.pool_lmax[k]) for k in range(levels - 1))
         self.down_proj = nn.ModuleList(_pointwise(widths[k], widths[k + 1]) for k in range(levels - 1))
         self.up_proj = nn.ModuleList(_pointwise(widths[k + 1], widths[k]) for k in range(levels - 1))

@@ -20,7 +20,7 @@ import torch
 
 from dandelion.benchmarks import benchmark as B
 from dandelion.benchmarks.cells import load_cells, metric_summaries
-from dandelion.benchmarks.transfer import transfer_forecaster
+from dandelion.benchmarks.transfer import transfer_forecaster, transfer_rule
 from dandelion.benchmarks.transfer_retrain import score, selected_checkpoint
 from dandelion.benchmarks.transfer_report import VARIANTS
 from dandelion.benchmarks.transfer_sets import _parse_grid, check_test_ids, fine_datasets
@@ -30,12 +30,12 @@ from dandelion.registry import build_model, import_plugins
 from dandelion.runtime import machine, versions, write_json_atomic
 
 
-def pool_lmax_on(ckpt: dict, nlat: int | None = None, nlon: int | None = None) -> list[int]:
-    """The pooling band limits of the checkpoint's Dandelion built by default on ``nlat x nlon`` (default: the grid it
-    was trained on), i.e. every degree the level grids resolve."""
+def grid_pool_lmax(ckpt: dict, nlat: int, nlon: int) -> list[int]:
+    """The pooling band limits of the checkpoint's Dandelion built by default on ``nlat x nlon``: every degree the
+    level grids resolve (a ``pool_lmax`` the checkpoint was trained with is dropped)."""
     spec, g = ckpt["extra"]["model_spec"], ckpt["grid"]
-    model = build_model(spec["name"], spec["preset"], int(spec["in_channels"]), int(spec["out_channels"]), int(nlat or g["nlat"]),
-                        int(nlon or g["nlon"]), str(g["grid"]), **{k: v for k, v in dict(spec.get("overrides") or {}).items() if k != "pool_lmax"})
+    model = build_model(spec["name"], spec["preset"], int(spec["in_channels"]), int(spec["out_channels"]), int(nlat), int(nlon),
+                        str(g["grid"]), **{k: v for k, v in dict(spec.get("overrides") or {}).items() if k != "pool_lmax"})
     return list(model.pool_lmax)
 
 
@@ -91,8 +91,8 @@ def main(argv) -> int:
             return _fail(f"cell {cell.get('_path')} is seed {seed} but its checkpoint {ck} was trained with another seed")
         e = dict(cell["evaluation"])
         data = WindowDataset(fd["path"], e.get("split", "test"), n_in=int((cell.get("trainer") or {}).get("n_in", 4)), n_out=1)
-        pool = pool_lmax_on(ckpt)
-        for treatment, over in (("grid_bands", {"pool_lmax": pool_lmax_on(ckpt, data.grid.nlat, data.grid.nlon)}), ("trained_bands", {"pool_lmax": pool})):
+        pool = list(transfer_rule(ckpt)["overrides"]["pool_lmax"])  # the protocol's rule: what the leaderboard scores
+        for treatment, over in (("grid_bands", {"pool_lmax": grid_pool_lmax(ckpt, data.grid.nlat, data.grid.nlon)}), ("trained_bands", {"pool_lmax": pool})):
             t0 = time.perf_counter()
             fc, _ = transfer_forecaster(ck, data, ckpt=ckpt, overrides=over)
             s = metric_summaries(score(fc, data, e))

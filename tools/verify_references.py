@@ -27,7 +27,6 @@ from omegaconf import OmegaConf
 from dandelion.benchmarks import benchmark as B
 from dandelion.benchmarks.cells import data_digest, data_equivalences, equivalence_path, load_cells, max_relative_difference
 from dandelion.benchmarks.references import linear_ar_reference, persistence_reference
-from dandelion.benchmarks.transfer import fine_datasets, persistence_on
 from dandelion.runtime import machine, write_json_atomic
 
 
@@ -90,14 +89,24 @@ def main(argv: list[str]) -> int:
 def _check_transfer_sets(scale: str, key: str, committed: Path, tol: float | None) -> int:
     """Persistence recomputed on each transfer test set of ``key`` on disk against the committed one; returns the
     number that differ (beyond ``tol`` when given)."""
+    from dandelion.benchmarks.transfer import persistence_on
+    from dandelion.benchmarks.transfer_sets import check_test_ids, fine_datasets
+
     cfg = B.compose("transfer", [f"scale={scale}"])
-    cell = next(c for c in load_cells(committed) if c["dataset_key"] == key)  # the evaluation settings, as dandelion-transfer
-    bad = 0
+    if key not in cfg.transfer.datasets:
+        print(f"{key}: no transfer test sets in configs/transfer.yaml, skipped", flush=True)
+        return 0
+    cells = [c for c in load_cells(committed) if c["dataset_key"] == key]
+    if not cells:
+        print(f"{key}: no finished cell in {committed} to take the evaluation settings from: run dandelion-benchmark first", flush=True)
+        return 1
+    cell, bad = cells[0], 0  # the evaluation settings, as dandelion-transfer takes them
     for fd in fine_datasets(cfg, key):
         done = committed / "transfer" / fd["key"] / "persistence.json"
-        if not (Path(fd["path"]) / "checksums.sha256").exists() or not done.exists():
+        if not all((Path(fd["path"]) / f).exists() for f in ("checksums.sha256", "stats.yaml")) or not done.exists():
             print(f"{fd['key']}: not on disk or never scored, skipped", flush=True)
             continue
+        check_test_ids(fd)  # raises, naming the ids, when a regenerated set holds other test trajectories
         old = json.loads(done.read_text())
         with tempfile.TemporaryDirectory() as tmp:
             new = persistence_on(fd, tmp, dict(cell["evaluation"]), int((cell.get("trainer") or {}).get("n_in", 4)))

@@ -21,7 +21,7 @@ import tiny_model  # noqa: F401  (registers "_pointwise_test")
 from dandelion.benchmarks import benchmark as B
 from dandelion.benchmarks import leaderboard as LB
 from dandelion.benchmarks import transfer as T
-from dandelion.benchmarks.cells import load_cells
+from dandelion.benchmarks.cells import _digest, load_cells
 from dandelion.benchmarks.references import persistence_reference
 from dandelion.benchmarks.rollout import evaluate
 from dandelion.benchmarks.transfer_report import HEADING
@@ -117,6 +117,10 @@ def test_every_model_runs_at_the_finer_grid_with_the_checkpoint_statistics(solid
         trained = build_model("dandelion", "tiny", 12, 3, 16, 32).pool_lmax
         assert list(fc.model.pool_lmax) == list(trained) and rule["overrides"] == {"pool_lmax": list(trained)}
         assert all(a < b for a, b in zip(trained, build_model("dandelion", "tiny", 12, 3, 32, 64).pool_lmax))
+    if name == "dandelion":  # band limits the checkpoint was trained with (an override) are the ones kept
+        ckpt4 = _checkpoint(tmp_path / "pool4.pt", name, coarse, pool_lmax=[4])
+        fc4, rule4 = T.transfer_forecaster(ckpt4, data)
+        assert fc4.model.pool_lmax == [4] and rule4["overrides"] == {"pool_lmax": [4]}
     if name == "disco":
         assert fc.model.theta_cutoff == build_model("disco", "tiny", 12, 3, 16, 32).theta_cutoff  # radians kept
     res = evaluate(fc, data, n_steps=2, batch_size=4, spectra_leads=[], sample=False)["results"]
@@ -166,6 +170,14 @@ def test_transfer_writes_one_json_per_cell_and_dataset_and_resumes(tiny_transfer
     assert [p.stat().st_mtime_ns for p in paths] == stamps  # finished results are not rewritten
     paths[0].write_text("{torn")  # a torn file is evaluated again
     assert T.transfer(cfg)["ran"] == 1
+    # a model without a rule revision keeps the hash of the first schema (the committed records of such models stay current)
+    cell = load_cells(cfg.scale.results_dir)[0]
+    fd = T.fine_datasets(cfg, "tiny_16x32")[0]
+    meta = load_metadata(fd["path"])
+    first = _digest({"cell": cell.get("protocol_hash"), "cell_finished": cell.get("finished_utc"), "checkpoint": str(T.selected_checkpoint(cell)),
+                     "fine_fingerprint": meta.get("fingerprint"), "evaluation": cell.get("evaluation"), "schema": T.TRANSFER_SCHEMA})
+    assert T._transfer_hash(cell, fd, meta) == first
+    assert set(T.RULE_REVISIONS) <= set(T.TRANSFER_RULES)  # a revision names a rule
     # a model's transfer rule revised: its records are stale, and only its records
     monkeypatch.setitem(T.RULE_REVISIONS, "_pointwise_test", "a later rule")
     assert (T.transfer(cfg)["ran"], T.transfer(cfg)["ran"]) == (2, 0)
