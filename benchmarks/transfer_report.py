@@ -57,11 +57,13 @@ def _stats(values) -> tuple[float, float, int]:
     return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else math.nan, int(v.size)
 
 
-def _fmt(values) -> str:
+def _fmt(values, seeds: int | None = None) -> str:
+    """``mean ± std`` of the finite values; ``seeds``: the model's number of cells, named when fewer were scored."""
     m, s, n = _stats(values)
     if n == 0:
         return "–"
-    return f"{m:.4f} ± " + (f"{s:.4f}" if math.isfinite(s) else "n/a") + ("" if n == len(values) else f" ({len(values) - n} non-finite)")
+    return (f"{m:.4f} ± " + (f"{s:.4f}" if math.isfinite(s) else "n/a") + ("" if n == len(values) else f" ({len(values) - n} non-finite)")
+            + ("" if seeds is None or len(values) >= seeds else f" ({len(values)} of {seeds} seeds)"))
 
 
 def _persistence(results_dir, key: str, recs: list[dict], cols) -> list[list[float] | None]:
@@ -144,8 +146,9 @@ def transfer_section(results_dir, cells: list[dict], plots: bool = True) -> tupl
             no = [r for r in rs if r["model"] == m and not r["transferable"]]
             if no:
                 refused[m] = no[0]["reason"]
+            seeds = sum(c["model"] == m for c in cs)
             for part, lead in _parts(cs[0]):
-                L.append(f"| {m} | {lead} | " + " | ".join(_fmt(_values(rs, cs, m, col, part)) if col[1] == "trained" or m not in refused
+                L.append(f"| {m} | {lead} | " + " | ".join(_fmt(_values(rs, cs, m, col, part), seeds) if col[1] == "trained" or m not in refused
                                                             else "not transferable" for col in cols) + " |")
         L.append("")
         treatments = {r["model"]: r["treatment"] for r in rs if r["transferable"]}

@@ -382,3 +382,13 @@ def test_held_suarez_fine_band_keeps_the_hyperdiffusion_rate_per_degree():
         assert torch.allclose(r1[:L], r0, rtol=1e-10) and float(r1[L:].min()) > float(r0.max())
         band = T.fine_dataset_config(meta, 2 * base["nlat"], 2 * base["nlon"], "coarse_band")
         assert band["lmax"] == L and band.get("hyperdiffusion_days", 0.1) == meta["config"]["dataset"].get("hyperdiffusion_days", 0.1)
+
+
+def test_a_column_scored_on_fewer_seeds_says_how_many():
+    """A transfer mean over some of a model's seeds (a set still being scored) names the count, so it is not read as
+    the mean over all of them."""
+    from dandelion.benchmarks.transfer_report import _fmt
+
+    assert "(1 of 3 seeds)" in _fmt([0.1], seeds=3)
+    assert "seeds" not in _fmt([0.1, 0.2, 0.3], seeds=3)
+    assert "(1 non-finite)" in _fmt([0.1, float("nan"), 0.3], seeds=3)
