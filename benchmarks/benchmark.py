@@ -49,7 +49,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from dandelion.cli import check_choice, check_device, run
 
-from dandelion.datasets.folder import load_metadata
+from dandelion.datasets.folder import is_complete, load_metadata
 from dandelion.datasets.generate import generate
 from dandelion.runtime import device_name, machine, versions, write_json_atomic
 
@@ -75,7 +75,7 @@ def ensure_dataset(cfg, key: str) -> Path:
     """
     spec = dataset_spec(cfg, key)
     path = Path(spec["path"])
-    if (path / "checksums.sha256").exists() and (path / "stats.yaml").exists():
+    if is_complete(path):
         return path
     over = [f"dataset={spec['dataset']}", f"dataset.path={path}", *flatten_overrides(spec["overrides"], "dataset.")]
     gcfg = compose("generate", over)

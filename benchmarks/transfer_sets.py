@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from dandelion.datasets.folder import load_metadata
+from dandelion.datasets.folder import is_complete, load_metadata
 from dandelion.datasets.generate import generate
 from dandelion.runtime import write_json_atomic
 
@@ -167,7 +167,7 @@ def ensure_fine_dataset(fd: dict, device: str = "cpu", progress: bool = False) -
     returns its folder. The cost is added up over resumed runs in ``<folder>/.generation.json`` (wall and
     process CPU seconds, :func:`generation_cost`)."""
     path = Path(fd["path"])
-    if (path / "checksums.sha256").exists() and (path / "stats.yaml").exists():
+    if is_complete(path):
         return path
     print(f"[transfer] generating {fd['key']} (test split only)", flush=True)
     t0, c0 = time.perf_counter(), time.process_time()

@@ -27,7 +27,7 @@ from dandelion.runtime import write_text_atomic
 
 from .storage import CorruptFileError, trajectory_filename
 
-__all__ = ["SPLITS", "load_metadata", "load_stats", "load_splits", "list_split", "make_splits", "split_of", "sha256_file",
+__all__ = ["SPLITS", "is_complete", "load_metadata", "load_stats", "load_splits", "list_split", "make_splits", "split_of", "sha256_file",
            "write_checksums", "read_checksums"]
 
 #: Split folder names, in order.
@@ -42,6 +42,13 @@ def _load_yaml(path: Path, what: str, fix: str) -> dict:
     if not isinstance(data, dict):
         raise CorruptFileError(f"{path} is not a YAML mapping; {fix}")
     return data
+
+
+def is_complete(path: str | os.PathLike) -> bool:
+    """Whether the folder's generation finished: its ``checksums.sha256`` and ``stats.yaml`` are written (both
+    last, atomically)."""
+    path = Path(path)
+    return (path / "checksums.sha256").exists() and (path / "stats.yaml").exists()
 
 
 def load_metadata(path: str | os.PathLike) -> dict:

@@ -25,6 +25,7 @@ from dandelion.benchmarks.transfer_retrain import score, selected_checkpoint
 from dandelion.benchmarks.transfer_report import VARIANTS
 from dandelion.benchmarks.transfer_sets import _parse_grid, check_test_ids, fine_datasets
 from dandelion.checkpoint import config_from_checkpoint, load_checkpoint
+from dandelion.datasets.folder import is_complete
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.registry import build_model, import_plugins
 from dandelion.runtime import machine, versions, write_json_atomic
@@ -74,7 +75,7 @@ def main(argv) -> int:
         return _fail(f"no {args.variant} test set at {args.grid} for {args.key} in configs/transfer.yaml: it has "
                      f"{sorted({(fd['nlat'], fd['nlon'], fd['variant']) for fd in fds})}")
     fd = match[0]
-    if not ((Path(fd["path"]) / "checksums.sha256").exists() and (Path(fd["path"]) / "stats.yaml").exists()):
+    if not is_complete(fd["path"]):
         return _fail(f"the test set {fd['path']} is missing or incomplete: run {hint}")
     check_test_ids(fd)
     seeds = list(args.seeds) if args.seeds is not None else [int(k) for k in cfg.scale.seeds]

@@ -27,6 +27,7 @@ from omegaconf import OmegaConf
 from dandelion.benchmarks import benchmark as B
 from dandelion.benchmarks.cells import data_digest, data_equivalences, equivalence_path, load_cells, max_relative_difference
 from dandelion.benchmarks.references import linear_ar_reference, persistence_reference
+from dandelion.datasets.folder import is_complete
 from dandelion.runtime import machine, write_json_atomic
 
 
@@ -103,7 +104,7 @@ def _check_transfer_sets(scale: str, key: str, committed: Path, tol: float | Non
     cell, bad = cells[0], 0  # the evaluation settings, as dandelion-transfer takes them
     for fd in fine_datasets(cfg, key):
         done = committed / "transfer" / fd["key"] / "persistence.json"
-        if not all((Path(fd["path"]) / f).exists() for f in ("checksums.sha256", "stats.yaml")) or not done.exists():
+        if not is_complete(fd["path"]) or not done.exists():
             print(f"{fd['key']}: not on disk or never scored, skipped", flush=True)
             continue
         check_test_ids(fd)  # raises, naming the ids, when a regenerated set holds other test trajectories

@@ -117,7 +117,7 @@ def test_every_model_runs_at_the_finer_grid_with_the_checkpoint_statistics(solid
         trained = build_model("dandelion", "tiny", 12, 3, 16, 32).pool_lmax
         assert list(fc.model.pool_lmax) == list(trained) and rule["overrides"] == {"pool_lmax": list(trained)}
         assert all(a < b for a, b in zip(trained, build_model("dandelion", "tiny", 12, 3, 32, 64).pool_lmax))
-    if name == "dandelion":  # band limits the checkpoint was trained with (an override) are the ones kept
+        # band limits the checkpoint was trained with (an override) are the ones kept
         ckpt4 = _checkpoint(tmp_path / "pool4.pt", name, coarse, pool_lmax=[4])
         fc4, rule4 = T.transfer_forecaster(ckpt4, data)
         assert fc4.model.pool_lmax == [4] and rule4["overrides"] == {"pool_lmax": [4]}
