@@ -18,7 +18,11 @@ ONE process (same seed, same input batch) and measured with :mod:`dandelion.benc
 * ``ratio_to_dandelion``: every model's number over Dandelion's in the same group;
 * ``largest_batch`` (CUDA; on the CPU only with a simulated capacity ``models.cpu_capacity_mib``):
   the largest batch whose training step runs, found by :func:`search_largest` from a first guess
-  ``free memory / peak per sample`` and checked by real training steps.
+  ``free memory / peak per sample`` and checked by real training steps;
+* ``models.identity_sampler=true``: each warp model (Dandelion, Flower2D) is measured a second time in
+  the same group with its sampling replaced by the identity (row ``<model>/identity-sampler``,
+  :mod:`benchmarks.sampler_floor`): the floor of its step that no sampler implementation can go
+  below. Every warp model's row then also counts ``sampled_values`` (bilinear samples per forward).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from dandelion.baselines.table import PRESET_RESOLUTIONS, parameter_table
 from dandelion.registry import build_model, count_parameters
 
 from .bench_measure import autocast, median, peak_bytes, saved_activation_bytes, sync, timed, train_step
+from .sampler_floor import sampled_values, with_identity_sampler
 
 __all__ = ["measure_group", "add_ratios", "search_largest", "largest_batch", "bench_models"]
 
@@ -145,7 +150,14 @@ def largest_batch(model: torch.nn.Module, opt, in_channels: int, nlat: int, nlon
     return res
 
 
+#: Suffix of the rows of ``models.identity_sampler`` (the model with its warps' sampling replaced by the identity).
+IDENTITY_SUFFIX = "/identity-sampler"
+WARP_MODELS = ("dandelion", "flower2d")
+
+
 def _build(name: str, spec: dict, device: torch.device) -> torch.nn.Module:
+    if name.endswith(IDENTITY_SUFFIX):
+        return with_identity_sampler(_build(name[: -len(IDENTITY_SUFFIX)], spec, device))
     overrides = {}
     if name == "disco" and spec.get("disco_optimized_kernel") is not None:
         overrides["optimized_kernel"] = bool(spec["disco_optimized_kernel"])
@@ -163,7 +175,8 @@ def measure_group(names: list[str], spec: dict) -> list[dict]:
 
     ``spec`` keys: preset, nlat, nlon, grid, batch, dtype (fp32 | bf16), device, in_channels,
     out_channels, n_warmup, n_repeat, disco_optimized_kernel (None = the preset's choice),
-    checkpoint_blocks (Dandelion's activation checkpointing, default False), compile_kernels (Dandelion's torch.compile'd warp-index and norm kernels, default False), largest_batch (bool), max_batch, max_step_s, max_tries, cpu_capacity_mib (None).
+    checkpoint_blocks (Dandelion's activation checkpointing, default False), compile_kernels (Dandelion's torch.compile'd warp-index and norm kernels, default False), largest_batch (bool), max_batch, max_step_s, max_tries, cpu_capacity_mib (None),
+    identity_sampler (default False: add a ``<model>/identity-sampler`` row for each warp model of ``names``).
 
     Returns one row per model; a model that fails to build or run gets a row with ``error``.
     """
@@ -175,16 +188,20 @@ def measure_group(names: list[str], spec: dict) -> list[dict]:
     torch.manual_seed(1)
     x = torch.randn(b, int(spec["in_channels"]), int(spec["nlat"]), int(spec["nlon"]), device=device)
     rows, live = {}, {}
+    if spec.get("identity_sampler"):
+        names = list(names) + [n + IDENTITY_SUFFIX for n in names if n in WARP_MODELS]
     for name in names:
         row = rows[name] = {"model": name, **base}
         try:
             model = _build(name, spec, device)
+            if spec.get("identity_sampler") and name.split("/")[0] in WARP_MODELS:
+                row["sampled_values"] = sampled_values(model, x)
             if name == "disco":
                 kernel = spec.get("disco_optimized_kernel")
                 row["disco_optimized_kernel"] = "preset default" if kernel is None else bool(kernel)
                 if kernel is not None and not kernel:
                     row["note"] = "torch-harmonics' pure-torch DISCO kernels (optimized_kernel=False), not its compiled kernels"
-            if name == "dandelion":
+            if name.split("/")[0] == "dandelion":
                 row["checkpoint_blocks"] = bool(spec.get("checkpoint_blocks", False))
                 row["compile_kernels"] = bool(spec.get("compile_kernels", False))
             row["n_parameters"] = count_parameters(model)
@@ -286,6 +303,7 @@ def bench_models(m, device: str, save: Callable[[dict], None] | None = None, out
                             "n_warmup": int(m.n_warmup), "n_repeat": int(m.n_repeat), "disco_optimized_kernel": m.get("disco_optimized_kernel"),
                             "checkpoint_blocks": bool(m.get("checkpoint_blocks", False)),
                             "compile_kernels": bool(m.get("compile_kernels", False)),
+                            "identity_sampler": bool(m.get("identity_sampler", False)),
                             "largest_batch": bool(m.get("largest_batch", False)) and str(dtype) in [str(d) for d in m.get("largest_batch_dtypes", ["fp32"])],
                             "max_batch": m.get("max_batch"),
                             "max_step_s": m.get("max_step_s"), "max_tries": m.get("max_tries"), "cpu_capacity_mib": m.get("cpu_capacity_mib")}
@@ -301,7 +319,7 @@ def bench_models(m, device: str, save: Callable[[dict], None] | None = None, out
 
 
 def _line(r: dict) -> str:
-    head = f"{r['model']:9s} {r['preset']} {r['nlat']}x{r['nlon']} B={r['batch']} {r['dtype']}"
+    head = f"{r['model']:28s} {r['preset']} {r['nlat']}x{r['nlon']} B={r['batch']} {r['dtype']}"
     if "train_step_s" not in r:
         return f"{head}: {r.get('error')}"
     q = r["ratio_to_dandelion"]

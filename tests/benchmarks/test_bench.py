@@ -123,6 +123,37 @@ def test_models_group_rows_are_consistent():
     assert all(v == 1.0 for v in ref["ratio_to_dandelion"].values())
 
 
+def test_identity_sampler_floor_rows():
+    """models.identity_sampler: each warp model measured again with its sampling replaced by the identity."""
+    spec = {"preset": "tiny", "nlat": 16, "nlon": 32, "grid": "equiangular", "batch": 2, "dtype": "fp32", "device": "cpu",
+            "in_channels": 16, "out_channels": 4, "n_warmup": 1, "n_repeat": 1, "identity_sampler": True}
+    rows = {r["model"]: r for r in measure_group(["dandelion", "sfno", "flower2d"], spec)}
+    assert set(rows) == {"dandelion", "sfno", "flower2d", "dandelion/identity-sampler", "flower2d/identity-sampler"}
+    assert all("error" not in r for r in rows.values()), [r.get("error") for r in rows.values()]
+    assert "sampled_values" not in rows["sfno"]
+    # Dandelion tiny (width 16, multipliers 1, 2; one encoder block per level, one decoder block) at 16x32:
+    # two warps on the 16x32 grid at 16 channels, one on the 8x16 Gauss grid at 32 channels, batch 2
+    assert rows["dandelion"]["sampled_values"] == rows["dandelion/identity-sampler"]["sampled_values"] == 2 * (2 * 16 * 16 * 32 + 32 * 8 * 16)
+    assert rows["flower2d"]["sampled_values"] == rows["flower2d/identity-sampler"]["sampled_values"] > 0
+
+
+def test_identity_sampler_passes_values_and_keeps_the_displacement_network():
+    from dandelion.benchmarks.sampler_floor import with_identity_sampler
+    from dandelion.sphere import SphereGrid
+
+    torch.manual_seed(0)
+    warp = with_identity_sampler(torch.nn.Sequential(TangentWarpS2(SphereGrid(8, 16), 4, 2, 8, 0.2)))
+    x = torch.randn(2, 4, 8, 16)
+    y = warp(x)
+    assert torch.equal(y, warp[0].value(x))  # no displacement applied
+    y.square().sum().backward()
+    assert warp[0].value.weight.grad.abs().sum() > 0
+    # the displacement network is in the graph (its backward runs) with a zero gradient
+    assert all(p.grad is not None and not p.grad.any() for p in warp[0].offset.parameters())
+    with pytest.raises(ValueError, match="no warp module"):
+        with_identity_sampler(torch.nn.Linear(2, 2))
+
+
 def test_saved_activations_scale_with_the_batch():
     spec = {"preset": "tiny", "nlat": 16, "nlon": 32, "grid": "equiangular", "dtype": "fp32", "device": "cpu",
             "in_channels": 16, "out_channels": 4, "n_warmup": 0, "n_repeat": 1}
