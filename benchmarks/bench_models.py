@@ -22,7 +22,8 @@ ONE process (same seed, same input batch) and measured with :mod:`dandelion.benc
 * ``models.identity_sampler=true``: each warp model (Dandelion, Flower2D) is measured a second time in
   the same group with its sampling replaced by the identity (row ``<model>/identity-sampler``,
   :mod:`benchmarks.sampler_floor`): the floor of its step that no sampler implementation can go
-  below. Every warp model's row then also counts ``sampled_values`` (bilinear samples per forward).
+  below. Every warp model's row then also counts ``sampled_values`` (values sampled per forward of the
+  batch, one per channel and node of each warp).
 """
 
 from __future__ import annotations
@@ -152,6 +153,7 @@ def largest_batch(model: torch.nn.Module, opt, in_channels: int, nlat: int, nlon
 
 #: Suffix of the rows of ``models.identity_sampler`` (the model with its warps' sampling replaced by the identity).
 IDENTITY_SUFFIX = "/identity-sampler"
+#: Models with warps that :func:`~dandelion.benchmarks.sampler_floor.with_identity_sampler` can replace.
 WARP_MODELS = ("dandelion", "flower2d")
 
 
@@ -175,8 +177,9 @@ def measure_group(names: list[str], spec: dict) -> list[dict]:
 
     ``spec`` keys: preset, nlat, nlon, grid, batch, dtype (fp32 | bf16), device, in_channels,
     out_channels, n_warmup, n_repeat, disco_optimized_kernel (None = the preset's choice),
-    checkpoint_blocks (Dandelion's activation checkpointing, default False), compile_kernels (Dandelion's torch.compile'd warp-index and norm kernels, default False), largest_batch (bool), max_batch, max_step_s, max_tries, cpu_capacity_mib (None),
-    identity_sampler (default False: add a ``<model>/identity-sampler`` row for each warp model of ``names``).
+    checkpoint_blocks (Dandelion's activation checkpointing, default False), compile_kernels (Dandelion's
+    torch.compile'd warp-index and norm kernels, default False), largest_batch (bool), max_batch, max_step_s,
+    max_tries, cpu_capacity_mib (None), identity_sampler (default False: add a ``<model>/identity-sampler`` row for each warp model of ``names``).
 
     Returns one row per model; a model that fails to build or run gets a row with ``error``.
     """

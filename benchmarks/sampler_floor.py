@@ -6,8 +6,11 @@ of a warp model be if the sampling of its warps (the index arithmetic of the dis
 bilinear gather, forward and backward) cost nothing? Everything else is kept: the value map, the
 displacement network (its backward runs on a zero gradient, at the cost of a real one), the norms,
 the pooling, the skips and the head. The result is a floor of the step time no sampler implementation
-can go below; with the number of values each model samples per forward (:func:`sampled_values`) it
-also bounds the step of a model whose sampler is as fast per sampled value as another model's.
+can go below. With the number of values each model samples per forward (:func:`sampled_values`),
+``floor + sampled values x another model's sampling cost per value`` estimates the step the model
+would take with a sampler that fast.
+
+The patched model computes a different function: it is for timing only, not for training or saving.
 
 Warp modules handled: Dandelion's :class:`~dandelion.warp.TangentWarpS2` and Flower2D's
 :class:`~dandelion.baselines.flower2d.SelfWarp2d`; a model with neither is refused.
@@ -31,19 +34,22 @@ _WARPS = (TangentWarpS2, SelfWarp2d)
 class IdentitySample(torch.autograd.Function):
     """``(values, displacements) -> values``: a sampler that does not move, with a zero displacement gradient.
 
-    The displacements stay in the autograd graph (their network runs backward on zeros, which costs
-    what a real gradient costs), the values pass through unchanged (their gradient too).
+    ``values`` of any shape come back as a new tensor (the one cost of a sampler kept: writing its
+    output), promoted to float32 at least as the real samplers return it under autocast; the
+    gradient of ``d`` is zeros of its shape and dtype. The displacements stay in the autograd graph
+    (their network runs backward on zeros, which costs what a real gradient costs).
     """
 
     @staticmethod
     def forward(ctx, values: torch.Tensor, d: torch.Tensor):
         ctx.d_meta = (d.shape, d.dtype, d.device)
-        return values.clone()
+        ctx.values_dtype = values.dtype
+        return values.to(torch.promote_types(values.dtype, torch.float32), copy=True)
 
     @staticmethod
     def backward(ctx, g: torch.Tensor):
         shape, dtype, device = ctx.d_meta
-        return g, torch.zeros(shape, dtype=dtype, device=device)
+        return g.to(ctx.values_dtype), torch.zeros(shape, dtype=dtype, device=device)
 
 
 def _dandelion_identity(self: TangentWarpS2, values: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
@@ -57,6 +63,9 @@ def _flower_identity(self: SelfWarp2d, x: torch.Tensor) -> torch.Tensor:
 
 def with_identity_sampler(model: nn.Module) -> nn.Module:
     """Replace, in place, the sampling of every warp of ``model`` by :class:`IdentitySample`; returns ``model``.
+
+    Overrides instance attributes (``TangentWarpS2._warp``, through which its ``forward`` and
+    ``warp`` sample, and ``SelfWarp2d.forward``); it cannot be undone: build a new model.
 
     Raises
     ------
@@ -77,10 +86,12 @@ def with_identity_sampler(model: nn.Module) -> nn.Module:
 
 
 def sampled_values(model: nn.Module, x: torch.Tensor) -> int:
-    """Number of values the warps of ``model`` sample in one forward of ``x`` (sum of their outputs' sizes).
+    """Number of values the warps of ``model`` sample in one forward of ``x`` ``(B, in_channels, nlat, nlon)``.
 
-    Counts every output element of a :class:`~dandelion.warp.TangentWarpS2` or
-    :class:`~dandelion.baselines.flower2d.SelfWarp2d` (one bilinear sample each); 0 for a model without warps.
+    The sum over every :class:`~dandelion.warp.TangentWarpS2` and
+    :class:`~dandelion.baselines.flower2d.SelfWarp2d` of its output's size (channels x nodes x B: one
+    bilinear sample each), for the whole batch; 0 for a model without warps. Runs one forward without
+    gradients in the model's current mode; errors of that forward propagate.
     """
     count = [0]
 
