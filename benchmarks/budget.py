@@ -282,7 +282,7 @@ def _series_fits(mine: list[dict], tol: float, ax) -> list[str]:
     ax.set_yscale("log")
     ax.minorticks_off()
     if ticks:  # the measured budgets (a log axis within one decade would show no label)
-        ax.set_xticks(sorted(ticks), [f"{t:,}" for t in sorted(ticks)], fontsize=7)
+        ax.set_xticks(sorted(ticks), [f"{t:,}" for t in sorted(ticks)], fontsize=7, rotation=45)
     plain_log_ticks(ax)
     ax.set_xlabel("budget (optimiser steps)")
     ax.set_ylabel("final valid loss")
@@ -350,7 +350,8 @@ def render(results_dir, records: list[dict], tol: float) -> Path:
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=8)
         fig.suptitle(f"{key}: validation loss at longer budgets", fontsize=10)
-        fig.subplots_adjust(left=0.1, right=0.97, bottom=0.08, top=0.92, wspace=0.3, hspace=0.35)
+        # about an inch on the left for log-scale tick labels and the y label, whatever the number of panels
+        fig.subplots_adjust(left=1.0 / fig.get_figwidth(), right=0.97, bottom=0.1, top=0.92, wspace=0.35, hspace=0.35)
         save_figure(fig, Path(results_dir) / f"budget_{key}.png")
         lines.append("")
         if fits:
