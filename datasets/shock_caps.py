@@ -45,11 +45,11 @@ import numpy as np
 import torch
 
 from dandelion.solvers.fv_geometry import CalhounHelzelGrid
-from dandelion.solvers.fv_shallow_water import FVShallowWaterSimulation, state_from_primitives
+from dandelion.solvers.fv_shallow_water import CFL_MAX, FVShallowWaterSimulation, state_from_primitives
 
 from .chained_turbulence import ic_generator
-from .scenario import FieldSpec, Scenario, register_scenario
 from .folder import make_splits
+from .scenario import FieldSpec, Scenario, register_scenario
 
 __all__ = ["ShockCapsScenario", "K_MAX", "FULL_NY", "cap_draws", "initial_state"]
 
@@ -113,8 +113,10 @@ class ShockCapsScenario(Scenario):
     }
     parameter_units = {"K": "1", "delta": "1"}
     default_n_frames = 101
-    distinct_note = ("split by seed: a seed fixes the background and the caps' geometry and depths for every K and "
-                     "delta, so every run of one seed lies in the same split and no geometry appears in two splits")
+    distinct_note = (
+        "split by seed: a seed fixes the background and the caps' geometry and depths for every K and "
+        "delta, so every run of one seed lies in the same split and no geometry appears in two splits"
+    )
 
     def __init__(self, cfg=None):
         cfg = dict(cfg or {})
@@ -126,22 +128,31 @@ class ShockCapsScenario(Scenario):
                 raise ValueError(f"dataset.{key}={v} must be a non-empty list without repeats")
             cfg[key] = [int(x) for x in v] if key != "delta" else [float(x) for x in v]
         if any(not 1 <= k <= K_MAX for k in cfg["K"]) or any(not 0 <= d for d in cfg["delta"]) or min(cfg["seeds"]) < 0:
-            raise ValueError(f"dataset.K={cfg['K']} must lie in 1..{K_MAX}, delta={cfg['delta']} >= 0, seeds={cfg['seeds']} >= 0")
+            raise ValueError(
+                f"dataset.K={cfg['K']} must lie in 1..{K_MAX}, delta={cfg['delta']} >= 0, seeds={cfg['seeds']} >= 0"
+            )
         if cfg.get("n_seeds") is not None and int(cfg["n_seeds"]) != len(cfg["seeds"]):
-            raise ValueError(f"dataset.n_seeds={cfg['n_seeds']} disagrees with dataset.seeds={cfg['seeds']}: set only seeds")
+            raise ValueError(
+                f"dataset.n_seeds={cfg['n_seeds']} disagrees with dataset.seeds={cfg['seeds']}: set only seeds"
+            )
         cfg["n_seeds"] = len(cfg["seeds"])
         super().__init__(cfg)
         self.cfg["lmax"] = None  # not band-limited (band_limited = False)
         ny = self.cfg.get("ny")
         ny = self.grid.nlat + self.grid.nlat % 2 if ny is None else int(ny)
         if ny < 4 or ny % 2:
-            raise ValueError(f"dataset.ny={ny} must be an even integer >= 4 (finite-volume rows; the grid has ny x 2ny cells)")
+            raise ValueError(
+                f"dataset.ny={ny} must be an even integer >= 4 (finite-volume rows; the grid has ny x 2ny cells)"
+            )
         self.cfg["ny"] = ny
         for key, default in (("cfl", 0.45), ("dt_frame", 0.015)):
             self.cfg[key] = float(default if self.cfg.get(key) is None else self.cfg[key])
         self.cfg["subsamples"] = int(self.cfg.get("subsamples") or 4)
-        if not 0 < self.cfg["cfl"] <= 0.5 or self.cfg["dt_frame"] <= 0 or self.cfg["subsamples"] < 1:
-            raise ValueError(f"dataset.cfl={self.cfg['cfl']} must lie in (0, 0.5] (positivity), dt_frame > 0, subsamples >= 1")
+        if not 0 < self.cfg["cfl"] <= CFL_MAX or self.cfg["dt_frame"] <= 0 or self.cfg["subsamples"] < 1:
+            raise ValueError(
+                f"dataset.cfl={self.cfg['cfl']} must lie in (0, {CFL_MAX}] (the solver's stable bound), "
+                "dt_frame > 0, subsamples >= 1"
+            )
         self._grids: dict = {}
         self._remaps: dict = {}
 
@@ -169,10 +180,18 @@ class ShockCapsScenario(Scenario):
         return d
 
     def solver_settings(self) -> dict:
-        return {"model": "rotation-free shallow water, finite volume (dandelion.solvers.fv_shallow_water)",
-                "grid": "calhoun-helzel", "ny": self.cfg["ny"], "nx": 2 * self.cfg["ny"], "cfl": self.cfg["cfl"],
-                "time_stepping": "ssp-rk3", "reconstruction": "muscl-mc", "riemann_solver": "hll-einfeldt",
-                "remap": "conservative, second order (limited linear reconstruction)", "full_ny": FULL_NY}
+        return {
+            "model": "rotation-free shallow water, finite volume (dandelion.solvers.fv_shallow_water)",
+            "grid": "calhoun-helzel",
+            "ny": self.cfg["ny"],
+            "nx": 2 * self.cfg["ny"],
+            "cfl": self.cfg["cfl"],
+            "time_stepping": "ssp-rk3",
+            "reconstruction": "muscl-mc",
+            "riemann_solver": "hll-einfeldt",
+            "remap": "conservative, second order (limited linear reconstruction)",
+            "full_ny": FULL_NY,
+        }
 
     # ------------------------------------------------------------------ splits
     def make_splits(self, seed: int = 42) -> dict:
@@ -183,9 +202,14 @@ class ShockCapsScenario(Scenario):
         by_seed = make_splits(len(present), seed=seed, note=self.distinct_note)
         where = {present[k]: s for s in ("train", "valid", "test") for k in by_seed[s]}
         parts = {s: [i for i, sd in enumerate(seed_of) if where[sd] == s] for s in ("train", "valid", "test")}
-        return {**by_seed, **parts, "strategy": "grouped", "group_by": "seed",
-                "counts": {k: len(v) for k, v in parts.items()},
-                "seeds": {s: sorted(sd for sd in present if where[sd] == s) for s in ("train", "valid", "test")}}
+        return {
+            **by_seed,
+            **parts,
+            "strategy": "grouped",
+            "group_by": "seed",
+            "counts": {k: len(v) for k, v in parts.items()},
+            "seeds": {s: sorted(sd for sd in present if where[sd] == s) for s in ("train", "valid", "test")},
+        }
 
     def split_problems(self, splits: dict) -> list[str]:
         """Seeds that appear in more than one split (empty when the split is by seed)."""
@@ -207,8 +231,12 @@ class ShockCapsScenario(Scenario):
     def build_simulation(self, params, *, lmax, device):
         grid = self.fv_grid(device)
         cols = {k: params[k].detach().cpu().tolist() for k in ("K", "delta", "seed")}
-        q0 = torch.stack([
-            initial_state(grid, cap_draws(ic_generator(self.cfg["seed"], int(s))), int(K), d, self.cfg["subsamples"])
-            for K, d, s in zip(cols["K"], cols["delta"], cols["seed"])
-        ])
+        q0 = torch.stack(
+            [
+                initial_state(
+                    grid, cap_draws(ic_generator(self.cfg["seed"], int(s))), int(K), d, self.cfg["subsamples"]
+                )
+                for K, d, s in zip(cols["K"], cols["delta"], cols["seed"])
+            ]
+        )
         return FVShallowWaterSimulation(grid, q0, cfl=self.cfg["cfl"], params=dict(params), remap_cache=self._remaps)

@@ -56,7 +56,7 @@ def test_free_stream_is_preserved_everywhere():
     sim.advance_to(0.3)
     assert sim.n_steps > 10
     assert float((sim.q[:, 0] - 1.7).abs().max()) < 1e-13
-    speed = (sim.q[:, 1:].norm(dim=1) / sim.q[:, 0])
+    speed = sim.q[:, 1:].norm(dim=1) / sim.q[:, 0]
     lat, _ = g.latlon()
     polar = lat.abs() > math.radians(60)
     assert float(speed.max()) < 1e-13 and float(speed[:, polar].max()) < 1e-13
@@ -65,8 +65,12 @@ def test_free_stream_is_preserved_everywhere():
 def test_mass_conserved_and_energy_non_increasing_over_200_steps():
     g = CalhounHelzelGrid(12)
     centres = [(1, 0.2, 0.9), (-0.3, 1, -0.2), (0.1, -0.4, -1), (0.2, 0.1, 1.0)]
-    q = torch.cat([_caps_state(g, centres, [0.9, 0.6, 0.8, 0.4], [2.0, 0.6, 1.4, 1.9], 1.1, velocity=1.0, seed=s)
-                   for s in range(2)])
+    q = torch.cat(
+        [
+            _caps_state(g, centres, [0.9, 0.6, 0.8, 0.4], [2.0, 0.6, 1.4, 1.9], 1.1, velocity=1.0, seed=s)
+            for s in range(2)
+        ]
+    )
     op = FVOperator(g)
     q = op.project(q)
     m0 = op.mass(q)
@@ -87,7 +91,7 @@ def test_mass_conserved_and_energy_non_increasing_over_200_steps():
 def _steady_state(g, u0=1.0, h0=1.0, m=4):
     """Cyclostrophic balance without rotation, u = u0 cos(lat), h = h0 - u0^2 sin^2(lat) / (2 g): cell means."""
     p, w = g.sub_points(m)
-    hh = h0 - u0 ** 2 * p[..., 2] ** 2 / (2 * G)
+    hh = h0 - u0**2 * p[..., 2] ** 2 / (2 * G)
     east = torch.linalg.cross(torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64).expand_as(p), p, dim=-1)
     h = (hh * w).sum((-2, -1))
     mom = ((hh * u0).unsqueeze(-1) * east * w.unsqueeze(-1)).sum((-3, -2))
@@ -136,8 +140,9 @@ def _profiles(g, h, centre, radius_max, n_bearings=8, dr=None):
     dr = dr or 0.25 * math.sqrt(4 * math.pi / h.numel())
     r = torch.arange(0.0, radius_max, dr, dtype=torch.float64)
     beta = torch.arange(n_bearings, dtype=torch.float64) * 2 * math.pi / n_bearings
-    pts = (torch.cos(r)[None, :, None] * c + torch.sin(r)[None, :, None]
-           * (torch.cos(beta)[:, None, None] * e1 + torch.sin(beta)[:, None, None] * e2))
+    pts = torch.cos(r)[None, :, None] * c + torch.sin(r)[None, :, None] * (
+        torch.cos(beta)[:, None, None] * e1 + torch.sin(beta)[:, None, None] * e2
+    )
     nearest = (pts.reshape(-1, 3) @ g.centre.reshape(-1, 3).T).argmax(1)
     return h.reshape(-1)[nearest].reshape(n_bearings, -1), r
 
@@ -184,8 +189,8 @@ def test_bad_steps_raise_naming_the_trajectory():
     with pytest.raises(FloatingPointError, match=r"trajectory 1 of the batch \(seed=4\).*non-finite"):
         sim.advance_to(0.01)
     # a Courant number at the limit: the dam break accelerates the flow within the first step
-    sim = FVShallowWaterSimulation(g, q, cfl=1.0, cfl_limit=1.0, params=params)
-    with pytest.raises(FloatingPointError, match=r"trajectory 0 of the batch \(seed=3\) had Courant number"):
+    sim = FVShallowWaterSimulation(g, q, cfl=0.5, cfl_limit=0.5, params=params)
+    with pytest.raises(ValueError, match=r"trajectory 0 of the batch \(seed=3\) has Courant number .* cfl_limit=0.5"):
         sim.advance_to(0.2)
     bad = q.clone()
     bad[0, 0, 0, 0] = -0.1
@@ -193,3 +198,38 @@ def test_bad_steps_raise_naming_the_trajectory():
         FVShallowWaterSimulation(g, bad)
     with pytest.raises(ValueError, match="cfl"):
         FVShallowWaterSimulation(g, q, cfl=1.5)
+
+
+def test_cfl_above_the_stable_bound_is_refused_in_one_line():
+    g = CalhounHelzelGrid(8)
+    q = _caps_state(g, [(0, 0, 1)], [0.7], [2.0], 0.6)
+    for cfl in (0.9, 0.5 + 1e-9, 1.0):
+        with pytest.raises(ValueError, match=r"cfl=.* above the stable bound 0\.5.*choose") as err:
+            FVShallowWaterSimulation(g, q, cfl=cfl)
+        assert "\n" not in str(err.value)
+    FVShallowWaterSimulation(g, q, cfl=0.5)  # the bound itself is allowed
+
+
+def test_cell_area_ratio_matches_the_map_and_the_docstring():
+    """Area density of the Calhoun-Helzel map: 2 at the pole (the disk map is sqrt(2) (xc, yc) there) and 2^(1/4)
+    at the midpoints of the square's edges (the equator), so the cell areas vary by at most 2^(3/4)."""
+    import re
+
+    from dandelion.solvers import fv_geometry
+    from dandelion.solvers.fv_geometry import mapc2p_upper
+
+    def density(x, y, e=1e-7):
+        x, y = torch.tensor(x, dtype=torch.float64), torch.tensor(y, dtype=torch.float64)
+        px = (mapc2p_upper(x + e, y) - mapc2p_upper(x - e, y)) / (2 * e)
+        py = (mapc2p_upper(x, y + e) - mapc2p_upper(x, y - e)) / (2 * e)
+        return float(torch.linalg.cross(px, py, dim=-1).norm())
+
+    assert density(0.0, 0.0) == pytest.approx(2.0, rel=1e-6)
+    assert density(0.0, 1 - 1e-5) == pytest.approx(2**0.25, rel=1e-3)
+    limit = 2**0.75
+    ratios = [float(g.area.max() / g.area.min()) for g in map(CalhounHelzelGrid, (16, 32, 64))]
+    assert ratios == sorted(ratios) and ratios[-1] < limit and limit - ratios[-1] < 0.05, ratios
+    stated = r"cell\s+areas\s+vary\s+by\s+a\s+factor\s+of\s+(?:about\s+|at\s+most\s+)?(?:2\^\(3/4\)\s+=\s+)?([0-9.]+)"
+    m = re.search(stated, fv_geometry.__doc__)
+    assert m, "the module docstring states no area ratio"
+    assert abs(float(m.group(1)) - limit) < 0.01, (m.group(0), limit)
