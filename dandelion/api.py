@@ -7,7 +7,7 @@ A thin facade over the modules that do the work; nothing inside the package impo
 * :func:`rollout`, :func:`iter_rollout`, :func:`valid_inits`, :class:`Forecast`: the autoregressive
   forecasts (:mod:`dandelion.forecast`);
 * :func:`to_xarray`, :func:`export`: CF netCDF, or a Zarr store with ``format="zarr"`` (WeatherBench 2 names with
-  ``convention="wb2"``) (:mod:`dandelion.benchmarks.export`).
+  ``convention="wb2"``) (:mod:`dandelion.export.forecasts`).
 
 Example::
 
@@ -28,17 +28,28 @@ checkpoint's channel layout (vectors projected back to (u east, v north)).
 
 from __future__ import annotations
 
-from dandelion.benchmarks.export import to_xarray
-from dandelion.benchmarks.export import write_forecast as export
 from dandelion.datasets.torch_dataset import WindowDataset
+from dandelion.export.forecasts import to_xarray
+from dandelion.export.forecasts import write_forecast as export
 
 from .checkpoint import load_model
 from .forecast import Forecast, Forecaster, collect_forecast, iter_rollout, valid_inits
 from .forecast import forecast as rollout
 from .registry import import_plugins
 
-__all__ = ["Forecaster", "Forecast", "open_dataset", "import_plugins", "load_model", "valid_inits", "iter_rollout", "rollout",
-           "collect_forecast", "to_xarray", "export"]
+__all__ = [
+    "Forecaster",
+    "Forecast",
+    "open_dataset",
+    "import_plugins",
+    "load_model",
+    "valid_inits",
+    "iter_rollout",
+    "rollout",
+    "collect_forecast",
+    "to_xarray",
+    "export",
+]
 
 
 def open_dataset(path, split: str = "test", n_in: int = 4) -> WindowDataset:

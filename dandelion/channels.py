@@ -34,7 +34,7 @@ drops any radial component a model may predict). The windows themselves are read
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 import torch
 
@@ -47,9 +47,10 @@ _VECTOR_KEYS = ("rms",)
 # optional: the one-step-difference statistics (kept when present; needed to predict increments)
 _SCALAR_DELTA_KEYS = ("delta_mean", "delta_std")
 _VECTOR_DELTA_KEYS = ("delta_rms",)
-_REGENERATE = ("regenerate stats.yaml from the train split (rerun the dandelion-generate command that made the folder, "
-               "or write dandelion.datasets.statistics.compute_stats(train files, dataset.yaml fields) to it)")
-
+_REGENERATE = (
+    "regenerate stats.yaml from the train split (rerun the dandelion-generate command that made the folder, "
+    "or write dandelion.datasets.statistics.compute_stats(train files, dataset.yaml fields) to it)"
+)
 
 
 class ChannelLayout:
@@ -81,14 +82,23 @@ class ChannelLayout:
         or if a field kind is unknown.
     """
 
-    def __init__(self, fields: Mapping, stats: Mapping, grid: SphereGrid, stats_source: str = "stats.yaml", levels: Mapping | None = None):
+    def __init__(
+        self,
+        fields: Mapping,
+        stats: Mapping,
+        grid: SphereGrid,
+        stats_source: str = "stats.yaml",
+        levels: Mapping | None = None,
+    ):
         self.grid = grid
         self.stats_source = str(stats_source)
         kinds = {}
         for name, spec in fields.items():
             kind = spec.get("kind") if isinstance(spec, Mapping) else spec
             if kind not in ("scalar", "vector"):
-                raise ValueError(f"field {name!r} has kind {kind!r}: expected 'scalar' or 'vector' (t0_fields / t1_fields)")
+                raise ValueError(
+                    f"field {name!r} has kind {kind!r}: expected 'scalar' or 'vector' (t0_fields / t1_fields)"
+                )
             kinds[str(name)] = kind
         if not kinds:
             raise ValueError("no fields given: a dataset needs at least one scalar or vector field")
@@ -101,8 +111,10 @@ class ChannelLayout:
             level_fields = [str(n) for n in levels.get("fields", [])]
             unknown = [n for n in level_fields if n not in kinds]
             if not values or unknown:
-                raise ValueError(f"levels {dict(levels)} must list non-empty 'values' and 'fields' among {list(kinds)}: "
-                                 "pass dataset.yaml's 'levels' entry")
+                raise ValueError(
+                    f"levels {dict(levels)} must list non-empty 'values' and 'fields' among {list(kinds)}: "
+                    "pass dataset.yaml's 'levels' entry"
+                )
             self.levels = {"values": values, "units": str(levels.get("units", "")), "fields": level_fields}
             for n in level_fields:
                 self.n_levels[n] = len(values)
@@ -111,14 +123,18 @@ class ChannelLayout:
         for n in self.scalars:
             self.channels += [f"{n}_{t}" for t in tag] if self.n_levels[n] else [n]
         for n in self.vectors:
-            self.channels += [f"{n}_{c}_{t}" for c in "xyz" for t in tag] if self.n_levels[n] else [f"{n}_{c}" for c in "xyz"]
+            self.channels += (
+                [f"{n}_{c}_{t}" for c in "xyz" for t in tag] if self.n_levels[n] else [f"{n}_{c}" for c in "xyz"]
+            )
         self.stats = {}
         for name, kind in kinds.items():
             entry = stats.get(name) if isinstance(stats, Mapping) else None
             if entry is None:
                 raise ValueError(f"statistics {self.stats_source} lack field {name!r}: {_REGENERATE}")
             if entry.get("kind", kind) != kind:
-                raise ValueError(f"statistics {self.stats_source} give field {name!r} kind {entry.get('kind')!r} but the data have {kind!r}: {_REGENERATE}")
+                raise ValueError(
+                    f"statistics {self.stats_source} give field {name!r} kind {entry.get('kind')!r} but the data have {kind!r}: {_REGENERATE}"
+                )
             keys = _SCALAR_KEYS if kind == "scalar" else _VECTOR_KEYS
             clean = {"kind": kind}
             L = self.n_levels[name]
@@ -128,24 +144,32 @@ class ChannelLayout:
                 raw = entry[key]
                 if L:
                     if not isinstance(raw, (list, tuple)) or len(raw) != L:
-                        raise ValueError(f"statistics {self.stats_source}: {key} of level field {name!r} must be a list of {L} "
-                                         f"values (one per level), got {raw!r}: {_REGENERATE}")
+                        raise ValueError(
+                            f"statistics {self.stats_source}: {key} of level field {name!r} must be a list of {L} "
+                            f"values (one per level), got {raw!r}: {_REGENERATE}"
+                        )
                     values = [float(v) for v in raw]
                 else:
                     if isinstance(raw, (list, tuple)):
-                        raise ValueError(f"statistics {self.stats_source}: {key} of field {name!r} is a list but the field has no "
-                                         f"level axis: {_REGENERATE}")
+                        raise ValueError(
+                            f"statistics {self.stats_source}: {key} of field {name!r} is a list but the field has no "
+                            f"level axis: {_REGENERATE}"
+                        )
                     values = [float(raw)]
                 for value in values:
                     if not math.isfinite(value) or (key != "mean" and value <= 0.0):
-                        raise ValueError(f"statistics {self.stats_source}: {key}={value} for field {name!r} is not finite and positive: {_REGENERATE}")
+                        raise ValueError(
+                            f"statistics {self.stats_source}: {key}={value} for field {name!r} is not finite and positive: {_REGENERATE}"
+                        )
                 clean[key] = values if L else values[0]
             for key in _SCALAR_DELTA_KEYS if kind == "scalar" else _VECTOR_DELTA_KEYS:
                 raw = entry.get(key)
                 if raw is None:
                     continue
                 values = [float(v) for v in raw] if isinstance(raw, (list, tuple)) else [float(raw)]
-                if len(values) != max(L, 1) or not all(math.isfinite(v) and (key == "delta_mean" or v >= 0.0) for v in values):
+                if len(values) != max(L, 1) or not all(
+                    math.isfinite(v) and (key == "delta_mean" or v >= 0.0) for v in values
+                ):
                     continue  # unusable: increment_scale() then names the problem
                 clean[key] = values if L else values[0]
             self.stats[name] = clean
@@ -170,11 +194,16 @@ class ChannelLayout:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "ChannelLayout":
+    def from_dict(cls, d: Mapping) -> ChannelLayout:
         """Inverse of :meth:`to_dict`."""
         g = d["grid"]
-        return cls(d["fields"], d["stats"], SphereGrid(int(g["nlat"]), int(g["nlon"]), str(g["grid"])), stats_source="checkpoint",
-                   levels=d.get("levels"))
+        return cls(
+            d["fields"],
+            d["stats"],
+            SphereGrid(int(g["nlat"]), int(g["nlon"]), str(g["grid"])),
+            stats_source="checkpoint",
+            levels=d.get("levels"),
+        )
 
     def __repr__(self):
         return f"ChannelLayout(channels={self.channels}, grid={self.grid.to_dict()})"
@@ -203,8 +232,10 @@ class ChannelLayout:
             keys = ("delta_mean", "delta_std") if kind == "scalar" else ("delta_rms",)
             missing = [k for k in keys if k not in self.stats[name]]
             if missing:
-                raise ValueError(f"statistics {self.stats_source} have no usable {missing[0]!r} for field {name!r}, which "
-                                 f"trainer.target=increment needs: {_REGENERATE} (or train with trainer.target=frame)")
+                raise ValueError(
+                    f"statistics {self.stats_source} have no usable {missing[0]!r} for field {name!r}, which "
+                    f"trainer.target=increment needs: {_REGENERATE} (or train with trainer.target=frame)"
+                )
             L = self.n_levels[name]
             per_level = lambda key: self.stats[name][key] if L else [self.stats[name][key]]  # noqa: E731
             if kind == "scalar":
@@ -220,7 +251,10 @@ class ChannelLayout:
     def _basis(self, dtype, device):
         key = (dtype, str(device))
         if key not in self._basis_cache:
-            self._basis_cache[key] = (self.grid.east.to(device=device, dtype=dtype), self.grid.north.to(device=device, dtype=dtype))
+            self._basis_cache[key] = (
+                self.grid.east.to(device=device, dtype=dtype),
+                self.grid.north.to(device=device, dtype=dtype),
+            )
         return self._basis_cache[key]
 
     def _scaled_basis(self, name: str, dtype, device):
@@ -241,7 +275,9 @@ class ChannelLayout:
         """Per-level statistic ``key`` of level field ``name`` as a ``(L, 1, 1)`` tensor."""
         ck = (name, key, dtype, str(device))
         if ck not in self._basis_cache:
-            self._basis_cache[ck] = torch.tensor(self.stats[name][key], dtype=torch.float64).to(device=device, dtype=dtype)[:, None, None]
+            self._basis_cache[ck] = torch.tensor(self.stats[name][key], dtype=torch.float64).to(
+                device=device, dtype=dtype
+            )[:, None, None]
         return self._basis_cache[ck]
 
     def lift(self, uv: torch.Tensor) -> torch.Tensor:
@@ -283,7 +319,9 @@ class ChannelLayout:
             L = self.n_levels[name]
             if kind == "vector":
                 if x.ndim < 3 or x.shape[-1] != 2:
-                    raise ValueError(f"vector field {name!r} must end in 2 components (u, v), got shape {tuple(x.shape)}")
+                    raise ValueError(
+                        f"vector field {name!r} must end in 2 components (u, v), got shape {tuple(x.shape)}"
+                    )
                 self.grid.check_shape(x[..., 0])
                 shape = tuple(x.shape[:-3])
             else:
@@ -291,11 +329,15 @@ class ChannelLayout:
                 shape = tuple(x.shape[:-2])
             if L:
                 if len(shape) < 1 or shape[-1] != L:
-                    raise ValueError(f"level field {name!r} has shape {tuple(x.shape)}: expected {L} levels before the grid axes "
-                                     f"(..., T, {L}, nlat, nlon{', 2' if kind == 'vector' else ''})")
+                    raise ValueError(
+                        f"level field {name!r} has shape {tuple(x.shape)}: expected {L} levels before the grid axes "
+                        f"(..., T, {L}, nlat, nlon{', 2' if kind == 'vector' else ''})"
+                    )
                 shape = shape[:-1]
             if lead is not None and shape != lead:
-                raise ValueError(f"field {name!r} has leading shape {shape}, other fields {lead}: pass the same frames of every field")
+                raise ValueError(
+                    f"field {name!r} has leading shape {shape}, other fields {lead}: pass the same frames of every field"
+                )
             lead = shape
             tensors[name] = x
         dtype = torch.float32
@@ -338,13 +380,18 @@ class ChannelLayout:
         Raises ValueError if the channel dimension (-3) is not C.
         """
         if x.shape[-3] != self.n_channels:
-            raise ValueError(f"tensor of shape {tuple(x.shape)} has {x.shape[-3]} channels at dim -3; the layout has {self.n_channels}: {self.channels}")
+            raise ValueError(
+                f"tensor of shape {tuple(x.shape)} has {x.shape[-3]} channels at dim -3; the layout has {self.n_channels}: {self.channels}"
+            )
         out = {}
         c = 0
         for name in self.scalars:
             s, L = self.stats[name], self.n_levels[name]
             if L:
-                mean, std = self._level_stat(name, "mean", x.dtype, x.device), self._level_stat(name, "std", x.dtype, x.device)
+                mean, std = (
+                    self._level_stat(name, "mean", x.dtype, x.device),
+                    self._level_stat(name, "std", x.dtype, x.device),
+                )
                 out[name] = x[..., c : c + L, :, :] * std + mean
                 c += L
             else:

@@ -24,32 +24,46 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, ListConfig, OmegaConf
+import yaml
 
 from .channels import ChannelLayout
 from .forecast import Forecaster
 from .grid_guard import allow_grid_change
 from .registry import build_model, unwrap_model
-from .runtime import device_name, temp_path, versions
+from .runtime import device_name, plain, temp_path, versions
 
-__all__ = ["save_checkpoint", "load_checkpoint", "model_from_checkpoint", "model_state", "layout_from_checkpoint",
-           "config_from_checkpoint", "rng_state", "set_rng_state", "load_model", "FORMAT"]
+__all__ = [
+    "save_checkpoint",
+    "load_checkpoint",
+    "model_from_checkpoint",
+    "model_state",
+    "layout_from_checkpoint",
+    "config_from_checkpoint",
+    "rng_state",
+    "set_rng_state",
+    "load_model",
+    "FORMAT",
+]
 
 FORMAT = "dandelion-checkpoint/1"
 
 
 def _plain(obj):
-    """Convert OmegaConf containers, numpy scalars/arrays and paths to types ``weights_only`` accepts."""
-    if isinstance(obj, (DictConfig, ListConfig)):
-        obj = OmegaConf.to_container(obj, resolve=True)
-    if isinstance(obj, dict):
+    """Convert mappings and sequences (OmegaConf's containers included: reading their items resolves them), numpy
+    scalars/arrays and paths to types ``weights_only`` accepts."""
+    if type(obj).__module__.startswith("omegaconf"):
+        obj = plain(obj)
+    if isinstance(obj, Mapping):
         return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_plain(v) for v in obj)
+    if isinstance(obj, tuple):
+        return tuple(_plain(v) for v in obj)
+    if isinstance(obj, Sequence) and not isinstance(obj, (str, bytes)):
+        return [_plain(v) for v in obj]
     if isinstance(obj, np.ndarray):
         return torch.from_numpy(obj.copy())
     if isinstance(obj, np.generic):
@@ -62,7 +76,7 @@ def _plain(obj):
 def _config_yaml(config) -> str:
     if isinstance(config, str):
         return config
-    return OmegaConf.to_yaml(OmegaConf.create(_plain(config)), resolve=True)
+    return yaml.safe_dump(_plain(config), sort_keys=False)
 
 
 def rng_state() -> dict:
@@ -71,8 +85,13 @@ def rng_state() -> dict:
     py_state = random.getstate()
     out = {
         "torch": torch.get_rng_state(),
-        "numpy": {"key": np_state[0], "state": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
-                  "has_gauss": int(np_state[3]), "cached_gaussian": float(np_state[4])},
+        "numpy": {
+            "key": np_state[0],
+            "state": torch.from_numpy(np_state[1].astype(np.int64)),
+            "pos": int(np_state[2]),
+            "has_gauss": int(np_state[3]),
+            "cached_gaussian": float(np_state[4]),
+        },
         "python": {"version": py_state[0], "state": list(py_state[1]), "gauss": py_state[2]},
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
     }
@@ -83,15 +102,28 @@ def set_rng_state(state: dict) -> None:
     """Restore what :func:`rng_state` returned (CUDA states only where the devices exist)."""
     torch.set_rng_state(state["torch"].cpu())
     n = state["numpy"]
-    np.random.set_state((n["key"], n["state"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"]))
+    np.random.set_state(
+        (n["key"], n["state"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])
+    )
     p = state["python"]
     random.setstate((p["version"], tuple(p["state"]), p["gauss"]))
     if state.get("cuda") and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
 
 
-def save_checkpoint(path, *, model, optimizer=None, scheduler=None, config, stats: dict, grid: dict, step: int, epoch: int,
-                    extra: dict | None = None) -> Path:
+def save_checkpoint(
+    path,
+    *,
+    model,
+    optimizer=None,
+    scheduler=None,
+    config,
+    stats: dict,
+    grid: dict,
+    step: int,
+    epoch: int,
+    extra: dict | None = None,
+) -> Path:
     """Write a checkpoint atomically (temporary file in the same folder, then ``os.replace``).
 
     Parameters
@@ -143,16 +175,20 @@ def load_checkpoint(path, map_location="cpu") -> dict:
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} does not exist: pass the best.pt or last.pt of a dandelion-train run directory")
+        raise FileNotFoundError(
+            f"checkpoint {path} does not exist: pass the best.pt or last.pt of a dandelion-train run directory"
+        )
     ckpt = torch.load(path, map_location=map_location, weights_only=True)
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a dandelion checkpoint (format {FORMAT!r}); was it written by dandelion-train?")
+        raise ValueError(
+            f"{path} is not a dandelion checkpoint (format {FORMAT!r}); was it written by dandelion-train?"
+        )
     return ckpt
 
 
 def config_from_checkpoint(ckpt: dict):
-    """The stored job configuration as an OmegaConf ``DictConfig``."""
-    return OmegaConf.create(ckpt["config_yaml"])
+    """The stored job configuration as a plain ``dict`` (parsed from its YAML text)."""
+    return yaml.safe_load(ckpt["config_yaml"]) or {}
 
 
 def layout_from_checkpoint(ckpt: dict):
@@ -167,8 +203,13 @@ def _model_spec(ckpt: dict) -> dict:
     if spec is None:
         cfg = config_from_checkpoint(ckpt)
         m = cfg.get("model", {})
-        spec = {"name": m.get("name"), "preset": m.get("preset"), "in_channels": m.get("in_channels"),
-                "out_channels": m.get("out_channels"), "overrides": dict(m.get("overrides") or {})}
+        spec = {
+            "name": m.get("name"),
+            "preset": m.get("preset"),
+            "in_channels": m.get("in_channels"),
+            "out_channels": m.get("out_channels"),
+            "overrides": dict(m.get("overrides") or {}),
+        }
     missing = [k for k in ("name", "preset", "in_channels", "out_channels") if spec.get(k) is None]
     if missing:
         raise ValueError(f"checkpoint lacks the model's {missing}: it was not written by dandelion-train")
@@ -190,8 +231,13 @@ def model_state(ckpt: dict, model: torch.nn.Module) -> dict:
     return {**state, **{k: dict(saved) for k in missing}}
 
 
-def model_from_checkpoint(ckpt, nlat: int | None = None, nlon: int | None = None, grid: str | None = None,
-                          allow_resolution_change: bool = False) -> torch.nn.Module:
+def model_from_checkpoint(
+    ckpt,
+    nlat: int | None = None,
+    nlon: int | None = None,
+    grid: str | None = None,
+    allow_resolution_change: bool = False,
+) -> torch.nn.Module:
     """Rebuild the model with :func:`dandelion.build_model` and load its weights (eval mode, CPU).
 
     This is the bare network. A checkpoint trained with ``trainer.target=increment`` (the default;
@@ -216,17 +262,32 @@ def model_from_checkpoint(ckpt, nlat: int | None = None, nlon: int | None = None
         ckpt = load_checkpoint(ckpt)
     spec = _model_spec(ckpt)
     saved = {"nlat": int(ckpt["grid"]["nlat"]), "nlon": int(ckpt["grid"]["nlon"]), "grid": str(ckpt["grid"]["grid"])}
-    want = {"nlat": int(nlat) if nlat is not None else saved["nlat"], "nlon": int(nlon) if nlon is not None else saved["nlon"],
-            "grid": str(grid) if grid is not None else saved["grid"]}
+    want = {
+        "nlat": int(nlat) if nlat is not None else saved["nlat"],
+        "nlon": int(nlon) if nlon is not None else saved["nlon"],
+        "grid": str(grid) if grid is not None else saved["grid"],
+    }
     changed = want != saved
     if changed and not allow_resolution_change:
-        raise ValueError(f"checkpoint was trained on grid {saved} but {want} was requested: use data on the training grid, "
-                         "or pass allow_resolution_change=True for a model whose weights do not depend on the resolution")
-    model = build_model(spec["name"], spec["preset"], int(spec["in_channels"]), int(spec["out_channels"]), want["nlat"],
-                        want["nlon"], want["grid"], **dict(spec.get("overrides") or {}))
+        raise ValueError(
+            f"checkpoint was trained on grid {saved} but {want} was requested: use data on the training grid, "
+            "or pass allow_resolution_change=True for a model whose weights do not depend on the resolution"
+        )
+    model = build_model(
+        spec["name"],
+        spec["preset"],
+        int(spec["in_channels"]),
+        int(spec["out_channels"]),
+        want["nlat"],
+        want["nlon"],
+        want["grid"],
+        **dict(spec.get("overrides") or {}),
+    )
     if changed and getattr(model, "resolution_dependent", True):
-        raise ValueError(f"model {spec['name']!r} has resolution-dependent weights: it cannot run on {want} after training on "
-                         f"{saved}; evaluate it on its training grid")
+        raise ValueError(
+            f"model {spec['name']!r} has resolution-dependent weights: it cannot run on {want} after training on "
+            f"{saved}; evaluate it on its training grid"
+        )
     if changed:
         with allow_grid_change(model):
             model.load_state_dict(model_state(ckpt, model))
@@ -274,12 +335,24 @@ def load_model(checkpoint, device="cpu", dataset=None, allow_resolution_change: 
                     "use data on the training grid, or pass allow_resolution_change=true for a model whose weights do not depend on the resolution"
                 )
         wet, data_wet = ckpt.get("extra", {}).get("wet"), getattr(dataset, "wet", None)
-        if (wet is None) != (data_wet is None) or (wet is not None and not torch.equal(torch.as_tensor(wet, dtype=torch.bool), data_wet)):
-            raise ValueError(f"checkpoint {checkpoint} was trained {'with' if wet is not None else 'without'} a land mask but the dataset "
-                             f"{dataset.path} has {'a different one' if data_wet is not None and wet is not None else 'one' if data_wet is not None else 'none'}: "
-                             "evaluate a model on data with the mask it was trained with")
-        model = model_from_checkpoint(ckpt, nlat=want["nlat"], nlon=want["nlon"], grid=want["grid"], allow_resolution_change=allow_resolution_change)
-        layout = ChannelLayout(layout.fields, layout.stats, dataset.grid, stats_source=f"checkpoint {checkpoint}", levels=layout.levels)
+        if (wet is None) != (data_wet is None) or (
+            wet is not None and not torch.equal(torch.as_tensor(wet, dtype=torch.bool), data_wet)
+        ):
+            raise ValueError(
+                f"checkpoint {checkpoint} was trained {'with' if wet is not None else 'without'} a land mask but the dataset "
+                f"{dataset.path} has {'a different one' if data_wet is not None and wet is not None else 'one' if data_wet is not None else 'none'}: "
+                "evaluate a model on data with the mask it was trained with"
+            )
+        model = model_from_checkpoint(
+            ckpt,
+            nlat=want["nlat"],
+            nlon=want["nlon"],
+            grid=want["grid"],
+            allow_resolution_change=allow_resolution_change,
+        )
+        layout = ChannelLayout(
+            layout.fields, layout.stats, dataset.grid, stats_source=f"checkpoint {checkpoint}", levels=layout.levels
+        )
     else:
         model = model_from_checkpoint(ckpt)
     extra = ckpt.get("extra", {})
@@ -290,5 +363,17 @@ def load_model(checkpoint, device="cpu", dataset=None, allow_resolution_change: 
         n_in = (cfg.get("trainer") or {}).get("n_in") or int(spec["in_channels"]) // layout.n_channels
     name = spec.get("name", "model")
     # checkpoints from before these options predicted frames from frames
-    return Forecaster(model, layout, int(n_in), name=name, checkpoint=checkpoint, target=extra.get("target", "frame"),
-                      inputs=extra.get("inputs", "frames"), wet=extra.get("wet")).to(device).eval()
+    return (
+        Forecaster(
+            model,
+            layout,
+            int(n_in),
+            name=name,
+            checkpoint=checkpoint,
+            target=extra.get("target", "frame"),
+            inputs=extra.get("inputs", "frames"),
+            wet=extra.get("wet"),
+        )
+        .to(device)
+        .eval()
+    )

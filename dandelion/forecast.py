@@ -35,8 +35,8 @@ rollout job scores no metric on them (:func:`forcing_channels`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 import torch
@@ -45,8 +45,22 @@ from tqdm.auto import tqdm
 from .channels import ChannelLayout
 from .sphere import SphereGrid
 
-__all__ = ["TARGETS", "INPUTS", "nonzero_scale", "difference_window", "next_frame", "forcing_channels", "rollout", "Forecaster", "valid_inits",
-           "select_files", "iter_rollout", "Forecast", "collect_forecast", "forecast"]
+__all__ = [
+    "TARGETS",
+    "INPUTS",
+    "nonzero_scale",
+    "difference_window",
+    "next_frame",
+    "forcing_channels",
+    "rollout",
+    "Forecaster",
+    "valid_inits",
+    "select_files",
+    "iter_rollout",
+    "Forecast",
+    "collect_forecast",
+    "forecast",
+]
 
 #: What the network outputs: the next normalised frame, or the scaled normalised increment.
 TARGETS = ("frame", "increment")
@@ -76,8 +90,14 @@ def difference_window(x: torch.Tensor, n_channels: int, scale: torch.Tensor) -> 
     return torch.cat([(x[:, :-n_channels] - last.repeat(1, n_in - 1, 1, 1)) / s, last], dim=1)
 
 
-def next_frame(model, x: torch.Tensor, n_channels: int, increment_scale: torch.Tensor | None = None,
-               input_scale: torch.Tensor | None = None, wet: torch.Tensor | None = None) -> torch.Tensor:
+def next_frame(
+    model,
+    x: torch.Tensor,
+    n_channels: int,
+    increment_scale: torch.Tensor | None = None,
+    input_scale: torch.Tensor | None = None,
+    wet: torch.Tensor | None = None,
+) -> torch.Tensor:
     """The next normalised frame from a window, for either target and input form.
 
     ``x`` : (B, n_in*C, nlat, nlon) frame-major window (last C channels = newest frame ``x_t``).
@@ -113,12 +133,22 @@ def forcing_channels(layout: ChannelLayout, metadata) -> torch.Tensor | None:
     names = list((metadata or {}).get("forcing_fields") or [])
     missing = [n for n in names if n not in layout.channels]
     if missing:
-        raise ValueError(f"forcing_fields {missing} of dataset.yaml are not scalar channels of the layout {layout.channels}: fix dataset.yaml")
+        raise ValueError(
+            f"forcing_fields {missing} of dataset.yaml are not scalar channels of the layout {layout.channels}: fix dataset.yaml"
+        )
     return torch.tensor([layout.channels.index(n) for n in names], dtype=torch.long) if names else None
 
 
-def rollout(model, x: torch.Tensor, n_steps: int, n_channels: int, increment_scale: torch.Tensor | None = None,
-            input_scale: torch.Tensor | None = None, wet: torch.Tensor | None = None, forcing=None) -> torch.Tensor:
+def rollout(
+    model,
+    x: torch.Tensor,
+    n_steps: int,
+    n_channels: int,
+    increment_scale: torch.Tensor | None = None,
+    input_scale: torch.Tensor | None = None,
+    wet: torch.Tensor | None = None,
+    forcing=None,
+) -> torch.Tensor:
     """Autoregressive rollout in normalised units (training and evaluation alike).
 
     ``x`` : (B, n_in*C, nlat, nlon) frame-major window; returns (B, n_steps, C, nlat, nlon), where
@@ -158,8 +188,17 @@ class Forecaster(torch.nn.Module):
         For an unknown ``target`` or ``inputs`` (the message lists the choices).
     """
 
-    def __init__(self, model: torch.nn.Module, layout: ChannelLayout, n_in: int, name: str = "model", checkpoint=None,
-                 target: str = "frame", inputs: str = "frames", wet: torch.Tensor | None = None):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        layout: ChannelLayout,
+        n_in: int,
+        name: str = "model",
+        checkpoint=None,
+        target: str = "frame",
+        inputs: str = "frames",
+        wet: torch.Tensor | None = None,
+    ):
         super().__init__()
         if target not in TARGETS:
             raise ValueError(f"target={target!r}: expected one of {TARGETS}")
@@ -176,7 +215,9 @@ class Forecaster(torch.nn.Module):
         scale = layout.increment_scale().float() if need else torch.zeros(0)
         self.register_buffer("increment_scale", scale, persistent=False)
         if wet is not None and tuple(wet.shape) != layout.grid.shape:
-            raise ValueError(f"wet mask of shape {tuple(wet.shape)} does not fit the {layout.grid.shape} grid of the layout")
+            raise ValueError(
+                f"wet mask of shape {tuple(wet.shape)} does not fit the {layout.grid.shape} grid of the layout"
+            )
         self.register_buffer("wet", None if wet is None else torch.as_tensor(wet, dtype=torch.bool), persistent=False)
 
     @property
@@ -190,8 +231,10 @@ class Forecaster(torch.nn.Module):
 
     def scales(self) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """``(increment_scale, input_scale)`` arguments of :func:`next_frame` for this model's target and inputs."""
-        return (self.increment_scale if self.target == "increment" else None,
-                self.increment_scale if self.inputs == "differences" else None)
+        return (
+            self.increment_scale if self.target == "increment" else None,
+            self.increment_scale if self.inputs == "differences" else None,
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """One step: ``(B, n_in*C, nlat, nlon)`` -> next normalised frame ``(B, C, nlat, nlon)``."""
@@ -203,7 +246,9 @@ class Forecaster(torch.nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------- over a dataset
-def valid_inits(n_frames: int, n_in: int, n_steps: int, init_stride: int = 1, max_inits: int | None = None) -> np.ndarray:
+def valid_inits(
+    n_frames: int, n_in: int, n_steps: int, init_stride: int = 1, max_inits: int | None = None
+) -> np.ndarray:
     """Indices of the last input frame of every forecast that fits in a trajectory.
 
     ``i`` runs over ``n_in - 1, n_in - 1 + init_stride, ...`` up to ``n_frames - 1 - n_steps``; with
@@ -218,7 +263,9 @@ def valid_inits(n_frames: int, n_in: int, n_steps: int, init_stride: int = 1, ma
         raise ValueError(f"n_steps={n_steps} and init_stride={init_stride} must be >= 1")
     last = n_frames - 1 - n_steps
     if last < n_in - 1:
-        raise ValueError(f"a forecast of n_steps={n_steps} from n_in={n_in} frames needs {n_in + n_steps} frames but the trajectories hold {n_frames}: use fewer steps")
+        raise ValueError(
+            f"a forecast of n_steps={n_steps} from n_in={n_in} frames needs {n_in + n_steps} frames but the trajectories hold {n_frames}: use fewer steps"
+        )
     idx = np.arange(n_in - 1, last + 1, init_stride)
     if max_inits is not None and 0 < int(max_inits) < len(idx):
         idx = idx[np.unique(np.round(np.linspace(0, len(idx) - 1, int(max_inits))).astype(int))]
@@ -240,7 +287,9 @@ def select_files(dataset, trajectories=None, max_trajectories=None) -> list[int]
         out = []
         for t in trajectories:
             if int(t) not in ids:
-                raise ValueError(f"trajectory {t} is not in split {dataset.split!r} of {dataset.path}: choose from {ids}")
+                raise ValueError(
+                    f"trajectory {t} is not in split {dataset.split!r} of {dataset.path}: choose from {ids}"
+                )
             out.append(ids.index(int(t)))
     if max_trajectories is not None and int(max_trajectories) > 0:
         out = out[: int(max_trajectories)]
@@ -248,8 +297,18 @@ def select_files(dataset, trajectories=None, max_trajectories=None) -> list[int]
 
 
 @torch.no_grad()
-def iter_rollout(model: Forecaster, dataset, n_steps: int, init_stride: int = 1, max_inits: int | None = None, trajectories=None,
-                 max_trajectories: int | None = None, batch_size: int = 8, progress: bool = False, amp: bool = False) -> Iterator[dict]:
+def iter_rollout(
+    model: Forecaster,
+    dataset,
+    n_steps: int,
+    init_stride: int = 1,
+    max_inits: int | None = None,
+    trajectories=None,
+    max_trajectories: int | None = None,
+    batch_size: int = 8,
+    progress: bool = False,
+    amp: bool = False,
+) -> Iterator[dict]:
     """Autoregressive rollouts over a dataset split, yielded batch by batch (constant memory).
 
     ``amp=True`` runs the network under bf16 autocast on the model's device (CUDA or CPU); increments are
@@ -276,7 +335,9 @@ def iter_rollout(model: Forecaster, dataset, n_steps: int, init_stride: int = 1,
     C = layout.n_channels
     nlat, nlon = layout.grid.shape
     if model.grid.shape != dataset.grid.shape or model.grid.grid != dataset.grid.grid:
-        raise ValueError(f"model runs on {model.grid.to_dict()} but the dataset is on {dataset.grid.to_dict()}: load the model with dataset=")
+        raise ValueError(
+            f"model runs on {model.grid.to_dict()} but the dataset is on {dataset.grid.to_dict()}: load the model with dataset="
+        )
     fch = forcing_channels(layout, getattr(dataset, "metadata", None))  # forcing channels: taken from the stored frames
     bar = tqdm(total=len(files) * len(inits), desc=f"rollout {model.name}", unit="forecast") if progress else None
     for k, f in enumerate(files):
@@ -293,8 +354,16 @@ def iter_rollout(model: Forecaster, dataset, n_steps: int, init_stride: int = 1,
                 out = rollout(model, x, n_steps, C, forcing=forced)
             pred = layout.decode(out.float())
             true = {n: v[tgt].to(dev) for n, v in raw.items()}
-            yield {"traj_index": k, "trajectory": dataset.trajectory_ids[f], "init": idx, "init_slot": np.arange(s, s + len(idx)),
-                   "inits": inits, "pred": pred, "true": true, "times": times}
+            yield {
+                "traj_index": k,
+                "trajectory": dataset.trajectory_ids[f],
+                "init": idx,
+                "init_slot": np.arange(s, s + len(idx)),
+                "inits": inits,
+                "pred": pred,
+                "true": true,
+                "times": times,
+            }
             if bar is not None:
                 bar.update(len(idx))
     if bar is not None:
@@ -364,19 +433,41 @@ def collect_forecast(batches, model, dataset, n_steps: int, keep_truth: bool = T
     time_units = str(meta.get("time_units", "s"))
     dt = float(meta.get("dt_frame", times[1] - times[0] if len(times) > 1 else 1.0))
     return Forecast(
-        fields=stack(fields), truth=stack(truth) if keep_truth else None, trajectory=np.asarray(trajs, dtype=np.int64),
-        init_index=np.asarray(inits), init_time=np.asarray(times)[inits], lead_time=dt * np.arange(1, n_steps + 1),
-        time_units=time_units, grid=dataset.grid, fields_meta=dict(meta["fields"]), model=getattr(model, "name", "model"),
-        attrs={"dataset": str(meta.get("name", "")), "dataset_path": str(dataset.path), "split": dataset.split,
-               "model": getattr(model, "name", "model"), "checkpoint": str(getattr(model, "checkpoint", "") or "")},
+        fields=stack(fields),
+        truth=stack(truth) if keep_truth else None,
+        trajectory=np.asarray(trajs, dtype=np.int64),
+        init_index=np.asarray(inits),
+        init_time=np.asarray(times)[inits],
+        lead_time=dt * np.arange(1, n_steps + 1),
+        time_units=time_units,
+        grid=dataset.grid,
+        fields_meta=dict(meta["fields"]),
+        model=getattr(model, "name", "model"),
+        attrs={
+            "dataset": str(meta.get("name", "")),
+            "dataset_path": str(dataset.path),
+            "split": dataset.split,
+            "model": getattr(model, "name", "model"),
+            "checkpoint": str(getattr(model, "checkpoint", "") or ""),
+        },
         levels=None if not meta.get("levels") else np.asarray(meta["levels"]["values"], dtype=np.float64),
         wet=None if getattr(dataset, "wet", None) is None else np.asarray(dataset.wet, dtype=bool),
     )
 
 
-def forecast(model: Forecaster, dataset, n_steps: int, init_stride: int = 1, max_inits: int | None = None, trajectories=None,
-             max_trajectories: int | None = None, batch_size: int = 8, keep_truth: bool = True, progress: bool = False,
-             amp: bool = False) -> Forecast:
+def forecast(
+    model: Forecaster,
+    dataset,
+    n_steps: int,
+    init_stride: int = 1,
+    max_inits: int | None = None,
+    trajectories=None,
+    max_trajectories: int | None = None,
+    batch_size: int = 8,
+    keep_truth: bool = True,
+    progress: bool = False,
+    amp: bool = False,
+) -> Forecast:
     """Roll ``model`` out for ``n_steps`` from every valid initial frame (or a subset) of ``dataset``.
 
     Parameters
@@ -394,5 +485,7 @@ def forecast(model: Forecaster, dataset, n_steps: int, init_stride: int = 1, max
     -------
     :class:`Forecast` (arrays on the CPU as numpy).
     """
-    batches = iter_rollout(model, dataset, n_steps, init_stride, max_inits, trajectories, max_trajectories, batch_size, progress, amp)
+    batches = iter_rollout(
+        model, dataset, n_steps, init_stride, max_inits, trajectories, max_trajectories, batch_size, progress, amp
+    )
     return collect_forecast(batches, model, dataset, n_steps, keep_truth)

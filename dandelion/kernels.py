@@ -306,9 +306,13 @@ def call_compiled(fn, *args):
         if _out_of_memory(err):
             raise
         _COMPILE_FAILED.append(f"{type(err).__name__}: {err}")
-        warnings.warn(f"compile_kernels: torch.compile failed ({type(err).__name__}: {str(err)[:300]}); using the eager "
-                      "kernels for the rest of this process (install a C++ compiler for the CPU, or set "
-                      "compile_kernels=false)", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"compile_kernels: torch.compile failed ({type(err).__name__}: {str(err)[:300]}); using the eager "
+            "kernels for the rest of this process (install a C++ compiler for the CPU, or set "
+            "compile_kernels=false)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return None
 
 
@@ -359,7 +363,9 @@ class WarpSample(torch.autograd.Function):
         sampler = ctx.sampler
         need_v = ctx.needs_input_grad[0]
         need_d = bool(jac)
-        g_image, g_grid = torch.ops.aten.grid_sampler_2d_backward(grad.contiguous(), sampler.pad(values), grid, 0, 1, True, [need_v, need_d])
+        g_image, g_grid = torch.ops.aten.grid_sampler_2d_backward(
+            grad.contiguous(), sampler.pad(values), grid, 0, 1, True, [need_v, need_d]
+        )
         g_values = sampler.pad_adjoint(g_image) if need_v else None
         g_d = None
         if need_d:
@@ -367,6 +373,8 @@ class WarpSample(torch.autograd.Function):
             g_cols = g_grid[..., 0] * (2.0 / (sampler.wp - 1))  # contiguous copies: read twice each below
             g_rows = g_grid[..., 1] * (2.0 / (sampler.hp - 1))
             g_d = g_grid.new_empty(g_grid.shape[0], 2, *g_grid.shape[1:3])
-            for k, (r, c) in enumerate(((r_e, c_e), (r_n, c_n))):  # saved tensors stay unmodified (backward may run twice)
+            for k, (r, c) in enumerate(
+                ((r_e, c_e), (r_n, c_n))
+            ):  # saved tensors stay unmodified (backward may run twice)
                 torch.mul(r, g_rows, out=g_d[:, k]).addcmul_(g_cols, c)
         return g_values, g_d, None

@@ -6,10 +6,11 @@ leaderboard jobs read. The built-in metrics and the documentation of the signatu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 __all__ = ["Metric", "METRICS", "metric", "unregister_metric", "metric_names"]
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -51,8 +52,18 @@ class Metric:
 METRICS: dict[str, Metric] = {}
 
 
-def metric(name: str, *, vector: Callable | None = None, mean: bool = False, cell: bool = False, curve: bool = False,
-           title: str | None = None, label: str | None = None, units: bool = False, reference: float | None = None):
+def metric(
+    name: str,
+    *,
+    vector: Callable | None = None,
+    mean: bool = False,
+    cell: bool = False,
+    curve: bool = False,
+    title: str | None = None,
+    label: str | None = None,
+    units: bool = False,
+    reference: float | None = None,
+):
     """Decorator registering ``fn(pred, true, weights, climatology) -> (...)`` as metric ``name`` (:class:`Metric`).
 
     Raises
@@ -62,13 +73,27 @@ def metric(name: str, *, vector: Callable | None = None, mean: bool = False, cel
         has a ``title`` without ``mean`` and ``cell`` (the leaderboard tabulates the mean over variables of cells).
     """
     if name in METRICS:
-        raise ValueError(f"metric {name!r} is already registered: choose another name or unregister_metric({name!r}) first")
+        raise ValueError(
+            f"metric {name!r} is already registered: choose another name or unregister_metric({name!r}) first"
+        )
     if title is not None and not (mean and cell):
-        raise ValueError(f"metric {name!r} has a leaderboard title but mean={mean}, cell={cell}: a table needs mean=True and cell=True")
+        raise ValueError(
+            f"metric {name!r} has a leaderboard title but mean={mean}, cell={cell}: a table needs mean=True and cell=True"
+        )
 
     def register(fn: Callable) -> Callable:
-        METRICS[name] = Metric(name, fn, vector, bool(mean), bool(cell), bool(curve), title, label or name, bool(units),
-                               None if reference is None else float(reference))
+        METRICS[name] = Metric(
+            name,
+            fn,
+            vector,
+            bool(mean),
+            bool(cell),
+            bool(curve),
+            title,
+            label or name,
+            bool(units),
+            None if reference is None else float(reference),
+        )
         return fn
 
     return register
@@ -79,11 +104,16 @@ def unregister_metric(name: str) -> None:
     METRICS.pop(name, None)
 
 
-def metric_names(*, mean: bool | None = None, cell: bool | None = None, curve: bool | None = None, table: bool | None = None) -> list[str]:
+def metric_names(
+    *, mean: bool | None = None, cell: bool | None = None, curve: bool | None = None, table: bool | None = None
+) -> list[str]:
     """Names of the registered metrics with the given flags (None: either), in registration order;
     ``table`` = has a leaderboard title."""
+
     def keep(m: Metric) -> bool:
-        return all(want is None or have == want for want, have in
-                   ((mean, m.mean), (cell, m.cell), (curve, m.curve), (table, m.title is not None)))
+        return all(
+            want is None or have == want
+            for want, have in ((mean, m.mean), (cell, m.cell), (curve, m.curve), (table, m.title is not None))
+        )
 
     return [n for n, m in METRICS.items() if keep(m)]

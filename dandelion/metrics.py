@@ -54,8 +54,8 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Callable
 
 import torch
 from torch_harmonics import RealSHT
@@ -104,8 +104,10 @@ def area_weights(grid: SphereGrid, dtype: torch.dtype = torch.float64, device=No
 def _check_wet(wet, like: torch.Tensor) -> torch.Tensor:
     wet = torch.as_tensor(wet, device=like.device)
     if wet.dtype != torch.bool or wet.shape != like.shape[-2:]:
-        raise ValueError(f"wet mask of dtype {wet.dtype} and shape {tuple(wet.shape)} does not fit fields of shape {tuple(like.shape)}: "
-                         "pass a bool (nlat, nlon) tensor, True on wet points (WindowDataset.wet)")
+        raise ValueError(
+            f"wet mask of dtype {wet.dtype} and shape {tuple(wet.shape)} does not fit fields of shape {tuple(like.shape)}: "
+            "pass a bool (nlat, nlon) tensor, True on wet points (WindowDataset.wet)"
+        )
     if not wet.any():
         raise ValueError("the wet mask has no wet point: nothing to average over; check the dataset's mask/wet")
     return wet
@@ -153,7 +155,9 @@ def weighted_mean(f: torch.Tensor, weights, wet=None) -> torch.Tensor:
 
 def _check_pair(pred: torch.Tensor, true: torch.Tensor) -> None:
     if pred.shape != true.shape:
-        raise ValueError(f"prediction of shape {tuple(pred.shape)} and truth of shape {tuple(true.shape)} differ: pass fields of the same shape")
+        raise ValueError(
+            f"prediction of shape {tuple(pred.shape)} and truth of shape {tuple(true.shape)} differ: pass fields of the same shape"
+        )
 
 
 def area_weighted_rmse(pred: torch.Tensor, true: torch.Tensor, weights, wet=None) -> torch.Tensor:
@@ -249,7 +253,9 @@ def _sht(nlat: int, nlon: int, grid: str, lmax: int, mmax: int, device: str):
     return RealSHT(nlat, nlon, lmax=lmax, mmax=mmax, grid=grid, norm="ortho").to(torch.device(device))
 
 
-def power_spectrum(field: torch.Tensor, grid: SphereGrid, lmax: int | None = None, mmax: int | None = None, wet=None) -> torch.Tensor:
+def power_spectrum(
+    field: torch.Tensor, grid: SphereGrid, lmax: int | None = None, mmax: int | None = None, wet=None
+) -> torch.Tensor:
     """Angular power spectrum per spherical-harmonic degree.
 
     Uses torch-harmonics ``RealSHT`` (orthonormal harmonics, ``lmax`` and ``mmax`` passed
@@ -275,7 +281,9 @@ def power_spectrum(field: torch.Tensor, grid: SphereGrid, lmax: int | None = Non
     lmax = grid.lmax if lmax is None else int(lmax)
     mmax = lmax if mmax is None else int(mmax)
     if not (1 <= mmax <= lmax <= grid.lmax):
-        raise ValueError(f"need 1 <= mmax={mmax} <= lmax={lmax} <= grid.lmax={grid.lmax} for a {grid.nlat}x{grid.nlon} {grid.grid} grid")
+        raise ValueError(
+            f"need 1 <= mmax={mmax} <= lmax={lmax} <= grid.lmax={grid.lmax} for a {grid.nlat}x{grid.nlon} {grid.grid} grid"
+        )
     sht = _sht(grid.nlat, grid.nlon, grid.grid, lmax, mmax, str(field.device))
     field = field.to(torch.float64)
     if wet is not None:
@@ -379,14 +387,29 @@ def _rmse(pred, true, weights, climatology, wet=None):
     return area_weighted_rmse(pred, true, weights, wet)
 
 
-@metric("vrmse", vector=vector_vrmse, mean=True, cell=True, curve=True, title="VRMSE, area-weighted (quadrature weights)", label="VRMSE",
-        reference=1.0)
+@metric(
+    "vrmse",
+    vector=vector_vrmse,
+    mean=True,
+    cell=True,
+    curve=True,
+    title="VRMSE, area-weighted (quadrature weights)",
+    label="VRMSE",
+    reference=1.0,
+)
 def _vrmse(pred, true, weights, climatology, wet=None):
     return vrmse(pred, true, weights, wet=wet)
 
 
-@metric("vrmse_well", mean=True, cell=True, curve=True, title="VRMSE, unweighted (the Well's definition)", label="VRMSE (Well)",
-        reference=1.0)
+@metric(
+    "vrmse_well",
+    mean=True,
+    cell=True,
+    curve=True,
+    title="VRMSE, unweighted (the Well's definition)",
+    label="VRMSE (Well)",
+    reference=1.0,
+)
 def _vrmse_well(pred, true, weights, climatology, wet=None):
     return vrmse(pred, true, None, wet=wet)
 
@@ -407,8 +430,15 @@ def _score(fn: Callable, pred, true, weights, *rest, wet=None):
 
 
 # ---------------------------------------------------------------------------------------------- all of them
-def field_metrics(pred: dict, true: dict, grid: SphereGrid, climatology: dict | None = None, spectra: bool = False, lmax: int | None = None,
-                  wet=None) -> dict:
+def field_metrics(
+    pred: dict,
+    true: dict,
+    grid: SphereGrid,
+    climatology: dict | None = None,
+    spectra: bool = False,
+    lmax: int | None = None,
+    wet=None,
+) -> dict:
     """Every registered metric (:data:`METRICS`) for decoded fields.
 
     Parameters
@@ -465,7 +495,9 @@ def field_metrics(pred: dict, true: dict, grid: SphereGrid, climatology: dict | 
                 if m.vector is not None:
                     out[m.name][name] = _score(m.vector, p, t, w, wet=wet)
         else:
-            raise ValueError(f"field {name!r} of shape {tuple(p.shape)} is neither (..., {grid.nlat}, {grid.nlon}) nor (..., {grid.nlat}, {grid.nlon}, 2)")
+            raise ValueError(
+                f"field {name!r} of shape {tuple(p.shape)} is neither (..., {grid.nlat}, {grid.nlon}) nor (..., {grid.nlat}, {grid.nlon}, 2)"
+            )
         for var, (pp, tt, cc) in parts.items():
             for m in metrics:
                 out[m.name][var] = _score(m.fn, pp, tt, w, cc, wet=wet)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn as nn
@@ -50,8 +50,17 @@ __all__ = ["Dandelion", "WarpBlockS2", "PRESETS"]
 #: ``small`` takes about 0.25 s of CPU time per training step (batch 1); ``tiny`` about 0.07 s at
 #: 32x64 (batch 4). Parameter counts do not depend on the grid.
 PRESETS: dict[str, dict] = {
-    "paper": dict(width=150, multipliers=(1, 2, 4, 8), heads=50, encoder_blocks=(2, 2, 2, 3), decoder_blocks=(2, 2, 2), offset_ratio=0.5),
-    "small": dict(width=32, multipliers=(1, 2, 4), heads=8, encoder_blocks=(1, 1, 2), decoder_blocks=(1, 1), offset_ratio=0.5),
+    "paper": dict(
+        width=150,
+        multipliers=(1, 2, 4, 8),
+        heads=50,
+        encoder_blocks=(2, 2, 2, 3),
+        decoder_blocks=(2, 2, 2),
+        offset_ratio=0.5,
+    ),
+    "small": dict(
+        width=32, multipliers=(1, 2, 4), heads=8, encoder_blocks=(1, 1, 2), decoder_blocks=(1, 1), offset_ratio=0.5
+    ),
     "tiny": dict(width=16, multipliers=(1, 2), heads=4, encoder_blocks=(1, 1), decoder_blocks=(1,), offset_ratio=0.5),
 }
 
@@ -80,7 +89,16 @@ class WarpBlockS2(nn.Module):
     Shapes: ``(B, channels, nlat, nlon)`` (and ``cond (B, cond_dim)``) -> same.
     """
 
-    def __init__(self, grid: SphereGrid, channels: int, heads: int, offset_hidden: int, init_radius: float, cond_dim: int = 0, compile_kernels: bool = False):
+    def __init__(
+        self,
+        grid: SphereGrid,
+        channels: int,
+        heads: int,
+        offset_hidden: int,
+        init_radius: float,
+        cond_dim: int = 0,
+        compile_kernels: bool = False,
+    ):
         super().__init__()
         self.norm = AreaNormS2(grid, channels, compile_kernels=compile_kernels)
         self.film = nn.Linear(cond_dim, 2 * channels) if cond_dim else None
@@ -169,23 +187,49 @@ class Dandelion(GridGuard, nn.Module):
 
     resolution_dependent = False
 
-    def __init__(self, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str = "equiangular", *, width: int = 32, multipliers: Sequence[int] = (1, 2, 4), heads: int = 8, encoder_blocks: Sequence[int] = (1, 1, 2), decoder_blocks: Sequence[int] = (1, 1), offset_ratio: float = 0.5, cond_dim: int = 0, checkpoint_blocks: bool = False, compile_kernels: bool = False, pool_lmax: Sequence[int] | None = None):
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        nlat: int,
+        nlon: int,
+        grid: str = "equiangular",
+        *,
+        width: int = 32,
+        multipliers: Sequence[int] = (1, 2, 4),
+        heads: int = 8,
+        encoder_blocks: Sequence[int] = (1, 1, 2),
+        decoder_blocks: Sequence[int] = (1, 1),
+        offset_ratio: float = 0.5,
+        cond_dim: int = 0,
+        checkpoint_blocks: bool = False,
+        compile_kernels: bool = False,
+        pool_lmax: Sequence[int] | None = None,
+    ):
         super().__init__()
         levels = len(multipliers)
         self.checkpoint_blocks = bool(checkpoint_blocks)
         self.compile_kernels = bool(compile_kernels)
         if int(in_channels) < 1 or int(out_channels) < 1 or int(width) < 1 or int(heads) < 1:
-            raise ValueError(f"in_channels={in_channels}, out_channels={out_channels}, width={width} and heads={heads} must all be >= 1")
+            raise ValueError(
+                f"in_channels={in_channels}, out_channels={out_channels}, width={width} and heads={heads} must all be >= 1"
+            )
         if levels < 1:
             raise ValueError("multipliers must name at least one level")
         if len(encoder_blocks) != levels or len(decoder_blocks) != levels - 1:
-            raise ValueError(f"need one encoder_blocks entry per level ({levels}) and one decoder_blocks entry per level but the bottom ({levels - 1}); got {tuple(encoder_blocks)} and {tuple(decoder_blocks)}")
+            raise ValueError(
+                f"need one encoder_blocks entry per level ({levels}) and one decoder_blocks entry per level but the bottom ({levels - 1}); got {tuple(encoder_blocks)} and {tuple(decoder_blocks)}"
+            )
         if nlon % 2 ** (levels - 1):
-            raise ValueError(f"nlon={nlon} must divide by 2**(levels-1) = {2 ** (levels - 1)} for {levels} U-Net levels: choose nlon a multiple of {2 ** (levels - 1)} or fewer levels")
+            raise ValueError(
+                f"nlon={nlon} must divide by 2**(levels-1) = {2 ** (levels - 1)} for {levels} U-Net levels: choose nlon a multiple of {2 ** (levels - 1)} or fewer levels"
+            )
         widths = [int(width * m) for m in multipliers]
         for w in widths:
             if w % heads:
-                raise ValueError(f"level width {w} does not divide by heads={heads}: choose width and heads so that every width * multiplier divides by heads")
+                raise ValueError(
+                    f"level width {w} does not divide by heads={heads}: choose width and heads so that every width * multiplier divides by heads"
+                )
         data_grid = SphereGrid(nlat, nlon, grid)
         self.init_grid_guard(nlat, nlon, grid)
         self.in_channels, self.out_channels, self.cond_dim = in_channels, out_channels, cond_dim
@@ -197,26 +241,49 @@ class Dandelion(GridGuard, nn.Module):
         def blocks(k: int, n: int) -> nn.ModuleList:
             g, w = self.grids[k], widths[k]
             hidden = max(1, int(round(offset_ratio * w)))
-            return nn.ModuleList(WarpBlockS2(g, w, heads, hidden, init_radius=math.pi / g.nlat, cond_dim=cond_dim, compile_kernels=self.compile_kernels) for _ in range(n))
+            return nn.ModuleList(
+                WarpBlockS2(
+                    g,
+                    w,
+                    heads,
+                    hidden,
+                    init_radius=math.pi / g.nlat,
+                    cond_dim=cond_dim,
+                    compile_kernels=self.compile_kernels,
+                )
+                for _ in range(n)
+            )
 
         self.lift = nn.Sequential(_pointwise(in_channels + 3, width), nn.GELU(), _pointwise(width, widths[0]))
         self.encoder = nn.ModuleList(blocks(k, encoder_blocks[k]) for k in range(levels))
         resolved = [pooling_band_limit(self.grids[k], self.grids[k + 1]) for k in range(levels - 1)]
         if pool_lmax is None:
             pool_lmax = resolved
-        if isinstance(pool_lmax, (str, bytes)) or not isinstance(pool_lmax, Sequence) or len(pool_lmax) != levels - 1 or not all(
-                isinstance(b, numbers.Integral) and not isinstance(b, bool) and b >= 1 for b in pool_lmax):
-            raise ValueError(f"pool_lmax needs one band limit per pooling, a positive integer each ({levels - 1} for {levels} levels), got {pool_lmax!r}")
+        if (
+            isinstance(pool_lmax, (str, bytes))
+            or not isinstance(pool_lmax, Sequence)
+            or len(pool_lmax) != levels - 1
+            or not all(isinstance(b, numbers.Integral) and not isinstance(b, bool) and b >= 1 for b in pool_lmax)
+        ):
+            raise ValueError(
+                f"pool_lmax needs one band limit per pooling, a positive integer each ({levels - 1} for {levels} levels), got {pool_lmax!r}"
+            )
         self.pool_lmax = [int(b) for b in pool_lmax]
         for k, (b, top) in enumerate(zip(self.pool_lmax, resolved)):
             if b > top:
-                raise ValueError(f"pool_lmax[{k}] = {b} exceeds the band limit {top} that pooling {k} resolves between its level grids "
-                                 f"{self.grids[k].nlat}x{self.grids[k].nlon} and {self.grids[k + 1].nlat}x{self.grids[k + 1].nlon} "
-                                 f"(data grid {nlat}x{nlon}): give at most {resolved}, or build the model on a finer grid")
-        self.down = nn.ModuleList(SpectralDownsample(self.grids[k], self.grids[k + 1], lmax=self.pool_lmax[k]) for k in range(levels - 1))
+                raise ValueError(
+                    f"pool_lmax[{k}] = {b} exceeds the band limit {top} that pooling {k} resolves between its level grids "
+                    f"{self.grids[k].nlat}x{self.grids[k].nlon} and {self.grids[k + 1].nlat}x{self.grids[k + 1].nlon} "
+                    f"(data grid {nlat}x{nlon}): give at most {resolved}, or build the model on a finer grid"
+                )
+        self.down = nn.ModuleList(
+            SpectralDownsample(self.grids[k], self.grids[k + 1], lmax=self.pool_lmax[k]) for k in range(levels - 1)
+        )
         self.down_proj = nn.ModuleList(_pointwise(widths[k], widths[k + 1]) for k in range(levels - 1))
         self.up_proj = nn.ModuleList(_pointwise(widths[k + 1], widths[k]) for k in range(levels - 1))
-        self.up = nn.ModuleList(SpectralUpsample(self.grids[k + 1], self.grids[k], lmax=self.pool_lmax[k]) for k in range(levels - 1))
+        self.up = nn.ModuleList(
+            SpectralUpsample(self.grids[k + 1], self.grids[k], lmax=self.pool_lmax[k]) for k in range(levels - 1)
+        )
         self.fuse = nn.ModuleList(_pointwise(2 * widths[k], widths[k]) for k in range(levels - 1))
         self.decoder = nn.ModuleList(blocks(k, decoder_blocks[k]) for k in range(levels - 1))
         self.head_norm = AreaNormS2(data_grid, widths[0], compile_kernels=self.compile_kernels)
@@ -234,11 +301,17 @@ class Dandelion(GridGuard, nn.Module):
             If ``x`` does not match the model's channels and grid, or ``cond`` is missing/unexpected.
         """
         if x.dim() != 4 or x.shape[1] != self.in_channels or tuple(x.shape[-2:]) != (self.nlat, self.nlon):
-            raise ValueError(f"input of shape {tuple(x.shape)} does not match (B, {self.in_channels}, {self.nlat}, {self.nlon}): build the model for this grid (weights are resolution-free: load_state_dict into it)")
+            raise ValueError(
+                f"input of shape {tuple(x.shape)} does not match (B, {self.in_channels}, {self.nlat}, {self.nlon}): build the model for this grid (weights are resolution-free: load_state_dict into it)"
+            )
         if (cond is None) != (self.cond_dim == 0):
-            raise ValueError(f"cond must be given exactly when cond_dim > 0 (cond_dim={self.cond_dim}, cond {'missing' if cond is None else 'given'})")
+            raise ValueError(
+                f"cond must be given exactly when cond_dim > 0 (cond_dim={self.cond_dim}, cond {'missing' if cond is None else 'given'})"
+            )
         if cond is not None and tuple(cond.shape) != (x.shape[0], self.cond_dim):
-            raise ValueError(f"cond of shape {tuple(cond.shape)} must be (B, cond_dim) = ({x.shape[0]}, {self.cond_dim})")
+            raise ValueError(
+                f"cond of shape {tuple(cond.shape)} must be (B, cond_dim) = ({x.shape[0]}, {self.cond_dim})"
+            )
         pos = self.position.to(x.dtype).expand(x.shape[0], -1, -1, -1)
         h = self.lift(torch.cat([x, pos], dim=1))
         skips = []
@@ -263,7 +336,9 @@ class Dandelion(GridGuard, nn.Module):
 
 
 @register_model("dandelion")
-def build_dandelion(preset: str, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str, **overrides) -> Dandelion:
+def build_dandelion(
+    preset: str, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str, **overrides
+) -> Dandelion:
     """Registry builder: ``PRESETS[preset]`` updated with ``overrides``.
 
     Raises

@@ -42,7 +42,9 @@ class AreaNormS2(nn.Module):
     Shapes: ``(B, channels, nlat, nlon) -> (B, channels, nlat, nlon)``.
     """
 
-    def __init__(self, grid: SphereGrid, channels: int, groups: int = 1, eps: float = 1e-5, compile_kernels: bool = False):
+    def __init__(
+        self, grid: SphereGrid, channels: int, groups: int = 1, eps: float = 1e-5, compile_kernels: bool = False
+    ):
         super().__init__()
         if channels % groups:
             raise ValueError(f"channels={channels} must divide by groups={groups}")
@@ -66,8 +68,15 @@ class AreaNormS2(nn.Module):
             return self._forward(x.to(torch.promote_types(x.dtype, torch.float32)))
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _AreaNormFunction.apply(x, self.weight.to(x.dtype), self.bias.to(x.dtype), self.row_weights.to(x.dtype), self.groups, self.eps,
-                                       self.compile_kernels)
+        return _AreaNormFunction.apply(
+            x,
+            self.weight.to(x.dtype),
+            self.bias.to(x.dtype),
+            self.row_weights.to(x.dtype),
+            self.groups,
+            self.eps,
+            self.compile_kernels,
+        )
 
 
 class _AreaNormFunction(torch.autograd.Function):

@@ -40,7 +40,9 @@ def coarse_grid(grid: SphereGrid, k: int) -> SphereGrid:
     if k == 0:
         return grid
     if grid.nlon % 2**k:
-        raise ValueError(f"nlon={grid.nlon} must divide by 2**{k} = {2**k} for a U-Net level {k}: choose nlon a multiple of {2**k} or fewer levels")
+        raise ValueError(
+            f"nlon={grid.nlon} must divide by 2**{k} = {2**k} for a U-Net level {k}: choose nlon a multiple of {2**k} or fewer levels"
+        )
     return SphereGrid(max(2, math.ceil(grid.nlat / 2**k)), grid.nlon // 2**k, "legendre-gauss")
 
 
@@ -59,12 +61,16 @@ class _SpectralResample(nn.Module):
         super().__init__()
         band = pooling_band_limit(grid_in, grid_out) if lmax is None else int(lmax)
         if band < 1 or band > pooling_band_limit(grid_in, grid_out):
-            raise ValueError(f"lmax={lmax} must be in [1, {pooling_band_limit(grid_in, grid_out)}] for {grid_in} -> {grid_out}")
+            raise ValueError(
+                f"lmax={lmax} must be in [1, {pooling_band_limit(grid_in, grid_out)}] for {grid_in} -> {grid_out}"
+            )
         self.grid_in, self.grid_out, self.lmax, self.mmax = grid_in, grid_out, band, band
         self.sht = RealSHT(grid_in.nlat, grid_in.nlon, lmax=band, mmax=band, grid=grid_in.grid)
         self.isht = InverseRealSHT(grid_out.nlat, grid_out.nlon, lmax=band, mmax=band, grid=grid_out.grid)
         if (self.sht.lmax, self.sht.mmax, self.isht.lmax, self.isht.mmax) != (band,) * 4:
-            raise RuntimeError(f"torch-harmonics changed the truncation to {(self.sht.lmax, self.sht.mmax)}, expected ({band}, {band})")
+            raise RuntimeError(
+                f"torch-harmonics changed the truncation to {(self.sht.lmax, self.sht.mmax)}, expected ({band}, {band})"
+            )
         # cast the float64 tables once (non-persistent buffers stay non-persistent)
         resample = torch.matmul(self.isht.pct.to(torch.float64), self.sht.weights.to(torch.float64))
         self.sht.weights = self.sht.weights.to(torch.float32)

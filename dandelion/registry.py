@@ -8,11 +8,19 @@ input ``(B, in_channels, nlat, nlon)``, output ``(B, out_channels, nlat, nlon)``
 from __future__ import annotations
 
 import importlib
-from typing import Callable
+from collections.abc import Callable
 
 import torch.nn as nn
 
-__all__ = ["register_model", "build_model", "available_models", "unwrap_model", "unwrap_state_dict", "count_parameters", "import_plugins"]
+__all__ = [
+    "register_model",
+    "build_model",
+    "available_models",
+    "unwrap_model",
+    "unwrap_state_dict",
+    "count_parameters",
+    "import_plugins",
+]
 
 _REGISTRY: dict[str, Callable[..., nn.Module]] = {}
 
@@ -47,7 +55,16 @@ def available_models() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def build_model(name: str, preset: str = "small", in_channels: int = 16, out_channels: int = 4, nlat: int = 32, nlon: int = 64, grid: str = "equiangular", **overrides) -> nn.Module:
+def build_model(
+    name: str,
+    preset: str = "small",
+    in_channels: int = 16,
+    out_channels: int = 4,
+    nlat: int = 32,
+    nlon: int = 64,
+    grid: str = "equiangular",
+    **overrides,
+) -> nn.Module:
     """Build a registered model.
 
     Parameters
@@ -71,7 +88,9 @@ def build_model(name: str, preset: str = "small", in_channels: int = 16, out_cha
     _load_all()
     if name not in _REGISTRY:
         raise ValueError(f"unknown model {name!r}: choose one of {sorted(_REGISTRY)}")
-    return _REGISTRY[name](preset=preset, in_channels=in_channels, out_channels=out_channels, nlat=nlat, nlon=nlon, grid=grid, **overrides)
+    return _REGISTRY[name](
+        preset=preset, in_channels=in_channels, out_channels=out_channels, nlat=nlat, nlon=nlon, grid=grid, **overrides
+    )
 
 
 def count_parameters(model: nn.Module) -> int:
@@ -117,7 +136,7 @@ def unwrap_state_dict(state_dict: dict) -> dict:
             changed = False
             for prefix in ("module.", "_orig_mod."):
                 if key.startswith(prefix):
-                    key, changed = key[len(prefix):], True
+                    key, changed = key[len(prefix) :], True
         out[key] = value
     return out
 

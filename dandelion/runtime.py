@@ -20,6 +20,8 @@ import importlib.metadata as md
 import json
 import os
 import platform
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -28,11 +30,37 @@ import yaml
 
 from . import __version__
 
-__all__ = ["resolve_device", "device_name", "ProcessGroup", "temp_path", "write_text_atomic", "write_json_atomic",
-           "write_yaml_atomic", "versions", "machine"]
+__all__ = [
+    "plain",
+    "resolve_device",
+    "device_name",
+    "ProcessGroup",
+    "temp_path",
+    "write_text_atomic",
+    "write_json_atomic",
+    "write_yaml_atomic",
+    "versions",
+    "machine",
+]
 
 
 # ---------------------------------------------------------------------------------------------- device
+def plain(obj):
+    """A configuration as plain Python containers: mappings to ``dict``, sequences to ``list``, resolved.
+
+    Accepts dicts, lists and OmegaConf containers (converted with ``OmegaConf.to_container(resolve=True,
+    throw_on_missing=False)``, so a mandatory ``???`` value stays the string ``"???"``). OmegaConf is never
+    imported here: an OmegaConf object can only exist once its module is loaded.
+    """
+    if type(obj).__module__.startswith("omegaconf"):
+        obj = sys.modules["omegaconf"].OmegaConf.to_container(obj, resolve=True, throw_on_missing=False)
+    if isinstance(obj, Mapping):
+        return {k: plain(v) for k, v in obj.items()}
+    if isinstance(obj, Sequence) and not isinstance(obj, (str, bytes)):
+        return [plain(v) for v in obj]
+    return obj
+
+
 def resolve_device(name, local_rank: int = 0) -> torch.device:
     """The torch device of ``name`` (``"auto"`` or None: CUDA if available, else CPU).
 
@@ -168,8 +196,14 @@ def write_yaml_atomic(path, data) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------- provenance
-_PACKAGES = (("torch", "torch"), ("torch_harmonics", "torch-harmonics"), ("numpy", "numpy"), ("h5py", "h5py"),
-             ("hydra", "hydra-core"), ("omegaconf", "omegaconf"))
+_PACKAGES = (
+    ("torch", "torch"),
+    ("torch_harmonics", "torch-harmonics"),
+    ("numpy", "numpy"),
+    ("h5py", "h5py"),
+    ("hydra", "hydra-core"),
+    ("omegaconf", "omegaconf"),
+)
 
 
 def versions() -> dict:

@@ -148,7 +148,13 @@ class SphereGrid:
     @cached_property
     def east(self) -> torch.Tensor:
         ct, st, cl, sl = self._trig
-        return torch.stack([(-sl).expand(self.nlat, -1), cl.expand(self.nlat, -1), torch.zeros(self.nlat, self.nlon, dtype=torch.float64)])
+        return torch.stack(
+            [
+                (-sl).expand(self.nlat, -1),
+                cl.expand(self.nlat, -1),
+                torch.zeros(self.nlat, self.nlon, dtype=torch.float64),
+            ]
+        )
 
     @cached_property
     def north(self) -> torch.Tensor:
@@ -168,7 +174,9 @@ class SphereGrid:
     def check_shape(self, f: torch.Tensor) -> None:
         """Raise ``ValueError`` unless the last two dimensions of ``f`` are ``(nlat, nlon)``."""
         if tuple(f.shape[-2:]) != self.shape:
-            raise ValueError(f"field of shape {tuple(f.shape)} does not end in the grid's (nlat, nlon) = {self.shape} ({self.grid})")
+            raise ValueError(
+                f"field of shape {tuple(f.shape)} does not end in the grid's (nlat, nlon) = {self.shape} ({self.grid})"
+            )
 
     def to_dict(self) -> dict:
         """Plain-type description, for metadata and checkpoints."""

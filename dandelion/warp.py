@@ -63,7 +63,13 @@ def _cos_sinc(d_east: torch.Tensor, d_north: torch.Tensor) -> tuple[torch.Tensor
     return torch.cos(s), torch.sin(s) / s
 
 
-def exp_map(x: torch.Tensor, d_east: torch.Tensor, d_north: torch.Tensor, east: torch.Tensor | None = None, north: torch.Tensor | None = None) -> torch.Tensor:
+def exp_map(
+    x: torch.Tensor,
+    d_east: torch.Tensor,
+    d_north: torch.Tensor,
+    east: torch.Tensor | None = None,
+    north: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Exponential map of the unit sphere: walk ``|d|`` radians from ``x`` along direction ``d``.
 
     ``y = cos|d| x + sin|d| (d_e e + d_n n) / |d|`` (do Carmo, *Riemannian Geometry*, ch. 3; for
@@ -95,7 +101,9 @@ def exp_map(x: torch.Tensor, d_east: torch.Tensor, d_north: torch.Tensor, east: 
         If ``x`` (or a given frame) does not have 3 components in its first dimension.
     """
     if x.shape[0] != 3:
-        raise ValueError(f"x has shape {tuple(x.shape)}: put the 3 Cartesian components in the FIRST dimension, (3, ...)")
+        raise ValueError(
+            f"x has shape {tuple(x.shape)}: put the 3 Cartesian components in the FIRST dimension, (3, ...)"
+        )
     if (east is None) != (north is None):
         raise ValueError("pass both east and north (the local frame at x), or neither")
     if east is None:
@@ -108,7 +116,9 @@ def exp_map(x: torch.Tensor, d_east: torch.Tensor, d_north: torch.Tensor, east: 
         east = torch.stack([-sl, cl, torch.zeros_like(cl)])
         north = torch.stack([-z * cl, -z * sl, torch.where(off, rho, torch.zeros_like(rho))])
     elif east.shape[0] != 3 or north.shape[0] != 3:
-        raise ValueError(f"east {tuple(east.shape)} and north {tuple(north.shape)} must have 3 components first, (3, ...)")
+        raise ValueError(
+            f"east {tuple(east.shape)} and north {tuple(north.shape)} must have 3 components first, (3, ...)"
+        )
     cos_s, sinc_s = _cos_sinc(d_east, d_north)
     return cos_s * x + sinc_s * (d_east * east + d_north * north)
 
@@ -203,7 +213,9 @@ class SphereSampler(nn.Module):
         self.register_buffer("sin_colat", torch.sin(colat)[:, None].to(dtype), persistent=False)
         self.register_buffer("cos_colat", torch.cos(colat)[:, None].to(dtype), persistent=False)
         self.register_buffer("columns", torch.arange(self.nlon, dtype=torch.float64).to(dtype), persistent=False)
-        self.register_buffer("node_rows", torch.arange(1, nlat + 1, dtype=torch.float64)[:, None].to(dtype), persistent=False)
+        self.register_buffer(
+            "node_rows", torch.arange(1, nlat + 1, dtype=torch.float64)[:, None].to(dtype), persistent=False
+        )
         # equiangular tables (ghost rows included) are uniform: row = i + 1 + delta_theta / step
         step = table[1:] - table[:-1]
         self.uniform_rows = bool((step - step.mean()).abs().max() <= 1e-9 * step.mean())
@@ -267,7 +279,9 @@ class SphereSampler(nn.Module):
         ``nlon``). One ``grid_sample`` call; returns ``(N, C, H_out, W_out)``.
         """
         image = _GhostPad.apply(field, self.gn, self.gs, self.hp, self.wp)
-        return F.grid_sample(image, self.sample_grid(rows, cols), mode="bilinear", padding_mode="border", align_corners=True)
+        return F.grid_sample(
+            image, self.sample_grid(rows, cols), mode="bilinear", padding_mode="border", align_corners=True
+        )
 
     def sample_grid(self, rows: torch.Tensor, cols: torch.Tensor, near: bool = False) -> torch.Tensor:
         """grid_sample's normalised ``(N, H_out, W_out, 2)`` grid of padded indices (columns reduced modulo ``nlon``).
@@ -280,7 +294,9 @@ class SphereSampler(nn.Module):
         grid = rows.new_empty(*rows.shape, 2)  # filled by two copies (cheaper than torch.stack on the CPU)
         if near:
             below = torch.lt(cols, 0.0, out=torch.empty_like(cols))
-            cols = cols.add_(below.sub_(torch.ge(cols, float(self.nlon), out=torch.empty_like(cols))), alpha=float(self.nlon))
+            cols = cols.add_(
+                below.sub_(torch.ge(cols, float(self.nlon), out=torch.empty_like(cols))), alpha=float(self.nlon)
+            )
         else:
             cols = torch.remainder(cols, self.nlon)
         grid[..., 0] = cols.mul_(2.0 / (self.wp - 1)).sub_(1.0)
@@ -303,7 +319,9 @@ class SphereSampler(nn.Module):
         """
         self.grid.check_shape(field)
         if field.dim() != 4 or colat.dim() != 3 or colat.shape != lon.shape or colat.shape[0] != field.shape[0]:
-            raise ValueError(f"expected field (B, C, nlat, nlon) and colat, lon (B, H_out, W_out) with the same B; got field {tuple(field.shape)}, colat {tuple(colat.shape)}, lon {tuple(lon.shape)}")
+            raise ValueError(
+                f"expected field (B, C, nlat, nlon) and colat, lon (B, H_out, W_out) with the same B; got field {tuple(field.shape)}, colat {tuple(colat.shape)}, lon {tuple(lon.shape)}"
+            )
         cols = lon * (self.nlon / (2 * math.pi))
         # Snap columns within a few ulps of an integer onto it, so that node longitudes (which are
         # not exactly representable) hit their columns exactly; moves no point by more than
@@ -435,7 +453,15 @@ class TangentWarpS2(nn.Module):
     input ``(B, channels, nlat, nlon)``, output ``(B, channels, nlat, nlon)``.
     """
 
-    def __init__(self, grid: SphereGrid, channels: int, heads: int, hidden: int, init_radius: float, compile_kernels: bool = False):
+    def __init__(
+        self,
+        grid: SphereGrid,
+        channels: int,
+        heads: int,
+        hidden: int,
+        init_radius: float,
+        compile_kernels: bool = False,
+    ):
         super().__init__()
         if channels % heads:
             raise ValueError(f"channels={channels} must divide by heads={heads}")

@@ -55,15 +55,21 @@ class CahnHilliardScenario(Scenario):
         if self.cfg["scheme"] not in SCHEMES:
             raise ValueError(f"dataset.scheme={self.cfg['scheme']!r}: use one of {sorted(SCHEMES)}")
         if self.cfg["stabilizer"] < 0:
-            raise ValueError(f"dataset.stabilizer={self.cfg['stabilizer']} must be >= 0 (2 keeps the free energy non-increasing)")
+            raise ValueError(
+                f"dataset.stabilizer={self.cfg['stabilizer']} must be >= 0 (2 keeps the free energy non-increasing)"
+            )
         dt = self.cfg.get("dt")
         if dt is not None and not float(dt) > 0:
             raise ValueError(f"dataset.dt={dt} must be positive, or null for the reference schedule")
         self.cfg["dt"] = None if dt is None else float(dt)
 
     def axes(self):
-        return {"epsilon": [0.5, 1.0, 1.5, 2.0], "mean_init": [0.35, 0.5, 0.65],
-                "variance": [0.001, 0.005, 0.01, 0.05], "radius": [5.0, 7.5, 10.0]}
+        return {
+            "epsilon": [0.5, 1.0, 1.5, 2.0],
+            "mean_init": [0.35, 0.5, 0.65],
+            "variance": [0.001, 0.005, 0.01, 0.05],
+            "radius": [5.0, 7.5, 10.0],
+        }
 
     def seeded_parameters(self, rng, seed_index):
         return {"D": 1.0, "a": 1.0}
@@ -82,11 +88,26 @@ class CahnHilliardScenario(Scenario):
 
     def build_simulation(self, params, *, lmax, device):
         cols = {k: params[k].detach().cpu().tolist() for k in ("mean_init", "variance", "radius", "seed")}
-        phi0 = torch.stack([
-            initial_phi(ic_generator(self.cfg["seed"], int(s)), mean=m, variance=v, radius=R, lmax=int(lmax),
-                        cell_area=self.cfg["cell_area"], cell_edge=self.cfg["cell_edge"])
-            for m, v, R, s in zip(cols["mean_init"], cols["variance"], cols["radius"], cols["seed"])
-        ])
-        return CahnHilliardSimulation({k: params[k] for k in ("epsilon", "radius", "D", "a")}, phi0, lmax=int(lmax),
-                                      stabilizer=self.cfg["stabilizer"], scheme=self.cfg["scheme"], dt=self.cfg["dt"],
-                                      device=device)
+        phi0 = torch.stack(
+            [
+                initial_phi(
+                    ic_generator(self.cfg["seed"], int(s)),
+                    mean=m,
+                    variance=v,
+                    radius=R,
+                    lmax=int(lmax),
+                    cell_area=self.cfg["cell_area"],
+                    cell_edge=self.cfg["cell_edge"],
+                )
+                for m, v, R, s in zip(cols["mean_init"], cols["variance"], cols["radius"], cols["seed"])
+            ]
+        )
+        return CahnHilliardSimulation(
+            {k: params[k] for k in ("epsilon", "radius", "D", "a")},
+            phi0,
+            lmax=int(lmax),
+            stabilizer=self.cfg["stabilizer"],
+            scheme=self.cfg["scheme"],
+            dt=self.cfg["dt"],
+            device=device,
+        )

@@ -91,9 +91,11 @@ class ChainedTurbulenceScenario(Scenario):
     default_lmax = TURBULENCE_DEFAULT_LMAX
     default_n_seeds = 40
     default_n_frames = 200
-    distinct_note = ("every trajectory is its own simulation (its own seed or operator), so no simulation appears in "
-                     "two splits; the cells with a single unstable degree (r, kappa*Lambda) = (2, 0.4), (2, 0.7), (4, 0.4) "
-                     "are excluded from the sweep")
+    distinct_note = (
+        "every trajectory is its own simulation (its own seed or operator), so no simulation appears in "
+        "two splits; the cells with a single unstable degree (r, kappa*Lambda) = (2, 0.4), (2, 0.7), (4, 0.4) "
+        "are excluded from the sweep"
+    )
 
     def __init__(self, cfg=None):
         cfg = dict(cfg or {})
@@ -102,14 +104,22 @@ class ChainedTurbulenceScenario(Scenario):
         if self._min_unstable < 1:
             raise ValueError(f"dataset.min_unstable_degrees={k} must be >= 1 (every cell has at least one)")
         super().__init__(cfg)
-        for key, default in (("spinup_tau", 15.0), ("dt_frame", 0.2), ("cfl", 0.2), ("dt_max", 0.05), ("amplitude", 1e-3)):
+        for key, default in (
+            ("spinup_tau", 15.0),
+            ("dt_frame", 0.2),
+            ("cfl", 0.2),
+            ("dt_max", 0.05),
+            ("amplitude", 1e-3),
+        ):
             v = self.cfg.get(key)
             self.cfg[key] = float(default if v is None else v)
         for key in ("dt_frame", "cfl", "dt_max", "amplitude"):
             if not self.cfg[key] > 0:
                 raise ValueError(f"dataset.{key}={self.cfg[key]} must be positive")
         if self.cfg["spinup_tau"] < 0:
-            raise ValueError(f"dataset.spinup_tau={self.cfg['spinup_tau']} must be >= 0 (tau dropped before the first frame)")
+            raise ValueError(
+                f"dataset.spinup_tau={self.cfg['spinup_tau']} must be >= 0 (tau dropped before the first frame)"
+            )
         self.cfg["min_unstable_degrees"] = self._min_unstable
         self.cfg["legacy_units"] = bool(self.cfg.get("legacy_units", False))
         if self.cfg["legacy_units"]:
@@ -122,8 +132,11 @@ class ChainedTurbulenceScenario(Scenario):
     def cells(self) -> list[tuple[float, float]]:
         """Kept (r_over_lambda, kappa_lambda) cells in row-major order: those with at least
         ``min_unstable_degrees`` unstable degrees of the linear operator."""
-        return [(r, kl) for r, kl in itertools.product(R_OVER_LAMBDA, KAPPA_LAMBDA)
-                if len(unstable_degrees(r, kl)) >= self._min_unstable]
+        return [
+            (r, kl)
+            for r, kl in itertools.product(R_OVER_LAMBDA, KAPPA_LAMBDA)
+            if len(unstable_degrees(r, kl)) >= self._min_unstable
+        ]
 
     @property
     def n_sweep(self) -> int:
@@ -179,9 +192,23 @@ class ChainedTurbulenceScenario(Scenario):
         r = params["r_over_lambda"].detach().cpu().numpy()
         kl = params["kappa_lambda"].detach().cpu().numpy()
         seeds = params["seed"].detach().cpu().numpy()
-        omega0 = torch.stack([
-            initial_vorticity(ic_generator(self.cfg["seed"], int(s)), float(ri), float(ki), int(lmax), amplitude=self.cfg["amplitude"])
-            for ri, ki, s in zip(r, kl, seeds)
-        ])
-        return ChainedTurbulenceSimulation({"r_over_lambda": params["r_over_lambda"], "kappa_lambda": params["kappa_lambda"]},
-                                           omega0, lmax=int(lmax), cfl=self.cfg["cfl"], dt_max=self.cfg["dt_max"], device=device)
+        omega0 = torch.stack(
+            [
+                initial_vorticity(
+                    ic_generator(self.cfg["seed"], int(s)),
+                    float(ri),
+                    float(ki),
+                    int(lmax),
+                    amplitude=self.cfg["amplitude"],
+                )
+                for ri, ki, s in zip(r, kl, seeds)
+            ]
+        )
+        return ChainedTurbulenceSimulation(
+            {"r_over_lambda": params["r_over_lambda"], "kappa_lambda": params["kappa_lambda"]},
+            omega0,
+            lmax=int(lmax),
+            cfl=self.cfg["cfl"],
+            dt_max=self.cfg["dt_max"],
+            device=device,
+        )

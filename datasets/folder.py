@@ -17,8 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import yaml
@@ -27,8 +27,19 @@ from dandelion.runtime import write_text_atomic
 
 from .storage import CorruptFileError, trajectory_filename
 
-__all__ = ["SPLITS", "is_complete", "load_metadata", "load_stats", "load_splits", "list_split", "make_splits", "split_of", "sha256_file",
-           "write_checksums", "read_checksums"]
+__all__ = [
+    "SPLITS",
+    "is_complete",
+    "load_metadata",
+    "load_stats",
+    "load_splits",
+    "list_split",
+    "make_splits",
+    "split_of",
+    "sha256_file",
+    "write_checksums",
+    "read_checksums",
+]
 
 #: Split folder names, in order.
 SPLITS = ("train", "valid", "test")
@@ -53,8 +64,11 @@ def is_complete(path: str | os.PathLike) -> bool:
 
 def load_metadata(path: str | os.PathLike) -> dict:
     """The dataset folder's ``dataset.yaml`` as a dict. Raises ``FileNotFoundError`` naming the file."""
-    return _load_yaml(Path(path) / "dataset.yaml", "not a dataset folder, or its generation never started",
-                      "generate it with dandelion-generate dataset=NAME dataset.path=DIR")
+    return _load_yaml(
+        Path(path) / "dataset.yaml",
+        "not a dataset folder, or its generation never started",
+        "generate it with dandelion-generate dataset=NAME dataset.path=DIR",
+    )
 
 
 def load_stats(path: str | os.PathLike) -> dict:
@@ -64,16 +78,21 @@ def load_stats(path: str | os.PathLike) -> dict:
     ``{field: {kind: "vector", rms, delta_rms}}`` for vector fields. Raises ``FileNotFoundError``
     naming the file if generation has not finished.
     """
-    return _load_yaml(Path(path) / "stats.yaml", "the dataset's generation has not finished",
-                      "rerun the same dandelion-generate command to finish the dataset")
+    return _load_yaml(
+        Path(path) / "stats.yaml",
+        "the dataset's generation has not finished",
+        "rerun the same dandelion-generate command to finish the dataset",
+    )
 
 
 def load_splits(path: str | os.PathLike) -> dict:
     """The dataset folder's ``splits.json`` as a dict. Raises ``FileNotFoundError`` naming the file."""
     p = Path(path) / "splits.json"
     if not p.is_file():
-        raise FileNotFoundError(f"{p} does not exist: not a dataset folder, or generation never started; "
-                                "generate it with dandelion-generate dataset=NAME dataset.path=DIR")
+        raise FileNotFoundError(
+            f"{p} does not exist: not a dataset folder, or generation never started; "
+            "generate it with dandelion-generate dataset=NAME dataset.path=DIR"
+        )
     with open(p) as fh:
         return json.load(fh)
 
@@ -116,8 +135,8 @@ def make_splits(n_trajectories: int, *, seed: int = 42, ratios=(0.8, 0.1, 0.1), 
         n_train = min(int(round(ratios[0] * n)), n - n_valid - 1)
     parts = {
         "train": sorted(int(i) for i in perm[:n_train]),
-        "valid": sorted(int(i) for i in perm[n_train:n_train + n_valid]),
-        "test": sorted(int(i) for i in perm[n_train + n_valid:]),
+        "valid": sorted(int(i) for i in perm[n_train : n_train + n_valid]),
+        "test": sorted(int(i) for i in perm[n_train + n_valid :]),
     }
     return {
         "seed": int(seed),
@@ -158,7 +177,9 @@ def read_checksums(root: str | os.PathLike) -> dict[str, str]:
     """``{relative path: hex digest}`` from ``root/checksums.sha256``. Raises ``FileNotFoundError``."""
     p = Path(root) / "checksums.sha256"
     if not p.is_file():
-        raise FileNotFoundError(f"{p} does not exist: generation has not finished; rerun the same dandelion-generate command")
+        raise FileNotFoundError(
+            f"{p} does not exist: generation has not finished; rerun the same dandelion-generate command"
+        )
     out = {}
     for line in p.read_text().splitlines():
         if line.strip():

@@ -66,15 +66,24 @@ class GalewskyScenario(Scenario):
         "velocity": FieldSpec("vector", "m/s", "horizontal velocity (u eastward, v northward)", ("u", "v")),
     }
     parameter_units = {
-        "u_max": "m/s", "phi_c": "rad", "h_hat": "m", "H": "m",
-        "rot_axis_x": "1", "rot_axis_y": "1", "rot_axis_z": "1", "rot_angle": "rad",
-        "bump_lon": "rad", "bump_dlat": "rad",
+        "u_max": "m/s",
+        "phi_c": "rad",
+        "h_hat": "m",
+        "H": "m",
+        "rot_axis_x": "1",
+        "rot_axis_y": "1",
+        "rot_axis_z": "1",
+        "rot_angle": "rad",
+        "bump_lon": "rad",
+        "bump_dlat": "rad",
     }
     default_lmax = 256
     default_n_seeds = 6
     default_n_frames = 168
-    distinct_note = ("every trajectory is its own simulation: the seed varies the bump's latitude offset inside the "
-                     "jet (bump_dlat, one stratum per seed), not only rotations, so no simulation appears in two splits")
+    distinct_note = (
+        "every trajectory is its own simulation: the seed varies the bump's latitude offset inside the "
+        "jet (bump_dlat, one stratum per seed), not only rotations, so no simulation appears in two splits"
+    )
 
     def __init__(self, cfg=None):
         super().__init__(cfg)
@@ -89,9 +98,13 @@ class GalewskyScenario(Scenario):
         if ref is not None and int(ref) < 2:
             raise ValueError(f"dataset.nu_reference_lmax={ref} must be null or a band limit >= 2 (e.g. 256)")
         if self.cfg["frame_hours"] <= 0 or self.cfg["spinup_days"] < 0:
-            raise ValueError(f"frame_hours={self.cfg['frame_hours']} must be > 0 and spinup_days={self.cfg['spinup_days']} >= 0")
+            raise ValueError(
+                f"frame_hours={self.cfg['frame_hours']} must be > 0 and spinup_days={self.cfg['spinup_days']} >= 0"
+            )
         if not 0 < self.cfg["bump_dlat_max_deg"] < 20:
-            raise ValueError(f"bump_dlat_max_deg={self.cfg['bump_dlat_max_deg']} must lie in (0, 20): the jet is 40 degrees wide")
+            raise ValueError(
+                f"bump_dlat_max_deg={self.cfg['bump_dlat_max_deg']} must lie in (0, 20): the jet is 40 degrees wide"
+            )
 
     @property
     def min_lmax(self) -> int:  # documented by the solver
@@ -147,8 +160,12 @@ class GalewskyScenario(Scenario):
 
     def solver_settings(self):
         solver = galewsky_solver
-        out = {"model": "rotating shallow water, vorticity-divergence, spectral (dandelion.solvers.galewsky)",
-               "scheme": self.cfg["scheme"], "dt": self.time_step(), "nu": self.solver_nu()}
+        out = {
+            "model": "rotating shallow water, vorticity-divergence, spectral (dandelion.solvers.galewsky)",
+            "scheme": self.cfg["scheme"],
+            "dt": self.time_step(),
+            "nu": self.solver_nu(),
+        }
         if hasattr(solver, "hyperviscosity"):
             out["hyperviscosity_m4_per_s"] = float(solver.hyperviscosity(self.solver_nu(), self.solver_lmax))
         return out
@@ -161,8 +178,19 @@ class GalewskyScenario(Scenario):
         p = [self.parameters(i) for i in range(self.n_trajectories)]
         speed = [galewsky_solver.SPEED_FACTOR * q["u_max"] for q in p]
         gravity = [math.sqrt(GRAVITY * q["H"]) for q in p]
-        enforce_limits(dt, cfl_limits(lmax=self.solver_lmax, radius=EARTH_RADIUS, max_speed=speed, gravity_wave_speed=gravity,
-                                      scheme=self.cfg["scheme"], diffusion=self.solver_nu()), what="galewsky", ids=range(self.n_trajectories))
+        enforce_limits(
+            dt,
+            cfl_limits(
+                lmax=self.solver_lmax,
+                radius=EARTH_RADIUS,
+                max_speed=speed,
+                gravity_wave_speed=gravity,
+                scheme=self.cfg["scheme"],
+                diffusion=self.solver_nu(),
+            ),
+            what="galewsky",
+            ids=range(self.n_trajectories),
+        )
 
     def sanity_bounds(self):
         """Winds under 250 m/s (the jets start at <= 100 m/s)."""
@@ -171,5 +199,6 @@ class GalewskyScenario(Scenario):
     def build_simulation(self, params, *, lmax, device):
         solver = galewsky_solver
         p = {k: v for k, v in params.items() if k != "seed"}
-        return solver.GalewskySimulation(p, lmax=int(lmax), dt=self.time_step(), nu=self.solver_nu(), device=device,
-                                         scheme=self.cfg["scheme"])
+        return solver.GalewskySimulation(
+            p, lmax=int(lmax), dt=self.time_step(), nu=self.solver_nu(), device=device, scheme=self.cfg["scheme"]
+        )

@@ -33,36 +33,27 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shlex
 import sys
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from dandelion.cli import run
-from dandelion.runtime import ProcessGroup, versions, write_json_atomic, write_yaml_atomic
+from dandelion.runtime import ProcessGroup, plain, versions, write_json_atomic, write_yaml_atomic
 
 from .folder import SPLITS, load_metadata, split_of, write_checksums
 from .scenario import SanityBoundError, Scenario, get_scenario
 from .statistics import compute_stats
 from .storage import CorruptFileError, TrajectoryWriter, open_trajectory, temp_path, trajectory_filename
 
-__all__ = ["generate", "check", "main", "config_fingerprint", "build_scenario"]
+__all__ = ["generate", "check", "config_fingerprint", "build_scenario"]
 
 _KNOWN_NAMES = {"train", "valid", "test", "dataset.yaml", "stats.yaml", "splits.json", "checksums.sha256"}
-
-
-def _plain(cfg) -> dict:
-    """OmegaConf config or mapping -> plain dict (resolved)."""
-    if isinstance(cfg, DictConfig):
-        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
-    return json.loads(json.dumps(dict(cfg), default=lambda o: dict(o)))
 
 
 def build_scenario(dataset_cfg: Mapping[str, Any]) -> Scenario:
@@ -87,7 +78,7 @@ def config_fingerprint(dataset_cfg: Mapping[str, Any]) -> str:
 def _prepare(cfg):
     """The checks of :func:`generate` that need no solver work: returns ``(cfg, scenario, root, device,
     batch_size, resolved dataset config, fingerprint)``; raises ``ValueError`` naming the fix."""
-    cfg = _plain(cfg)
+    cfg = plain(cfg)
     dcfg = dict(cfg.get("dataset") or {})
     path = dcfg.get("path")
     if path in (None, "", "???"):
@@ -95,8 +86,10 @@ def _prepare(cfg):
     try:
         scenario = build_scenario(dcfg)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"dataset={dcfg.get('name')}: {err} (fix the dataset.* overrides; "
-                         "`dandelion-generate dataset=NAME --cfg job` shows them)") from err
+        raise ValueError(
+            f"dataset={dcfg.get('name')}: {err} (fix the dataset.* overrides; "
+            "`dandelion-generate dataset=NAME --cfg job` shows them)"
+        ) from err
     scenario.validate_time_step()  # an unsafe step is refused before anything is written
     root = Path(path).expanduser().resolve()
     device = str(cfg.get("device") or "cpu")
@@ -174,13 +167,23 @@ def generate(cfg) -> Path:
         if dist.rank == 0:
             write_json_atomic(root / "splits.json", splits)
         dist.barrier()
-        only = cfg.get("splits")  # e.g. [test]: a test set on another grid; the split itself is that of the full dataset
+        only = cfg.get(
+            "splits"
+        )  # e.g. [test]: a test set on another grid; the split itself is that of the full dataset
         wanted = sorted(i for sp in (only or SPLITS) for i in splits[sp])
         if only is not None:
             meta["generated_splits"] = list(only)
-        ids = wanted[dist.rank::dist.world_size]
-        _run(scenario, root, ids, split_of(splits), batch_size=batch_size, device=device, progress=progress,
-             desc=f"{scenario.name}" + (f" rank {dist.rank}" if dist.world_size > 1 else ""))
+        ids = wanted[dist.rank :: dist.world_size]
+        _run(
+            scenario,
+            root,
+            ids,
+            split_of(splits),
+            batch_size=batch_size,
+            device=device,
+            progress=progress,
+            desc=f"{scenario.name}" + (f" rank {dist.rank}" if dist.world_size > 1 else ""),
+        )
         dist.barrier()
         if dist.rank == 0:
             _finalise(root, scenario, meta, splits)
@@ -197,8 +200,11 @@ def _claim(root: Path, meta: dict, resolved: dict, *, write: bool = True) -> Non
         old = load_metadata(root)
         if old.get("fingerprint") != meta["fingerprint"]:
             old_cfg = dict((old.get("config") or {}).get("dataset") or {})
-            diff = [f"{k}: {old_cfg.get(k)!r} -> {resolved.get(k)!r}" for k in sorted(set(old_cfg) | set(resolved))
-                    if k != "path" and old_cfg.get(k) != resolved.get(k)]
+            diff = [
+                f"{k}: {old_cfg.get(k)!r} -> {resolved.get(k)!r}"
+                for k in sorted(set(old_cfg) | set(resolved))
+                if k != "path" and old_cfg.get(k) != resolved.get(k)
+            ]
             raise ValueError(
                 f"{root} holds a dataset made with a different configuration (fingerprint "
                 f"{old.get('fingerprint')} != {meta['fingerprint']}; differences: {'; '.join(diff) or 'unknown'}). "
@@ -210,8 +216,10 @@ def _claim(root: Path, meta: dict, resolved: dict, *, write: bool = True) -> Non
             raise ValueError(f"dataset.path {root} is a file, not a folder: choose another dataset.path")
         foreign = sorted(p.name for p in root.iterdir() if p.name not in _KNOWN_NAMES and not p.name.startswith("."))
         if foreign:
-            raise ValueError(f"{root} is not empty and holds no dataset.yaml (found {foreign[:5]}): "
-                             "choose an empty or new folder for dataset.path")
+            raise ValueError(
+                f"{root} is not empty and holds no dataset.yaml (found {foreign[:5]}): "
+                "choose an empty or new folder for dataset.path"
+            )
     if write:
         root.mkdir(parents=True, exist_ok=True)
         for s in SPLITS:
@@ -235,12 +243,24 @@ def _level_kwargs(scenario: Scenario) -> dict:
     levels = getattr(scenario, "levels", None)
     if levels is None:
         return {}
-    return {"levels": [float(x) for x in levels], "level_units": str(getattr(scenario, "level_units", "hPa")),
-            "level_fields": list(getattr(scenario, "level_fields", scenario.fields))}
+    return {
+        "levels": [float(x) for x in levels],
+        "level_units": str(getattr(scenario, "level_units", "hPa")),
+        "level_fields": list(getattr(scenario, "level_fields", scenario.fields)),
+    }
 
 
-def _run(scenario: Scenario, root: Path, ids: list[int], split: dict[int, str], *, batch_size: int, device: str,
-         progress: bool, desc: str) -> None:
+def _run(
+    scenario: Scenario,
+    root: Path,
+    ids: list[int],
+    split: dict[int, str],
+    *,
+    batch_size: int,
+    device: str,
+    progress: bool,
+    desc: str,
+) -> None:
     """Generate the missing files among ``ids`` in fixed batches of ``batch_size``."""
     paths = {i: root / split[i] / trajectory_filename(i) for i in ids}
     for i, p in paths.items():  # leftovers of an interrupted run (only this rank's ids)
@@ -252,12 +272,14 @@ def _run(scenario: Scenario, root: Path, ids: list[int], split: dict[int, str], 
                 tqdm.write(f"dandelion-generate: {p} is damaged or incomplete; regenerating it")
                 p.unlink()
             missing.add(i)
-    batches = [ids[k:k + batch_size] for k in range(0, len(ids), batch_size)]
+    batches = [ids[k : k + batch_size] for k in range(0, len(ids), batch_size)]
     todo = [b for b in batches if any(i in missing for i in b)]
     times, stored = scenario.solver_times(), scenario.stored_times()
     grid, out_grid = scenario.grid, scenario.output_grid  # out_grid: the stored band limit (config output_lmax)
     mask = scenario.static_mask() if hasattr(scenario, "static_mask") else None  # masked datasets only
-    bar = tqdm(total=sum(len(b) for b in todo) * len(times), desc=desc, unit="frame", disable=not progress, smoothing=0.1)
+    bar = tqdm(
+        total=sum(len(b) for b in todo) * len(times), desc=desc, unit="frame", disable=not progress, smoothing=0.1
+    )
     try:
         for batch in todo:
             params = [scenario.parameters(i) for i in batch]
@@ -268,11 +290,17 @@ def _run(scenario: Scenario, root: Path, ids: list[int], split: dict[int, str], 
                 for i, p in zip(batch, params):
                     if i in missing:
                         writers[i] = TrajectoryWriter(
-                            paths[i], dataset_name=scenario.name, grid=grid, lmax=scenario.stored_lmax,
-                            trajectory_id=i, times=stored, time_units=scenario.time_units,
+                            paths[i],
+                            dataset_name=scenario.name,
+                            grid=grid,
+                            lmax=scenario.stored_lmax,
+                            trajectory_id=i,
+                            times=stored,
+                            time_units=scenario.time_units,
                             scalars={k: (v, scenario.units_of(k)) for k, v in p.items()},
                             fields={k: v.to_dict() for k, v in scenario.fields.items()},
-                            mask=mask, **_level_kwargs(scenario),
+                            mask=mask,
+                            **_level_kwargs(scenario),
                         )
                 for k, t in enumerate(times):
                     try:
@@ -286,7 +314,8 @@ def _run(scenario: Scenario, root: Path, ids: list[int], split: dict[int, str], 
                         raise FloatingPointError(
                             f"{scenario.name}: a trajectory became non-finite or unstable before t={t} ({scenario.time_units}) "
                             f"in the batch of trajectory ids {batch} (batch index in the solver's message): {e}. "
-                            "Parameters: " + "; ".join(f"id {i}: {p}" for i, p in zip(batch, params))
+                            "Parameters: "
+                            + "; ".join(f"id {i}: {p}" for i, p in zip(batch, params))
                             + ". Lower the time step or raise the band limit / diffusion"
                         ) from e
                     bad = scenario.sanity_violations(values)
@@ -294,7 +323,8 @@ def _run(scenario: Scenario, root: Path, ids: list[int], split: dict[int, str], 
                         raise SanityBoundError(
                             f"{scenario.name}: at t={t:g} ({scenario.time_units}) "
                             + "; ".join(f"trajectory {batch[j]} {why} (parameters {params[j]})" for j, why in bad)
-                            + ". No file of this batch is marked complete: lower the time step or check the settings")
+                            + ". No file of this batch is marked complete: lower the time step or check the settings"
+                        )
                     for j, i in enumerate(batch):
                         if i in writers:
                             writers[i].write_frame(k, {name: a[j] for name, a in values.items()})
@@ -319,8 +349,10 @@ def _finalise(root: Path, scenario: Scenario, meta: dict, splits: dict) -> None:
     rel = [f"{s}/{trajectory_filename(i)}" for s in made for i in splits[s]]
     missing = [r for r in rel if not (root / r).is_file()]
     if missing:
-        raise RuntimeError(f"{len(missing)} trajectory files are missing in {root} (e.g. {missing[:3]}): "
-                           "a rank failed; rerun the same command to finish the dataset")
+        raise RuntimeError(
+            f"{len(missing)} trajectory files are missing in {root} (e.g. {missing[:3]}): "
+            "a rank failed; rerun the same command to finish the dataset"
+        )
     fields = {k: v.to_dict() for k, v in scenario.fields.items()}
     stats_split = "train" if "train" in made else made[0]
     if stats_split != "train":
@@ -331,7 +363,10 @@ def _finalise(root: Path, scenario: Scenario, meta: dict, splits: dict) -> None:
     stats = compute_stats(train, fields, well=True)
     write_yaml_atomic(root / "stats.yaml", stats)
     write_json_atomic(root / "splits.json", splits)
-    write_yaml_atomic(root / "dataset.yaml", {**meta, "parameter_stats": _parameter_stats(scenario, splits[stats_split]), "complete": True})
+    write_yaml_atomic(
+        root / "dataset.yaml",
+        {**meta, "parameter_stats": _parameter_stats(scenario, splits[stats_split]), "complete": True},
+    )
     write_checksums(root, rel + ["dataset.yaml", "splits.json", "stats.yaml"])
 
 
@@ -344,19 +379,3 @@ def _parameter_stats(scenario: Scenario, train_ids) -> dict:
         v = np.array([p[k] for p in params], dtype=np.float64)
         out[k] = {"mean": float(v.mean()), "std": float(v.std())}
     return out
-
-
-# ---------------------------------------------------------------------------------------------- hydra CLI
-def _job(cfg) -> None:
-    root = generate(cfg)
-    if int(os.environ.get("RANK", 0)) == 0:
-        print(f"dandelion-generate: dataset written to {root}")
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Console entry point ``dandelion-generate`` (hydra overrides on the command line; ``--help``)."""
-    run("dandelion-generate", "generate", _job, check=lambda cfg, overrides: check(cfg), argv=argv)
-
-
-if __name__ == "__main__":
-    main()

@@ -89,20 +89,33 @@ class GlobalOceanScenario(Scenario):
         "doy_cos": FieldSpec("scalar", "1", "forcing channel cos(2 pi doy / 365)", ("doy_cos",)),
     }
     forcing_fields = ("doy_sin", "doy_cos")
-    parameter_units = {"gm_background_k": "m^2/s", "visc_ah": "m^2/s", "diff_kr": "m^2/s",
-                       "tau_theta_relax": "d", "tau_salt_relax": "d"}
+    parameter_units = {
+        "gm_background_k": "m^2/s",
+        "visc_ah": "m^2/s",
+        "diff_kr": "m^2/s",
+        "tau_theta_relax": "d",
+        "tau_salt_relax": "d",
+    }
     band_limited = False  # finite volume, conservatively remapped: no solver band limit, no stored lmax
     default_n_seeds = 1
     default_n_frames = 1189
-    distinct_note = ("every trajectory is its own simulation: the five physics parameters differ between "
-                     "trajectories and there is no seed, so no simulation appears in two splits")
+    distinct_note = (
+        "every trajectory is its own simulation: the five physics parameters differ between "
+        "trajectories and there is no seed, so no simulation appears in two splits"
+    )
 
     def __init__(self, cfg=None):
         super().__init__(cfg)
         self.cfg["lmax"] = None  # not band-limited (band_limited = False)
-        for key, default in (("spinup_days", 360.0), ("frame_days", 30.0), ("g2", 0.01), ("tau0", 0.1),
-                             ("polar_cap_deg", 80.0), ("drag_days", DEFAULT_DRAG_DAYS),
-                             ("h_entrain", 50.0)):
+        for key, default in (
+            ("spinup_days", 360.0),
+            ("frame_days", 30.0),
+            ("g2", 0.01),
+            ("tau0", 0.1),
+            ("polar_cap_deg", 80.0),
+            ("drag_days", DEFAULT_DRAG_DAYS),
+            ("h_entrain", 50.0),
+        ):
             self.cfg[key] = float(default if self.cfg.get(key) is None else self.cfg[key])
         for key in ("ocean_nlat", "ocean_nlon"):
             v = self.cfg.get(key)
@@ -111,9 +124,13 @@ class GlobalOceanScenario(Scenario):
         self.cfg["H"] = [float(x) for x in (self.cfg.get("H") or [150.0, 600.0])]
         self.cfg.setdefault("dt", None)
         if self.cfg["frame_days"] <= 0 or self.cfg["spinup_days"] < 0:
-            raise ValueError(f"frame_days={self.cfg['frame_days']} must be > 0 and spinup_days={self.cfg['spinup_days']} >= 0")
+            raise ValueError(
+                f"frame_days={self.cfg['frame_days']} must be > 0 and spinup_days={self.cfg['spinup_days']} >= 0"
+            )
         if self.cfg["ocean_nlat"] < 8 or self.cfg["ocean_nlon"] < 8:
-            raise ValueError(f"ocean grid {self.cfg['ocean_nlat']} x {self.cfg['ocean_nlon']} is too coarse: use >= 8 x 8 cells")
+            raise ValueError(
+                f"ocean grid {self.cfg['ocean_nlat']} x {self.cfg['ocean_nlon']} is too coarse: use >= 8 x 8 cells"
+            )
 
     def axes(self):
         return {
@@ -137,14 +154,25 @@ class GlobalOceanScenario(Scenario):
 
     def settings(self) -> dict:
         """Ocean settings handed to :class:`dandelion.solvers.ocean_simulation.OceanSimulation`."""
-        return {"n_layers": self.cfg["n_layers"], "H": tuple(self.cfg["H"]), "g2": self.cfg["g2"],
-                "tau0": self.cfg["tau0"], "polar_cap_deg": self.cfg["polar_cap_deg"],
-                "h_entrain": self.cfg["h_entrain"],
-                "drag": 0.0 if self.cfg["drag_days"] <= 0 else 1.0 / (self.cfg["drag_days"] * _DAY)}
+        return {
+            "n_layers": self.cfg["n_layers"],
+            "H": tuple(self.cfg["H"]),
+            "g2": self.cfg["g2"],
+            "tau0": self.cfg["tau0"],
+            "polar_cap_deg": self.cfg["polar_cap_deg"],
+            "h_entrain": self.cfg["h_entrain"],
+            "drag": 0.0 if self.cfg["drag_days"] <= 0 else 1.0 / (self.cfg["drag_days"] * _DAY),
+        }
 
     def build_simulation(self, params, *, lmax, device):
-        return OceanSimulation(params, nlat=self.cfg["ocean_nlat"], nlon=self.cfg["ocean_nlon"], settings=self.settings(),
-                               dt=self.cfg["dt"], device=device)
+        return OceanSimulation(
+            params,
+            nlat=self.cfg["ocean_nlat"],
+            nlon=self.cfg["ocean_nlon"],
+            settings=self.settings(),
+            dt=self.cfg["dt"],
+            device=device,
+        )
 
     def validate_time_step(self) -> None:
         """Refuse a configured ``dt`` longer than the frame interval or above the ocean's stability limit for
@@ -155,29 +183,44 @@ class GlobalOceanScenario(Scenario):
         self.refuse_step_longer_than_frames(self.cfg["dt"])
         ps = [self.parameters(i) for i in range(self.n_trajectories)]
         params = {k: torch.tensor([p[k] for p in ps], dtype=torch.float64) for k in self.axes()}
-        OceanSimulation(params, nlat=self.cfg["ocean_nlat"], nlon=self.cfg["ocean_nlon"], settings=self.settings(),
-                        dt=self.cfg["dt"])
+        OceanSimulation(
+            params,
+            nlat=self.cfg["ocean_nlat"],
+            nlon=self.cfg["ocean_nlon"],
+            settings=self.settings(),
+            dt=self.cfg["dt"],
+        )
 
     def static_mask(self) -> np.ndarray:
         """Ocean fraction (nlat, nlon) of each stored cell, float64 (from the remap of the land mask)."""
         one = {k: torch.tensor([float(v[-1])], dtype=torch.float64) for k, v in self.axes().items()}
-        sim = OceanSimulation(one, nlat=self.cfg["ocean_nlat"], nlon=self.cfg["ocean_nlon"], settings=self.settings(),
-                              dt=self.cfg["dt"])
+        sim = OceanSimulation(
+            one, nlat=self.cfg["ocean_nlat"], nlon=self.cfg["ocean_nlon"], settings=self.settings(), dt=self.cfg["dt"]
+        )
         return sim.wet_fraction(self.grid).numpy()
 
     def solver_settings(self):
         one = {k: torch.tensor([float(max(v))], dtype=torch.float64) for k, v in self.axes().items()}
-        sim = OceanSimulation(one, nlat=self.cfg["ocean_nlat"], nlon=self.cfg["ocean_nlon"], settings=self.settings(),
-                              dt=self.cfg["dt"])
-        return {"model": "reduced-gravity layered shallow water, finite volume, lat-lon C grid (dandelion.solvers.ocean)",
-                "scheme": "ssp-rk3", "dt": sim.dt, "ocean_nlat": self.cfg["ocean_nlat"], "ocean_nlon": self.cfg["ocean_nlon"],
-                **{k: (list(v) if isinstance(v, tuple) else v) for k, v in self.settings().items()},
-                "remap": "first-order conservative over wet area", "band_limited": False}
+        sim = OceanSimulation(
+            one, nlat=self.cfg["ocean_nlat"], nlon=self.cfg["ocean_nlon"], settings=self.settings(), dt=self.cfg["dt"]
+        )
+        return {
+            "model": "reduced-gravity layered shallow water, finite volume, lat-lon C grid (dandelion.solvers.ocean)",
+            "scheme": "ssp-rk3",
+            "dt": sim.dt,
+            "ocean_nlat": self.cfg["ocean_nlat"],
+            "ocean_nlon": self.cfg["ocean_nlon"],
+            **{k: (list(v) if isinstance(v, tuple) else v) for k, v in self.settings().items()},
+            "remap": "first-order conservative over wet area",
+            "band_limited": False,
+        }
 
     def describe(self) -> dict:
         d = super().describe()
-        d["reduced_note"] = ("ocean-lite: two-layer reduced-gravity ocean with idealised continents and analytic forcing, "
-                             "not the reference MITgcm model (see dandelion.datasets.global_ocean)")
+        d["reduced_note"] = (
+            "ocean-lite: two-layer reduced-gravity ocean with idealised continents and analytic forcing, "
+            "not the reference MITgcm model (see dandelion.datasets.global_ocean)"
+        )
         d["forcing_fields"] = list(self.forcing_fields)
         d["masked"] = True
         return d

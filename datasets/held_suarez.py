@@ -28,8 +28,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from dandelion.solvers.held_suarez import (HELD_SUAREZ_MIN_LMAX, PRESSURE_LEVELS_HPA, HeldSuarezSimulation,
-                                           held_suarez_time_step_limits)
+from dandelion.solvers.held_suarez import (
+    HELD_SUAREZ_MIN_LMAX,
+    PRESSURE_LEVELS_HPA,
+    HeldSuarezSimulation,
+    held_suarez_time_step_limits,
+)
 from dandelion.solvers.time_stepping import enforce_limits
 
 from .scenario import FieldSpec, Scenario, register_scenario
@@ -90,13 +94,17 @@ class HeldSuarezScenario(Scenario):
             raise ValueError(f"dataset.lmax={self.solver_lmax} must be >= 4 (T42 is 43)")
         for key, default in (("spinup_days", 200.0), ("frame_hours", 6.0)):
             if float(c.get(key, default)) < 0 or (key == "frame_hours" and float(c.get(key, default)) <= 0):
-                raise ValueError(f"dataset.{key}={c.get(key)} must be {'positive' if key == 'frame_hours' else 'non-negative'}")
+                raise ValueError(
+                    f"dataset.{key}={c.get(key)} must be {'positive' if key == 'frame_hours' else 'non-negative'}"
+                )
         dt = self.dt
         self.refuse_step_longer_than_frames(dt)
         for what, interval in (("frame interval", self.dt_frame()), ("spin-up", self.spinup())):
             k = interval / dt
             if abs(k - round(k)) > 1e-9:
-                raise ValueError(f"dataset.dt={dt} s does not divide the {what} ({interval} s); pick a divisor, e.g. 1200 or 1800")
+                raise ValueError(
+                    f"dataset.dt={dt} s does not divide the {what} ({interval} s); pick a divisor, e.g. 1200 or 1800"
+                )
 
     @property
     def dt(self) -> float:
@@ -123,9 +131,16 @@ class HeldSuarezScenario(Scenario):
         trajectories to be made (:func:`dandelion.solvers.held_suarez.held_suarez_time_step_limits`)."""
         self.refuse_step_longer_than_frames(self.dt)
         omega_factor = [self.parameters(i)["omega_factor"] for i in range(self.n_trajectories)]
-        enforce_limits(self.dt, held_suarez_time_step_limits(
-            omega_factor, scheme=str(self.cfg.get("scheme", "leapfrog")),
-            hyperdiffusion_time=float(self.cfg.get("hyperdiffusion_days", 0.1)) * 86400.0), what="held_suarez", ids=range(self.n_trajectories))
+        enforce_limits(
+            self.dt,
+            held_suarez_time_step_limits(
+                omega_factor,
+                scheme=str(self.cfg.get("scheme", "leapfrog")),
+                hyperdiffusion_time=float(self.cfg.get("hyperdiffusion_days", 0.1)) * 86400.0,
+            ),
+            what="held_suarez",
+            ids=range(self.n_trajectories),
+        )
 
     def sanity_bounds(self):
         """Winds under 150 m/s (Held & Suarez 1994 jets: ~30 m/s), temperatures in 150..350 K, surface
@@ -134,17 +149,32 @@ class HeldSuarezScenario(Scenario):
 
     def build_simulation(self, params, *, lmax, device):
         c = self.cfg
-        p = {"omega_factor": params["omega_factor"], "delta_T_y": params["delta_T_y"],
-             "delta_theta_z": params["delta_theta_z"], "seed": params["noise_seed"]}
+        p = {
+            "omega_factor": params["omega_factor"],
+            "delta_T_y": params["delta_T_y"],
+            "delta_theta_z": params["delta_theta_z"],
+            "seed": params["noise_seed"],
+        }
         return HeldSuarezSimulation(
-            p, lmax=int(lmax), n_levels=self.n_levels, dt=self.dt, scheme=str(c.get("scheme", "leapfrog")),
+            p,
+            lmax=int(lmax),
+            n_levels=self.n_levels,
+            dt=self.dt,
+            scheme=str(c.get("scheme", "leapfrog")),
             hyperdiffusion_time=float(c.get("hyperdiffusion_days", 0.1)) * 86400.0,
-            mass_fixer=bool(c.get("mass_fixer", True)), noise_amplitude=float(c.get("noise_K", 0.1)),
-            pressure_levels=self.levels, device=device)
+            mass_fixer=bool(c.get("mass_fixer", True)),
+            noise_amplitude=float(c.get("noise_K", 0.1)),
+            pressure_levels=self.levels,
+            device=device,
+        )
 
     def describe(self) -> dict:
         d = super().describe()
-        d["levels"] = {"name": "level", "units": self.level_units, "values": list(self.levels),
-                       "fields": list(self.level_fields)}
+        d["levels"] = {
+            "name": "level",
+            "units": self.level_units,
+            "values": list(self.levels),
+            "fields": list(self.level_fields),
+        }
         d["n_model_levels"] = self.n_levels
         return d

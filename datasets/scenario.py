@@ -53,9 +53,10 @@ from __future__ import annotations
 import importlib
 import math
 import pkgutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import torch
@@ -108,7 +109,9 @@ class FieldSpec:
         if self.kind not in ("scalar", "vector"):
             raise ValueError(f"FieldSpec kind {self.kind!r}: use 'scalar' or 'vector'")
         if len(self.source) != (1 if self.kind == "scalar" else 2):
-            raise ValueError(f"a {self.kind} field needs {1 if self.kind == 'scalar' else 2} source components, got {self.source}")
+            raise ValueError(
+                f"a {self.kind} field needs {1 if self.kind == 'scalar' else 2} source components, got {self.source}"
+            )
 
     def to_dict(self) -> dict:
         d = {"kind": self.kind, "units": self.units, "long_name": self.long_name}
@@ -191,10 +194,14 @@ class Scenario:
     def __init__(self, cfg: Mapping[str, Any] | None = None):
         cfg = dict(cfg or {})
         if not self.band_limited and cfg.get("lmax") is not None:
-            raise ValueError(f"dataset.lmax={cfg['lmax']!r} does not apply to {self.name!r} (finite volume, not band-limited): "
-                             "leave it null and set the solver resolution with the dataset's own keys")
+            raise ValueError(
+                f"dataset.lmax={cfg['lmax']!r} does not apply to {self.name!r} (finite volume, not band-limited): "
+                "leave it null and set the solver resolution with the dataset's own keys"
+            )
         if not self.band_limited and cfg.get("output_lmax") is not None:
-            raise ValueError(f"dataset.output_lmax={cfg['output_lmax']!r} does not apply to {self.name!r} (finite volume, not band-limited)")
+            raise ValueError(
+                f"dataset.output_lmax={cfg['output_lmax']!r} does not apply to {self.name!r} (finite volume, not band-limited)"
+            )
         merged = dict(self.DEFAULTS)
         merged.update({k: v for k, v in cfg.items() if v is not None or k not in merged})
         if merged.get("lmax") is None:
@@ -337,7 +344,9 @@ class Scenario:
         for name, spec in self.fields.items():
             missing = [c for c in spec.source if c not in components]
             if missing:
-                raise KeyError(f"simulation of {self.name!r} returned {sorted(components)}, lacks {missing} for field {name!r}")
+                raise KeyError(
+                    f"simulation of {self.name!r} returned {sorted(components)}, lacks {missing} for field {name!r}"
+                )
             if spec.kind == "scalar":
                 out[name] = components[spec.source[0]].detach().cpu().double().numpy()
             else:
@@ -347,9 +356,11 @@ class Scenario:
     def refuse_step_longer_than_frames(self, dt: float | None, key: str = "dt") -> None:
         """``ValueError`` if a configured solver step ``dt`` exceeds the frame interval (never shortened silently)."""
         if dt is not None and float(dt) > self.dt_frame() * (1.0 + 1e-9):
-            raise ValueError(f"dataset.{key}={dt:g} {self.time_units} is longer than the frame interval {self.dt_frame():g} "
-                             f"{self.time_units}; a step is never shortened silently: choose dataset.{key} <= "
-                             f"{self.dt_frame():g} (a divisor of it)")
+            raise ValueError(
+                f"dataset.{key}={dt:g} {self.time_units} is longer than the frame interval {self.dt_frame():g} "
+                f"{self.time_units}; a step is never shortened silently: choose dataset.{key} <= "
+                f"{self.dt_frame():g} (a divisor of it)"
+            )
 
     def sanity_violations(self, values: Mapping[str, np.ndarray]) -> list[tuple[int, str]]:
         """``(batch index, description)`` of every trajectory whose stored ``values`` (``(B, ...)`` per
@@ -390,7 +401,9 @@ class Scenario:
             "n_trajectories": self.n_trajectories,
             "fields": {k: v.to_dict() for k, v in self.fields.items()},
             "parameters": list(self.sweep_index(0).keys()) + list(self.parameter_names_seeded()),
-            "parameter_units": {k: self.units_of(k) for k in list(self.sweep_index(0)) + list(self.parameter_names_seeded())},
+            "parameter_units": {
+                k: self.units_of(k) for k in list(self.sweep_index(0)) + list(self.parameter_names_seeded())
+            },
             "sweep": {k: [float(x) for x in v] for k, v in self.axes().items()},
             "n_seeds": int(self.cfg["n_seeds"]),
             "solver": self.solver_settings(),
@@ -450,8 +463,10 @@ def get_scenario(name: str, module: str | None = None) -> type[Scenario]:
             if e.name != mod:
                 raise
     if name not in _SCENARIOS:
-        raise ValueError(f"unknown dataset scenario {name!r}: available {available_scenarios()}; "
-                         f"add datasets/{name}.py registering it with @register_scenario({name!r})")
+        raise ValueError(
+            f"unknown dataset scenario {name!r}: available {available_scenarios()}; "
+            f"add datasets/{name}.py registering it with @register_scenario({name!r})"
+        )
     return _SCENARIOS[name]
 
 

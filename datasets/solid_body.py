@@ -73,7 +73,9 @@ class SolidBodySimulation:
         for name, f in (("h", h), ("u", u), ("v", v)):
             bad = ~torch.isfinite(f).flatten(1).all(1)
             if bad.any():
-                raise FloatingPointError(f"non-finite {name} in trajectory {int(bad.nonzero()[0])} of the batch at t={self.time}")
+                raise FloatingPointError(
+                    f"non-finite {name} in trajectory {int(bad.nonzero()[0])} of the batch at t={self.time}"
+                )
         return {"h": h, "u": u, "v": v}
 
 
@@ -106,8 +108,13 @@ class SolidBodyScenario(Scenario):
         z, psi = 2 * rng.random() - 1, 2 * math.pi * rng.random()
         r = math.sqrt(max(0.0, 1 - z * z))
         a, b = rng.standard_normal(3), rng.standard_normal(3)
-        return {"axis_x": r * math.cos(psi), "axis_y": r * math.sin(psi), "axis_z": z,
-                **{f"a_{c}": float(v) for c, v in zip("xyz", a)}, **{f"b_{c}": float(v) for c, v in zip("xyz", b)}}
+        return {
+            "axis_x": r * math.cos(psi),
+            "axis_y": r * math.sin(psi),
+            "axis_z": z,
+            **{f"a_{c}": float(v) for c, v in zip("xyz", a)},
+            **{f"b_{c}": float(v) for c, v in zip("xyz", b)},
+        }
 
     def spinup(self):
         return float(self.cfg.get("spinup", 0.5))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -55,7 +55,7 @@ class _Moments:
 
 def _mean_sq(m: _Moments) -> float:
     """Weighted mean of x^2 from the moments: mean^2 + variance."""
-    return m.mean ** 2 + (m.std ** 2 if m.w else float("nan"))
+    return m.mean**2 + (m.std**2 if m.w else float("nan"))
 
 
 def _weight_sum(w: np.ndarray, x: np.ndarray) -> float:
@@ -107,7 +107,7 @@ class FieldMoments:
             for lev, xl in enumerate(xs):
                 if self.vector:
                     s = self.sq[lev]
-                    s[0] += float((w * (xl ** 2).sum(-1)).sum())
+                    s[0] += float((w * (xl**2).sum(-1)).sum())
                     s[1] += _weight_sum(w, xl)
                     if ps is not None:
                         s[2] += float((w * ((xl - ps[lev]) ** 2).sum(-1)).sum())
@@ -132,11 +132,17 @@ class FieldMoments:
         ``{kind, rms, delta_rms}``; each value a number, or a list with one per level for frames with a level axis.
         ``delta_*`` are NaN when no trajectory had two frames."""
         if self.vector:
-            vals = {"rms": [math.sqrt(s[0] / s[1]) for s in self.sq],
-                    "delta_rms": [math.sqrt(s[2] / s[3]) if s[3] else float("nan") for s in self.sq]}
+            vals = {
+                "rms": [math.sqrt(s[0] / s[1]) for s in self.sq],
+                "delta_rms": [math.sqrt(s[2] / s[3]) if s[3] else float("nan") for s in self.sq],
+            }
         else:
-            vals = {"mean": [a.mean for a in self.x], "std": [a.std for a in self.x],
-                    "delta_mean": [a.mean if a.w else float("nan") for a in self.dx], "delta_std": [a.std for a in self.dx]}
+            vals = {
+                "mean": [a.mean for a in self.x],
+                "std": [a.std for a in self.x],
+                "delta_mean": [a.mean if a.w else float("nan") for a in self.dx],
+                "delta_std": [a.std for a in self.dx],
+            }
         entry = {"kind": "vector" if self.vector else "scalar"}
         for k, v in vals.items():
             entry[k] = float(v[0]) if self.n_levels is None else [float(x) for x in v]
@@ -148,14 +154,20 @@ class FieldMoments:
         if self.components is None:
             raise RuntimeError("FieldMoments(well=False) keeps no per-component moments: make it with well=True")
         mx, mdx = self.components
-        vals = {"mean": [m.mean for m in mx], "std": [m.std for m in mx], "mean_delta": [m.mean for m in mdx],
-                "std_delta": [m.std for m in mdx], "rms": [math.sqrt(_mean_sq(m)) for m in mx],
-                "rms_delta": [math.sqrt(_mean_sq(m)) for m in mdx]}
+        vals = {
+            "mean": [m.mean for m in mx],
+            "std": [m.std for m in mx],
+            "mean_delta": [m.mean for m in mdx],
+            "std_delta": [m.std for m in mdx],
+            "rms": [math.sqrt(_mean_sq(m)) for m in mx],
+            "rms_delta": [math.sqrt(_mean_sq(m)) for m in mdx],
+        }
         return {k: [float(x) for x in v] if self.vector else float(v[0]) for k, v in vals.items()}
 
 
-def stream_trajectory(read: Callable[[int, int], Mapping[str, np.ndarray]], n_frames: int,
-                      acc: Mapping[str, FieldMoments], w: np.ndarray) -> None:
+def stream_trajectory(
+    read: Callable[[int, int], Mapping[str, np.ndarray]], n_frames: int, acc: Mapping[str, FieldMoments], w: np.ndarray
+) -> None:
     """Feed one trajectory to the accumulators, a block of frames at a time.
 
     ``read(start, stop)`` gives ``{field: frames start:stop}`` for at least the fields of ``acc``.
@@ -205,7 +217,9 @@ def compute_stats(files: Iterable[str | os.PathLike], fields: Mapping[str, Mappi
         raise ValueError("no files to compute statistics from: the train split is empty; generate more trajectories")
     clash = sorted(set(fields) & set(WELL_STATS_KEYS)) if well else []
     if clash:
-        raise ValueError(f"fields {clash} are named like the Well's statistics keys {WELL_STATS_KEYS}: rename the fields")
+        raise ValueError(
+            f"fields {clash} are named like the Well's statistics keys {WELL_STATS_KEYS}: rename the fields"
+        )
     acc: dict[str, FieldMoments] = {}
     grid_key = None
     for path in files:
@@ -219,16 +233,24 @@ def compute_stats(files: Iterable[str | os.PathLike], fields: Mapping[str, Mappi
             elif key != grid_key:
                 raise ValueError(f"{path} is on grid {key}, other files on {grid_key}: one dataset has one grid")
             elif lkey != level_key:
-                raise ValueError(f"{path} has levels {lkey}, other files {level_key}: one dataset has one set of levels")
+                raise ValueError(
+                    f"{path} has levels {lkey}, other files {level_key}: one dataset has one set of levels"
+                )
             wet = read_mask(f)
             w = weights if wet is None else weights * wet  # masked dataset: statistics over wet points only
-            ds = {name: f["t1_fields" if spec["kind"] == "vector" else "t0_fields"][name] for name, spec in fields.items()}
+            ds = {
+                name: f["t1_fields" if spec["kind"] == "vector" else "t0_fields"][name] for name, spec in fields.items()
+            }
             for name, d in ds.items():
                 if name not in acc:
                     n_levels = None if levels is None or is_surface(d) else d.shape[2]
                     acc[name] = FieldMoments(fields[name]["kind"] == "vector", n_levels, well=well)
-            stream_trajectory(lambda a, b: {n: read_field(d, a, b) for n, d in ds.items()},
-                              int(f["dimensions"]["time"].shape[0]), acc, w)
+            stream_trajectory(
+                lambda a, b: {n: read_field(d, a, b) for n, d in ds.items()},
+                int(f["dimensions"]["time"].shape[0]),
+                acc,
+                w,
+            )
     out = {name: acc[name].entry() for name in fields}
     if well:
         per_field = {name: acc[name].well() for name in fields}

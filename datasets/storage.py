@@ -45,8 +45,8 @@ once complete: a file with its final name is always complete.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 import h5py
 import numpy as np
@@ -151,9 +151,23 @@ class TrajectoryWriter:
         inconsistent shapes (in :meth:`write_frame`).
     """
 
-    def __init__(self, path, *, dataset_name: str, grid: SphereGrid, lmax: int, trajectory_id: int,
-                 times, time_units: str, scalars: Mapping[str, tuple[float, str]], fields: Mapping[str, Mapping],
-                 levels=None, level_units: str = "hPa", level_fields: Iterable[str] | None = None, mask=None):
+    def __init__(
+        self,
+        path,
+        *,
+        dataset_name: str,
+        grid: SphereGrid,
+        lmax: int,
+        trajectory_id: int,
+        times,
+        time_units: str,
+        scalars: Mapping[str, tuple[float, str]],
+        fields: Mapping[str, Mapping],
+        levels=None,
+        level_units: str = "hPa",
+        level_fields: Iterable[str] | None = None,
+        mask=None,
+    ):
         self.path = Path(path)
         self.tmp = temp_path(self.path)
         self.grid = grid
@@ -166,11 +180,15 @@ class TrajectoryWriter:
         leveled = self.levels is not None
         if leveled:
             if self.levels.size == 0 or not np.isfinite(self.levels).all():
-                raise ValueError(f"levels={levels!r} must be a non-empty list of finite values ({level_units}); pass levels=None for a 2-D dataset")
+                raise ValueError(
+                    f"levels={levels!r} must be a non-empty list of finite values ({level_units}); pass levels=None for a 2-D dataset"
+                )
             self.level_fields = set(self.fields) if level_fields is None else {str(n) for n in level_fields}
             unknown = sorted(self.level_fields - set(self.fields))
             if unknown:
-                raise ValueError(f"level_fields {unknown} are not among the fields {list(self.fields)}: list only stored fields")
+                raise ValueError(
+                    f"level_fields {unknown} are not among the fields {list(self.fields)}: list only stored fields"
+                )
         else:
             self.level_fields = set()
         self.n_written = 0
@@ -200,8 +218,10 @@ class TrajectoryWriter:
         coords = [("time", self.times, str(time_units))]
         if leveled:
             coords.append(("level", self.levels, str(level_units)))
-        coords += [("lat", np.degrees(grid.lat.numpy()), "degrees_north"),
-                   ("lon", np.degrees(grid.lon.numpy()), "degrees_east")]
+        coords += [
+            ("lat", np.degrees(grid.lat.numpy()), "degrees_north"),
+            ("lon", np.degrees(grid.lon.numpy()), "degrees_east"),
+        ]
         for name, values, units in coords:
             d = dims.create_dataset(name, data=np.asarray(values, dtype=np.float64), track_times=False)
             d.attrs["units"] = units
@@ -374,7 +394,8 @@ def open_trajectory(path: str | os.PathLike, *, check_data: bool = False) -> h5p
     if problems:
         f.close()
         raise CorruptFileError(
-            f"trajectory file {path} is damaged or not in the dandelion layout: " + "; ".join(problems)
+            f"trajectory file {path} is damaged or not in the dandelion layout: "
+            + "; ".join(problems)
             + ". Delete it and rerun dandelion-generate with the same configuration to regenerate it"
         )
     return f
@@ -390,8 +411,10 @@ def _layout_problems(f: h5py.File, *, check_data: bool) -> list[str]:
     nlat, nlon = int(f.attrs["nlat"]), int(f.attrs["nlon"])
     leveled = "level" in f["dimensions"]
     if leveled != (int(f.attrs["n_spatial_dims"]) == 3):
-        problems.append(f"n_spatial_dims={int(f.attrs['n_spatial_dims'])} but dimensions/level is "
-                        + ("present" if leveled else "absent"))
+        problems.append(
+            f"n_spatial_dims={int(f.attrs['n_spatial_dims'])} but dimensions/level is "
+            + ("present" if leveled else "absent")
+        )
     for name, n in (("time", None), ("lat", nlat), ("lon", nlon)) + ((("level", None),) if leveled else ()):
         if name not in f["dimensions"]:
             problems.append(f"missing dimensions/{name}")
@@ -431,7 +454,9 @@ def _layout_problems(f: h5py.File, *, check_data: bool) -> list[str]:
     if "mask" in f:  # a masked dataset: mask/wet (nlat, nlon), 1 = ocean
         wet = f["mask"].get("wet")
         if wet is None or wet.shape != (nlat, nlon):
-            problems.append(f"mask/wet is {'missing' if wet is None else f'of shape {wet.shape}'}, expected ({nlat}, {nlon})")
+            problems.append(
+                f"mask/wet is {'missing' if wet is None else f'of shape {wet.shape}'}, expected ({nlat}, {nlon})"
+            )
     if check_data:
         for name in ("time", "lat", "lon") + (("level",) if leveled else ()):
             if not np.isfinite(f["dimensions"][name][()]).all():

@@ -29,6 +29,7 @@ from .well import WellFolder, is_well_folder
 
 __all__ = ["WindowDataset"]
 
+
 class WindowDataset(torch.utils.data.Dataset):
     """Windows of ``n_in`` input and ``n_out`` target frames over every trajectory of a split.
 
@@ -82,8 +83,13 @@ class WindowDataset(torch.utils.data.Dataset):
             self.stats = folder.load_stats(self.path)
         self.grid = SphereGrid(int(self.metadata["nlat"]), int(self.metadata["nlon"]), str(self.metadata["grid"]))
         self.levels = self.metadata.get("levels")  # None for 2-D datasets
-        self.layout = ChannelLayout(self.metadata["fields"], self.stats, self.grid, stats_source=str(self.path / "stats.yaml"),
-                                    levels=self.levels)
+        self.layout = ChannelLayout(
+            self.metadata["fields"],
+            self.stats,
+            self.grid,
+            stats_source=str(self.path / "stats.yaml"),
+            levels=self.levels,
+        )
         self._lat_deg = np.degrees(self.grid.lat.numpy())
         if self.well is not None:
             items = self.well.trajectories(self.split)
@@ -92,7 +98,9 @@ class WindowDataset(torch.utils.data.Dataset):
             self.files = [Path(f) for f in folder.list_split(self.path, self.split)]
             self.samples = [0] * len(self.files)
         if not self.files:
-            raise ValueError(f"split {self.split!r} of {self.path} holds no trajectory: check splits.json or regenerate the dataset")
+            raise ValueError(
+                f"split {self.split!r} of {self.path} holds no trajectory: check splits.json or regenerate the dataset"
+            )
         self.trajectory_ids, self.n_frames = [], []
         self.wet = None
         if self.well is not None:
@@ -110,25 +118,35 @@ class WindowDataset(torch.utils.data.Dataset):
         counts = [max(0, (t - span) // self.stride + 1) for t in self.n_frames]
         self._offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         if self._offsets[-1] == 0:
-            raise ValueError(f"split {self.split!r} of {self.path}: no trajectory has n_in + n_out = {span} frames (longest: {max(self.n_frames)}); use fewer frames")
+            raise ValueError(
+                f"split {self.split!r} of {self.path}: no trajectory has n_in + n_out = {span} frames (longest: {max(self.n_frames)}); use fewer frames"
+            )
         self._handles: OrderedDict = OrderedDict()
         self._pid = None
 
     def _check_file(self, h, f):
         for key in ("nlat", "nlon", "grid"):
             if key in h.attrs and str(h.attrs[key]) != str(self.metadata[key]):
-                raise ValueError(f"{f}: {key}={h.attrs[key]} but dataset.yaml says {self.metadata[key]}; the folder mixes grids: regenerate it")
+                raise ValueError(
+                    f"{f}: {key}={h.attrs[key]} but dataset.yaml says {self.metadata[key]}; the folder mixes grids: regenerate it"
+                )
         self._check_mask(h, f)
         lat = np.asarray(h["dimensions/lat"][:], dtype=np.float64)
         if lat.shape != (self.grid.nlat,) or not np.allclose(lat, self._lat_deg, atol=1e-6):
-            raise ValueError(f"{f}: dimensions/lat are not the rows of the {self.grid.grid} grid with nlat={self.grid.nlat} "
-                             "(row 0 northernmost, descending): the file is not in the dandelion layout; regenerate it")
+            raise ValueError(
+                f"{f}: dimensions/lat are not the rows of the {self.grid.grid} grid with nlat={self.grid.nlat} "
+                "(row 0 northernmost, descending): the file is not in the dandelion layout; regenerate it"
+            )
         for name in self.layout.scalars:
             if name not in h.get("t0_fields", {}):
-                raise ValueError(f"field {name!r} (scalar, listed in dataset.yaml) is missing from t0_fields of {f}: regenerate this trajectory")
+                raise ValueError(
+                    f"field {name!r} (scalar, listed in dataset.yaml) is missing from t0_fields of {f}: regenerate this trajectory"
+                )
         for name in self.layout.vectors:
             if name not in h.get("t1_fields", {}):
-                raise ValueError(f"field {name!r} (vector, listed in dataset.yaml) is missing from t1_fields of {f}: regenerate this trajectory")
+                raise ValueError(
+                    f"field {name!r} (vector, listed in dataset.yaml) is missing from t1_fields of {f}: regenerate this trajectory"
+                )
 
     def _check_mask(self, h, f):
         wet = read_mask(h)
@@ -136,13 +154,19 @@ class WindowDataset(torch.utils.data.Dataset):
             if self.metadata.get("masked"):
                 raise ValueError(f"{f} has no mask/wet but dataset.yaml says masked: true: regenerate this trajectory")
             if self.wet is not None:
-                raise ValueError(f"{f} has no mask/wet but other files of split {self.split!r} have one: regenerate this trajectory")
+                raise ValueError(
+                    f"{f} has no mask/wet but other files of split {self.split!r} have one: regenerate this trajectory"
+                )
             return
         wet = torch.from_numpy(wet)
         if self.wet is None and self.trajectory_ids:
-            raise ValueError(f"{f} has a mask/wet but earlier files of split {self.split!r} have none: regenerate the dataset")
+            raise ValueError(
+                f"{f} has a mask/wet but earlier files of split {self.split!r} have none: regenerate the dataset"
+            )
         if self.wet is not None and not torch.equal(wet, self.wet):
-            raise ValueError(f"{f}: mask/wet differs from the other files of split {self.split!r}; one mask per dataset is expected")
+            raise ValueError(
+                f"{f}: mask/wet differs from the other files of split {self.split!r}; one mask per dataset is expected"
+            )
         self.wet = wet
 
     # ------------------------------------------------------------------ lazy file handles

@@ -25,20 +25,17 @@ Exit status 0 when the folder is sound, 1 otherwise, 2 for a path that is not a 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
-from dandelion.cli import fail, guard
 
-from .generate import build_scenario
 from .folder import SPLITS, load_metadata, load_stats, read_checksums, sha256_file
+from .generate import build_scenario
 from .storage import CorruptFileError, file_levels, is_surface, open_trajectory, trajectory_filename
 
-__all__ = ["verify", "main"]
+__all__ = ["verify"]
 
 PROG = "dandelion-verify"
 
@@ -67,7 +64,9 @@ def verify(path, *, check_data: bool = True) -> list[str]:
     except (FileNotFoundError, CorruptFileError, ValueError) as e:
         return [f"{root / 'dataset.yaml'}: {e}"]
     if not meta.get("complete", False):
-        problems.append(f"{root / 'dataset.yaml'}: generation is not complete; rerun the same dandelion-generate command")
+        problems.append(
+            f"{root / 'dataset.yaml'}: generation is not complete; rerun the same dandelion-generate command"
+        )
     try:
         splits = json.loads((root / "splits.json").read_text())
     except (OSError, ValueError) as e:
@@ -108,7 +107,9 @@ def verify(path, *, check_data: bool = True) -> list[str]:
             for p in sorted(folder.iterdir()):
                 rel = f"{split}/{p.name}"
                 if p.name.endswith(".tmp"):
-                    problems.append(f"{p}: temporary leftover of an interrupted run; rerun dandelion-generate to clean it")
+                    problems.append(
+                        f"{p}: temporary leftover of an interrupted run; rerun dandelion-generate to clean it"
+                    )
                 elif rel not in listed:
                     problems.append(f"{p}: not listed in splits.json")
 
@@ -120,8 +121,10 @@ def verify(path, *, check_data: bool = True) -> list[str]:
             n_lev = _n_levels(meta, name)
             if not isinstance(entry, dict) or any(not _finite(entry.get(k), n_lev) for k in keys):
                 what = f"per-level lists of length {n_lev}" if n_lev else "single numbers"
-                problems.append(f"{root / 'stats.yaml'}: entry for field {name!r} missing or not finite (expected {what}); "
-                                "rerun the dandelion-generate command to rewrite it")
+                problems.append(
+                    f"{root / 'stats.yaml'}: entry for field {name!r} missing or not finite (expected {what}); "
+                    "rerun the dandelion-generate command to rewrite it"
+                )
     except (FileNotFoundError, CorruptFileError, ValueError) as e:
         problems.append(f"{root / 'stats.yaml'}: {e}")
     return problems
@@ -158,7 +161,9 @@ def _check_mask(p: Path, meta: dict, masks: list) -> list[str]:
     try:
         with open_trajectory(p) as f:
             if not meta.get("masked", False):
-                return [f"{p}: has a mask group but dataset.yaml does not mark the dataset masked"] if "mask" in f else []
+                return (
+                    [f"{p}: has a mask group but dataset.yaml does not mark the dataset masked"] if "mask" in f else []
+                )
             if "mask" not in f or "wet" not in f["mask"] or "wet_fraction" not in f["mask"]:
                 return [f"{p}: dataset.yaml marks the dataset masked but the file lacks mask/wet or mask/wet_fraction"]
             wet, frac = f["mask"]["wet"][()], f["mask"]["wet_fraction"][()]
@@ -192,7 +197,9 @@ def _check_file(p: Path, tid: int, meta: dict, fields: dict, check_data: bool = 
         if int(f.attrs["trajectory_id"]) != tid:
             out.append(f"{p}: trajectory_id={int(f.attrs['trajectory_id'])}, expected {tid}")
         if "parameters" in meta and [str(x) for x in f.attrs["simulation_parameters"]] != list(meta["parameters"]):
-            out.append(f"{p}: simulation_parameters {list(f.attrs['simulation_parameters'])} differ from dataset.yaml's {meta['parameters']}")
+            out.append(
+                f"{p}: simulation_parameters {list(f.attrs['simulation_parameters'])} differ from dataset.yaml's {meta['parameters']}"
+            )
         if scenario is not None:
             want = scenario.parameters(tid)
             got = {k: float(f["scalars"][k][()]) for k in f["scalars"]}
@@ -212,50 +219,23 @@ def _check_file(p: Path, tid: int, meta: dict, fields: dict, check_data: bool = 
             elif levels.tolist() != want:
                 out.append(f"{p}: dimensions/level {levels.tolist()} differ from dataset.yaml's {want}")
             elif "units" in lv and str(f["dimensions"]["level"].attrs.get("units")) != str(lv["units"]):
-                out.append(f"{p}: dimensions/level units {f['dimensions']['level'].attrs.get('units')!r}, dataset.yaml says {lv['units']!r}")
+                out.append(
+                    f"{p}: dimensions/level units {f['dimensions']['level'].attrs.get('units')!r}, dataset.yaml says {lv['units']!r}"
+                )
         for name, spec in fields.items():
             group = "t0_fields" if spec.get("kind") == "scalar" else "t1_fields"
             if name not in f[group]:
                 out.append(f"{p}: missing {group}/{name}")
                 continue
             if str(f[group][name].attrs["units"]) != str(spec.get("units")):
-                out.append(f"{p}: {group}/{name} units {f[group][name].attrs['units']!r}, dataset.yaml says {spec.get('units')!r}")
+                out.append(
+                    f"{p}: {group}/{name} units {f[group][name].attrs['units']!r}, dataset.yaml says {spec.get('units')!r}"
+                )
             if lv is not None and levels is not None:
                 leveled = name in lv.get("fields", [])
                 if leveled == is_surface(f[group][name]):
-                    out.append(f"{p}: {group}/{name} is stored as a {'surface' if leveled else 'level'} field, "
-                               f"dataset.yaml lists it {'among' if leveled else 'outside'} the level fields {list(lv.get('fields', []))}")
+                    out.append(
+                        f"{p}: {group}/{name} is stored as a {'surface' if leveled else 'level'} field, "
+                        f"dataset.yaml lists it {'among' if leveled else 'outside'} the level fields {list(lv.get('fields', []))}"
+                    )
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Console entry point: ``dandelion-verify DIR`` (prints problems; exit status 1 if any)."""
-    parser = argparse.ArgumentParser(prog=PROG, description="Check a dandelion dataset folder against its checksums and schema.")
-    parser.add_argument("path", help="dataset folder (the dataset.path of dandelion-generate)")
-    parser.add_argument("--no-data", action="store_true",
-                        help="skip decoding every frame (checksums and layout are still checked)")
-    parser.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
-    args = parser.parse_args(argv)
-    root = Path(args.path)
-    if not root.exists():
-        key, eq, value = args.path.partition("=")
-        if eq and key in ("path", "dataset.path") and Path(value).exists():  # the Hydra spelling of the other jobs
-            fail(PROG, f"{args.path!r} is not a folder: dandelion-verify takes the folder itself, as in "
-                       f"'dandelion-verify {value}' (no {key}=)")
-        fail(PROG, f"{root} does not exist: pass the dataset.path of a dandelion-generate run")
-    if not root.is_dir() or not (root / "dataset.yaml").is_file():
-        fail(PROG, f"{root} is not a Dandelion dataset folder (no dataset.yaml): pass the dataset.path of a "
-                   "dandelion-generate run")
-    with guard(PROG, args.debug):
-        problems = verify(args.path, check_data=not args.no_data)
-    for line in problems:
-        print(line)
-    if problems:
-        print(f"dandelion-verify: {len(problems)} problem(s) in {args.path}", file=sys.stderr)
-        return 1
-    print(f"dandelion-verify: {args.path} is sound")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -55,8 +55,16 @@ from dandelion.sphere import GRIDS, SphereGrid, analysis_lmax
 
 from .well_format import area_weighted_stats
 
-__all__ = ["UnsupportedGridError", "WellFolder", "is_well_folder", "well_split_files", "latitude_grid", "to_radians", "STATS_CACHE",
-           "LATITUDE_NAMES"]
+__all__ = [
+    "UnsupportedGridError",
+    "WellFolder",
+    "is_well_folder",
+    "well_split_files",
+    "latitude_grid",
+    "to_radians",
+    "STATS_CACHE",
+    "LATITUDE_NAMES",
+]
 
 log = logging.getLogger(__name__)
 
@@ -113,9 +121,17 @@ def latitude_grid(colat: np.ndarray, nlon: int | None = None) -> str | None:
 
 def _describe(colat_deg: np.ndarray) -> str:
     d = np.diff(colat_deg)
-    spacing = f"uniform spacing {d.mean():.4f} deg" if np.allclose(d, d.mean(), rtol=1e-4) else f"spacing {d.min():.4f}..{d.max():.4f} deg"
-    poles = "poles included" if np.isclose(colat_deg[0], 0.0, atol=1e-4) and np.isclose(colat_deg[-1], 180.0, atol=1e-4) else "poles excluded"
-    return (f"{len(colat_deg)} rows at colatitudes {colat_deg[0]:.4f}..{colat_deg[-1]:.4f} deg ({spacing}, {poles})")
+    spacing = (
+        f"uniform spacing {d.mean():.4f} deg"
+        if np.allclose(d, d.mean(), rtol=1e-4)
+        else f"spacing {d.min():.4f}..{d.max():.4f} deg"
+    )
+    poles = (
+        "poles included"
+        if np.isclose(colat_deg[0], 0.0, atol=1e-4) and np.isclose(colat_deg[-1], 180.0, atol=1e-4)
+        else "poles excluded"
+    )
+    return f"{len(colat_deg)} rows at colatitudes {colat_deg[0]:.4f}..{colat_deg[-1]:.4f} deg ({spacing}, {poles})"
 
 
 class WellFolder:
@@ -149,8 +165,10 @@ class WellFolder:
         self.path = Path(path)
         first = well_split_files(self.path, "train")
         if not first:
-            raise FileNotFoundError(f"{self.path / 'data' / 'train'} holds no .hdf5/.h5 file: not a dataset folder in the Well's layout "
-                                    "(expected DIR/data/{train,valid,test}/*.hdf5)")
+            raise FileNotFoundError(
+                f"{self.path / 'data' / 'train'} holds no .hdf5/.h5 file: not a dataset folder in the Well's layout "
+                "(expected DIR/data/{train,valid,test}/*.hdf5)"
+            )
         self.first_file = first[0]
         with h5py.File(self.first_file, "r") as f:
             self._inspect(f)
@@ -167,8 +185,10 @@ class WellFolder:
         lat_dims = [d for d in spatial if d.lower() in LATITUDE_NAMES]
         lon_dims = [d for d in spatial if d.lower() in _LON_NAMES]
         if len(spatial) != 2 or len(lat_dims) != 1 or len(lon_dims) != 1:
-            raise ValueError(f"{src}: spatial_dims={spatial}; Dandelion reads 2-D sphere data with one latitude dimension "
-                             f"(one of {sorted(LATITUDE_NAMES)}) and one longitude dimension (one of {list(_LON_NAMES)})")
+            raise ValueError(
+                f"{src}: spatial_dims={spatial}; Dandelion reads 2-D sphere data with one latitude dimension "
+                f"(one of {sorted(LATITUDE_NAMES)}) and one longitude dimension (one of {list(_LON_NAMES)})"
+            )
         self.spatial_dims = spatial
         self.lat_dim, self.lon_dim = lat_dims[0], lon_dims[0]
         self.lat_axis = spatial.index(self.lat_dim)  # 0: arrays are (..., lat, lon); 1: (..., lon, lat)
@@ -179,13 +199,19 @@ class WellFolder:
             colat = to_radians(raw, units, math.pi)
         else:
             colat = 0.5 * math.pi - to_radians(raw, units, 0.5 * math.pi)
-        lon = np.mod(to_radians(np.asarray(d_lon[()], dtype=np.float64).reshape(-1), str(d_lon.attrs.get("units", "")), 2 * math.pi),
-                     2 * math.pi)
+        lon = np.mod(
+            to_radians(
+                np.asarray(d_lon[()], dtype=np.float64).reshape(-1), str(d_lon.attrs.get("units", "")), 2 * math.pi
+            ),
+            2 * math.pi,
+        )
         self.source_colat = colat  # in the file's row order, radians
         self.flip = bool(colat[0] > colat[-1])
         order = colat[::-1] if self.flip else colat
         if np.any(np.diff(order) <= 0):
-            raise UnsupportedGridError(f"{src}: latitudes of {self.lat_dim!r} are not monotonic: Dandelion needs a latitude-longitude grid")
+            raise UnsupportedGridError(
+                f"{src}: latitudes of {self.lat_dim!r} are not monotonic: Dandelion needs a latitude-longitude grid"
+            )
         nlat, nlon = len(colat), len(lon)
         grid = latitude_grid(order, nlon)
         if grid is None:
@@ -193,18 +219,23 @@ class WellFolder:
                 f"{src}: the latitudes ({self.lat_dim!r}: {_describe(np.rad2deg(order))}) are not the rows of a grid Dandelion "
                 f"supports ({', '.join(GRIDS)}; torch-harmonics nodes). Resample the folder onto one first: "
                 f"`dandelion-well-resample src={self.path} dst=NEW_DIR grid=legendre-gauss` (or "
-                f"dandelion.datasets.well_resample.resample_well_folder(src, dst)), then train on NEW_DIR")
+                f"dandelion.datasets.well_resample.resample_well_folder(src, dst)), then train on NEW_DIR"
+            )
         ref_lon = 2 * math.pi * np.arange(nlon) / nlon
         if not np.allclose(lon, ref_lon, rtol=0.0, atol=_GRID_ATOL):
-            raise UnsupportedGridError(f"{src}: the longitudes ({self.lon_dim!r}, {nlon} values from {np.rad2deg(lon[0]):.4f} deg) are not "
-                                       f"2*pi*j/nlon: resample with `dandelion-well-resample src={self.path} dst=NEW_DIR`")
+            raise UnsupportedGridError(
+                f"{src}: the longitudes ({self.lon_dim!r}, {nlon} values from {np.rad2deg(lon[0]):.4f} deg) are not "
+                f"2*pi*j/nlon: resample with `dandelion-well-resample src={self.path} dst=NEW_DIR`"
+            )
         self.grid = SphereGrid(nlat, nlon, grid)
         self.fields, self.components = {}, {}
         for group, kind in (("t0_fields", "scalar"), ("t1_fields", "vector")):
             for name in [str(n) for n in f[group].attrs.get("field_names", list(f[group].keys()))]:
                 d = f[group][name]
                 if not bool(d.attrs.get("time_varying", True)):
-                    log.warning("%s: constant field %s/%s is not used by Dandelion's models (skipped)", src, group, name)
+                    log.warning(
+                        "%s: constant field %s/%s is not used by Dandelion's models (skipped)", src, group, name
+                    )
                     continue
                 units = str(d.attrs.get("units", "1"))
                 spec = {"kind": kind, "units": units, "long_name": str(d.attrs.get("long_name", name))}
@@ -213,7 +244,11 @@ class WellFolder:
                     spec["components"] = ["u", "v"]
                 self.fields[name] = spec
         if "t2_fields" in f and len(f["t2_fields"].attrs.get("field_names", [])):
-            log.warning("%s: tensor fields %s are not used by Dandelion's models (skipped)", src, list(f["t2_fields"].attrs["field_names"]))
+            log.warning(
+                "%s: tensor fields %s are not used by Dandelion's models (skipped)",
+                src,
+                list(f["t2_fields"].attrs["field_names"]),
+            )
         if not self.fields:
             raise ValueError(f"{src} has no time-varying t0/t1 field: nothing to learn")
         time = f["dimensions"]["time"]
@@ -221,8 +256,10 @@ class WellFolder:
         t = np.asarray(time[0] if self.time_sample_varying else time[()], dtype=np.float64)
         steps = np.diff(t)
         if len(t) < 2 or not np.allclose(steps, steps.mean(), rtol=1e-3, atol=0.0) or steps.mean() <= 0:
-            raise ValueError(f"{src}: dimensions/time is not uniformly increasing (steps {steps.min() if len(steps) else None}.."
-                             f"{steps.max() if len(steps) else None}): Dandelion needs frames at a fixed time step")
+            raise ValueError(
+                f"{src}: dimensions/time is not uniformly increasing (steps {steps.min() if len(steps) else None}.."
+                f"{steps.max() if len(steps) else None}): Dandelion needs frames at a fixed time step"
+            )
         self.dt_frame = float(steps.mean())
         self.time_units = "s" if str(f.attrs.get("time_units", "")) == "s" else "nondimensional"
         self.dataset_name = str(f.attrs.get("dataset_name", self.path.name))
@@ -236,10 +273,14 @@ class WellFolder:
         if names:
             if "u" in names and "v" in names:
                 return (names.index("u"), 1.0), (names.index("v"), 1.0)
-            raise ValueError(f"{self.first_file}: t1_fields/{name} has component_names {names}; expected 'u' (eastward) and 'v' (northward)")
+            raise ValueError(
+                f"{self.first_file}: t1_fields/{name} has component_names {names}; expected 'u' (eastward) and 'v' (northward)"
+            )
         if n != len(self.spatial_dims):
-            raise ValueError(f"{self.first_file}: t1_fields/{name} has {n} components for spatial_dims {self.spatial_dims}: "
-                             "add a component_names attribute ['u', 'v'] to say which is which")
+            raise ValueError(
+                f"{self.first_file}: t1_fields/{name} has {n} components for spatial_dims {self.spatial_dims}: "
+                "add a component_names attribute ['u', 'v'] to say which is which"
+            )
         east = self.spatial_dims.index(self.lon_dim)
         north = self.spatial_dims.index(self.lat_dim)
         sign = -1.0 if LATITUDE_NAMES[self.lat_dim.lower()] == "colat" else 1.0  # theta points south
@@ -249,12 +290,24 @@ class WellFolder:
         items = {s: self.trajectories(s) for s in _SPLITS}
         n_frames = [self.n_frames(p) for s in _SPLITS for p, _ in items[s][:1]]
         return {
-            "name": self.dataset_name, "grid": self.grid.grid, "nlat": self.grid.nlat, "nlon": self.grid.nlon,
-            "lmax": analysis_lmax(self.grid.nlat, self.grid.grid), "dt_frame": self.dt_frame, "time_units": self.time_units,
-            "n_frames": min(n_frames) if n_frames else None, "n_trajectories": sum(len(v) for v in items.values()),
-            "fields": self.fields, "parameters": self.parameters,
-            "source": {"layout": "the_well", "path": str(self.path), "spatial_dims": self.spatial_dims,
-                       "rows_flipped": self.flip, "components": {k: {"u": list(u), "v": list(v)} for k, (u, v) in self.components.items()}},
+            "name": self.dataset_name,
+            "grid": self.grid.grid,
+            "nlat": self.grid.nlat,
+            "nlon": self.grid.nlon,
+            "lmax": analysis_lmax(self.grid.nlat, self.grid.grid),
+            "dt_frame": self.dt_frame,
+            "time_units": self.time_units,
+            "n_frames": min(n_frames) if n_frames else None,
+            "n_trajectories": sum(len(v) for v in items.values()),
+            "fields": self.fields,
+            "parameters": self.parameters,
+            "source": {
+                "layout": "the_well",
+                "path": str(self.path),
+                "spatial_dims": self.spatial_dims,
+                "rows_flipped": self.flip,
+                "components": {k: {"u": list(u), "v": list(v)} for k, (u, v) in self.components.items()},
+            },
         }
 
     # ------------------------------------------------------------------ trajectories
@@ -286,19 +339,25 @@ class WellFolder:
         spatial = [str(d) for d in f["dimensions"].attrs.get("spatial_dims", [])]
         colat = f["dimensions"][self.lat_dim][()] if self.lat_dim in f["dimensions"] else None
         if spatial != self.spatial_dims or colat is None or len(colat) != len(self.source_colat):
-            raise ValueError(f"{path}: spatial layout {spatial} differs from {self.first_file} ({self.spatial_dims}): one folder, one grid")
+            raise ValueError(
+                f"{path}: spatial layout {spatial} differs from {self.first_file} ({self.spatial_dims}): one folder, one grid"
+            )
         for name, spec in self.fields.items():
             group = "t1_fields" if spec["kind"] == "vector" else "t0_fields"
             if name not in f[group]:
                 raise ValueError(f"{path}: field {group}/{name} (present in {self.first_file}) is missing")
 
-    def read(self, f: h5py.File, sample: int, start: int | None = None, stop: int | None = None) -> dict[str, np.ndarray]:
+    def read(
+        self, f: h5py.File, sample: int, start: int | None = None, stop: int | None = None
+    ) -> dict[str, np.ndarray]:
         """Frames ``start:stop`` of one trajectory of an open file, in our convention: scalars ``(T, nlat, nlon)``,
         vectors ``(T, nlat, nlon, 2)`` (u eastward, v northward), rows north first, float32."""
         out = {}
         for name, spec in self.fields.items():
             d = f["t1_fields" if spec["kind"] == "vector" else "t0_fields"][name]
-            a = np.asarray(d[sample, start:stop] if bool(d.attrs.get("sample_varying", True)) else d[start:stop], dtype=np.float32)
+            a = np.asarray(
+                d[sample, start:stop] if bool(d.attrs.get("sample_varying", True)) else d[start:stop], dtype=np.float32
+            )
             if self.lat_axis == 1:
                 a = np.swapaxes(a, 1, 2)
             if self.flip:
@@ -316,7 +375,11 @@ class WellFolder:
             return None
         with open(cache) as fh:
             data = yaml.safe_load(fh)
-        if not isinstance(data, dict) or data.get("grid") != self.grid.to_dict() or set(data.get("fields", {})) != set(self.fields):
+        if (
+            not isinstance(data, dict)
+            or data.get("grid") != self.grid.to_dict()
+            or set(data.get("fields", {})) != set(self.fields)
+        ):
             log.warning("%s was made for another grid or other fields: recomputing the statistics", cache)
             return None
         return data["fields"]
@@ -328,8 +391,14 @@ class WellFolder:
         log.info("computing area-weighted statistics of %s (train split; cached in %s)", self.path, STATS_CACHE)
         stats = area_weighted_stats(self, self.trajectories("train"))
         if os.access(self.path, os.W_OK):
-            write_yaml_atomic(self.path / STATS_CACHE, {"grid": self.grid.to_dict(), "fields": stats,
-                                                 "note": "area-weighted train-split statistics computed by Dandelion"})
+            write_yaml_atomic(
+                self.path / STATS_CACHE,
+                {
+                    "grid": self.grid.to_dict(),
+                    "fields": stats,
+                    "note": "area-weighted train-split statistics computed by Dandelion",
+                },
+            )
         else:
             log.warning("%s is read-only: the statistics are not cached and will be recomputed next time", self.path)
         return stats

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 import h5py
 
@@ -37,7 +37,14 @@ from .folder import SPLITS, list_split, load_metadata, load_stats, read_checksum
 from .statistics import WELL_STATS_KEYS, FieldMoments, compute_stats, stream_trajectory
 from .storage import CorruptFileError, open_trajectory, temp_path, write_boundary_conditions
 
-__all__ = ["WELL_STATS_KEYS", "well_stats", "folder_well_stats", "write_well_stats", "area_weighted_stats", "add_well_metadata"]
+__all__ = [
+    "WELL_STATS_KEYS",
+    "well_stats",
+    "folder_well_stats",
+    "write_well_stats",
+    "area_weighted_stats",
+    "add_well_metadata",
+]
 
 
 def area_weighted_stats(reader, items: Iterable[tuple[Path, int]]) -> dict:
@@ -127,7 +134,9 @@ def add_well_metadata(root) -> list[Path]:
                     continue
             rel = path.relative_to(root).as_posix()
             if rel in digests and sha256_file(path) != digests[rel]:
-                raise CorruptFileError(f"{path} does not match checksums.sha256: run dandelion-verify {root} and regenerate it first")
+                raise CorruptFileError(
+                    f"{path} does not match checksums.sha256: run dandelion-verify {root} and regenerate it first"
+                )
             tmp = temp_path(path)
             shutil.copyfile(path, tmp)
             try:

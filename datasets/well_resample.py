@@ -22,7 +22,6 @@ are averages over the old rows: close, not exact). Files are written under tempo
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import shutil
@@ -32,12 +31,11 @@ import h5py
 import numpy as np
 from scipy.interpolate import CubicSpline
 
-from dandelion.cli import guard
 from dandelion.sphere import SphereGrid
 
 from .well import LATITUDE_NAMES, to_radians, well_split_files
 
-__all__ = ["resample_well_folder", "resample_well_file", "main"]
+__all__ = ["resample_well_folder", "resample_well_file"]
 
 _BLOCK = 16  # frames interpolated at once
 
@@ -67,7 +65,9 @@ def _interp_block(a: np.ndarray, lat_axis: int, lon_axis: int, colat_in, colat_o
         x = np.concatenate([lon_in[lo], [lon_in[lo][0] + 2 * math.pi]])
         y = np.take(out, lo, axis=lon_axis)
         y = np.concatenate([y, np.take(y, [0], axis=lon_axis)], axis=lon_axis)
-        out = CubicSpline(x, y, axis=lon_axis, bc_type="periodic")(np.where(lon_out < x[0], lon_out + 2 * math.pi, lon_out))
+        out = CubicSpline(x, y, axis=lon_axis, bc_type="periodic")(
+            np.where(lon_out < x[0], lon_out + 2 * math.pi, lon_out)
+        )
     return out
 
 
@@ -102,7 +102,8 @@ def _resample_into(src: Path, tmp: Path, grid: SphereGrid) -> None:
             raise ValueError(
                 f"{src}: the {grid.grid} grid with nlat={grid.nlat} has rows at colatitudes {np.rad2deg(grid.colat[0].item()):.3f}.."
                 f"{np.rad2deg(grid.colat[-1].item()):.3f} deg, beyond the stored rows {np.rad2deg(lo):.3f}..{np.rad2deg(hi):.3f} deg: "
-                "use grid=legendre-gauss (poles excluded) or fewer rows")
+                "use grid=legendre-gauss (poles excluded) or fewer rows"
+            )
         new_lon = grid.lon.numpy()
         lon_out = None if (len(lon) == len(new_lon) and np.allclose(lon, new_lon, atol=1e-7)) else new_lon
         lat_axis_sp, lon_axis_sp = spatial.index(lat_dim), spatial.index(lon_dim)
@@ -112,7 +113,9 @@ def _resample_into(src: Path, tmp: Path, grid: SphereGrid) -> None:
             for k, v in f.attrs.items():
                 g.attrs[k] = v
             g.attrs["grid"] = grid.grid
-            g.attrs["resampled_from"] = f"{src.name}: {len(colat)} x {len(lon)} rows x columns, cubic splines (dandelion-well-resample)"
+            g.attrs["resampled_from"] = (
+                f"{src.name}: {len(colat)} x {len(lon)} rows x columns, cubic splines (dandelion-well-resample)"
+            )
             for name, obj in f.items():
                 if name in ("t0_fields", "t1_fields", "t2_fields", "dimensions", "boundary_conditions"):
                     continue
@@ -154,13 +157,25 @@ def _resample_into(src: Path, tmp: Path, grid: SphereGrid) -> None:
                 for name, d in f[group].items():
                     dv = [bool(x) for x in d.attrs.get("dim_varying", [True, True])]
                     if not all(dv):
-                        raise ValueError(f"{src}: {group}/{name} does not vary over every spatial dimension: not supported")
-                    sample_axis, time_axis = bool(d.attrs.get("sample_varying", True)), bool(d.attrs.get("time_varying", True))
+                        raise ValueError(
+                            f"{src}: {group}/{name} does not vary over every spatial dimension: not supported"
+                        )
+                    sample_axis, time_axis = (
+                        bool(d.attrs.get("sample_varying", True)),
+                        bool(d.attrs.get("time_varying", True)),
+                    )
                     lead = int(sample_axis) + int(time_axis)
                     shape = list(d.shape)
                     shape[lead + lat_axis_sp], shape[lead + lon_axis_sp] = grid.nlat, grid.nlon
-                    out = gg.create_dataset(name, shape=tuple(shape), dtype=d.dtype, chunks=tuple([1] * lead + shape[lead:]),
-                                            compression="gzip", compression_opts=4, shuffle=True)
+                    out = gg.create_dataset(
+                        name,
+                        shape=tuple(shape),
+                        dtype=d.dtype,
+                        chunks=tuple([1] * lead + shape[lead:]),
+                        compression="gzip",
+                        compression_opts=4,
+                        shuffle=True,
+                    )
                     for k, v in d.attrs.items():
                         out.attrs[k] = v
                     samples = range(d.shape[0]) if sample_axis else [None]
@@ -168,13 +183,17 @@ def _resample_into(src: Path, tmp: Path, grid: SphereGrid) -> None:
                     for smp in samples:
                         for t0 in range(0, n_frames, _BLOCK):
                             # index of this piece: (sample,) (time block,), each only where the axis exists
-                            idx = ((smp,) if sample_axis else ()) + ((slice(t0, min(n_frames, t0 + _BLOCK)),) if time_axis else ())
+                            idx = ((smp,) if sample_axis else ()) + (
+                                (slice(t0, min(n_frames, t0 + _BLOCK)),) if time_axis else ()
+                            )
                             off = int(time_axis)  # the time block keeps its axis
                             r = _interp_block(d[idx], off + lat_axis_sp, off + lon_axis_sp, colat, target, lon, lon_out)
                             out[idx] = r.astype(d.dtype)
 
 
-def resample_well_folder(src, dst, grid: str = "legendre-gauss", nlat: int | None = None, nlon: int | None = None) -> Path:
+def resample_well_folder(
+    src, dst, grid: str = "legendre-gauss", nlat: int | None = None, nlon: int | None = None
+) -> Path:
     """Resample every file of a Well-layout folder ``src`` onto a supported grid, into ``dst`` (same layout).
 
     Parameters
@@ -202,22 +221,3 @@ def resample_well_folder(src, dst, grid: str = "legendre-gauss", nlat: int | Non
     if (src / "stats.yaml").is_file():
         shutil.copyfile(src / "stats.yaml", dst / "stats.yaml")
     return dst
-
-
-def main(argv=None):
-    p = argparse.ArgumentParser(prog="dandelion-well-resample", description=__doc__.split("\n\n")[0])
-    p.add_argument("args", nargs="+", help="src=DIR dst=NEW_DIR [grid=legendre-gauss] [nlat=N] [nlon=N]")
-    args = list(p.parse_args(argv).args)
-    debug = "--debug" in args
-    kv = dict(a.split("=", 1) for a in args if a != "--debug" and "=" in a)
-    unknown = sorted(set(kv) - {"src", "dst", "grid", "nlat", "nlon"})
-    if unknown or "src" not in kv or "dst" not in kv:
-        p.error(f"expected src=DIR dst=NEW_DIR [grid=..] [nlat=..] [nlon=..]; unknown {unknown}")
-    if not (Path(kv["src"]) / "data" / "train").is_dir():
-        p.exit(2, f"dandelion-well-resample: error: src={kv['src']} is not a folder in the Well's layout (no data/train): "
-                  "pass the dataset's folder, e.g. WELL/datasets/planetswe after `the-well-download --base-path WELL "
-                  "--dataset planetswe`\n")
-    with guard("dandelion-well-resample", debug):
-        out = resample_well_folder(kv["src"], kv["dst"], kv.get("grid", "legendre-gauss"),
-                                   int(kv["nlat"]) if "nlat" in kv else None, int(kv["nlon"]) if "nlon" in kv else None)
-    print(f"resampled {kv['src']} onto {kv.get('grid', 'legendre-gauss')} in {out}")

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from dandelion.benchmarks.plotting import pyplot, save_figure
+from dandelion.reporting.plotting import pyplot, save_figure
 from dandelion.solvers.galewsky import canonical_galewsky
 from dandelion.sphere import SphereGrid
 
@@ -44,8 +44,10 @@ def main(argv=None):
     vmax = 1.5e-4
     ax = axes[0]
     im = ax.pcolormesh(lon, lat, vort, cmap="RdBu_r", vmin=-vmax, vmax=vmax, shading="nearest")
-    ax.set_title(f"Galewsky et al. (2004) canonical case: relative vorticity at day {args.days:g} "
-                 f"(lmax {args.lmax}, 256x512 equiangular)")
+    ax.set_title(
+        f"Galewsky et al. (2004) canonical case: relative vorticity at day {args.days:g} "
+        f"(lmax {args.lmax}, 256x512 equiangular)"
+    )
     ax.set_ylabel("latitude [deg]")
     ax.set_xlim(0, 360)
     fig.colorbar(im, ax=ax, label="1/s", shrink=0.9)
@@ -59,8 +61,10 @@ def main(argv=None):
     ax.set_title("contours every 2e-5 1/s, zero omitted (compare Galewsky et al. 2004, Fig. 4)")
     fig.tight_layout()
     save_figure(fig, args.out, dpi=110)
-    print(f"wrote {args.out} (lmax {args.lmax}, dt {args.dt} s, {wall:.0f} s of simulation wall time); "
-          f"vorticity range {vort.min():.3e} .. {vort.max():.3e} 1/s")
+    print(
+        f"wrote {args.out} (lmax {args.lmax}, dt {args.dt} s, {wall:.0f} s of simulation wall time); "
+        f"vorticity range {vort.min():.3e} .. {vort.max():.3e} 1/s"
+    )
 
 
 if __name__ == "__main__":

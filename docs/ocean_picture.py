@@ -27,8 +27,12 @@ def main(path: str, out: str, frame: int = -1) -> None:
     im = ax.pcolormesh(lon, lat, sst, cmap="RdYlBu_r", shading="nearest", vmin=-2, vmax=30)
     step = max(1, len(lon) // 32)
     ax.quiver(lon[::step], lat[::step], u[::step, ::step], v[::step, ::step], scale=8.0, width=0.002)
-    ax.set(xlabel="longitude (deg E)", ylabel="latitude (deg N)", ylim=(-90, 90),
-           title=f"global_ocean: upper-layer temperature (degC) and currents, stored day {day:.0f} (land grey)")
+    ax.set(
+        xlabel="longitude (deg E)",
+        ylabel="latitude (deg N)",
+        ylim=(-90, 90),
+        title=f"global_ocean: upper-layer temperature (degC) and currents, stored day {day:.0f} (land grey)",
+    )
     fig.colorbar(im, ax=ax, shrink=0.8, label="theta (degC)")
     fig.tight_layout()
     fig.savefig(out, dpi=110)

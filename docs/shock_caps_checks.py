@@ -1,8 +1,8 @@
 """Measurements quoted in docs/datasets/shock_caps.md: the Courant-number sweep, solver speed and the figure.
 
-    python docs/shock_caps_checks.py cfl      # stability / energy / positivity against the Courant number
-    python docs/shock_caps_checks.py speed    # wall time per unit simulated time, batch 1 and 8
-    python docs/shock_caps_checks.py figure   # docs/shock_caps_trajectory.png (h at four times)
+python docs/shock_caps_checks.py cfl      # stability / energy / positivity against the Courant number
+python docs/shock_caps_checks.py speed    # wall time per unit simulated time, batch 1 and 8
+python docs/shock_caps_checks.py figure   # docs/shock_caps_trajectory.png (h at four times)
 """
 
 from __future__ import annotations
@@ -46,8 +46,11 @@ def cfl_sweep(ny=24, t_end=0.4, values=(0.3, 0.45, 0.6, 0.8, 1.0, 1.2, 1.5)):
             worst = max(worst, float(((e_new - e) / e).max()))
             e, hmin = e_new, min(hmin, float(q[:, 0].min()))
         drift = float(((op.mass(q) - m0) / m0).abs().max()) if ok else float("nan")
-        print(f"cfl {cfl:4.2f}: {'stable' if ok else 'FAILED'}; worst energy increase per step {worst:.2e}; "
-              f"min h {hmin:.4f}; mass drift {drift:.1e}", flush=True)
+        print(
+            f"cfl {cfl:4.2f}: {'stable' if ok else 'FAILED'}; worst energy increase per step {worst:.2e}; "
+            f"min h {hmin:.4f}; mass drift {drift:.1e}",
+            flush=True,
+        )
 
 
 def speed(sizes=(32, 256), batches=(1, 8), n_steps=3, device="cpu"):
@@ -68,11 +71,16 @@ def speed(sizes=(32, 256), batches=(1, 8), n_steps=3, device="cpu"):
             if device != "cpu":
                 torch.cuda.synchronize()
             per_step = (time.perf_counter() - t0) / max(1, sim.n_steps - 1)
-            print(f"ny {ny} ({ny}x{2 * ny} cells) batch {B}: {per_step:.3f} s/step, {1 / dt:.0f} steps per unit time -> "
-                  f"{per_step / dt:.0f} s per unit time ({per_step / dt / B:.0f} s per trajectory and unit time)", flush=True)
+            print(
+                f"ny {ny} ({ny}x{2 * ny} cells) batch {B}: {per_step:.3f} s/step, {1 / dt:.0f} steps per unit time -> "
+                f"{per_step / dt:.0f} s per unit time ({per_step / dt / B:.0f} s per trajectory and unit time)",
+                flush=True,
+            )
 
 
-def figure(ny=64, nlat=64, nlon=128, K=4, delta=0.5, seed=1, times=(0.0, 0.15, 0.6, 1.5), out="docs/shock_caps_trajectory.png"):
+def figure(
+    ny=64, nlat=64, nlon=128, K=4, delta=0.5, seed=1, times=(0.0, 0.15, 0.6, 1.5), out="docs/shock_caps_trajectory.png"
+):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -80,8 +88,9 @@ def figure(ny=64, nlat=64, nlon=128, K=4, delta=0.5, seed=1, times=(0.0, 0.15, 0
 
     g, go = CalhounHelzelGrid(ny), SphereGrid(nlat, nlon)
     sim = FVShallowWaterSimulation(g, caps(g, K, delta, seed)[None])
-    fig, ax = plt.subplots(3, len(times), figsize=(4 * len(times), 10), gridspec_kw={"height_ratios": [1, 1.5, 1.5]},
-                           layout="constrained")
+    fig, ax = plt.subplots(
+        3, len(times), figsize=(4 * len(times), 10), gridspec_kw={"height_ratios": [1, 1.5, 1.5]}, layout="constrained"
+    )
     vmin, vmax = float(sim.q[0, 0].min()), float(sim.q[0, 0].max())
     c = g.centre.numpy().reshape(-1, 3)
     lon, lat = np.degrees(go.lon.numpy()), np.degrees(go.lat.numpy())

@@ -12,8 +12,9 @@ from .primitive_equations import PEState, PrimitiveEquations
 __all__ = ["jablonowski_williamson_state"]
 
 
-def jablonowski_williamson_state(eq: PrimitiveEquations, *, perturbation: bool = True, u0: float = 35.0,
-                                 up: float = 1.0, batch: int = 1):
+def jablonowski_williamson_state(
+    eq: PrimitiveEquations, *, perturbation: bool = True, u0: float = 35.0, up: float = 1.0, batch: int = 1
+):
     """Balanced baroclinic-wave initial state of Jablonowski & Williamson (2006, QJRMS 132, 2943-2975).
 
     Evaluates eqs. (2)-(3) (zonal wind), (6)-(7) (temperature), (10) (surface geopotential) and
@@ -41,14 +42,15 @@ def jablonowski_williamson_state(eq: PrimitiveEquations, *, perturbation: bool =
     A = -2 * sphi**6 * (cphi**2 + 1.0 / 3.0) + 10.0 / 63.0
     Bf = (8.0 / 5.0) * cphi**3 * (sphi**2 + 2.0 / 3.0) - math.pi / 4
     T = tbar + 0.75 * (eta * math.pi * u0 / R) * torch.sin(eta_v) * torch.cos(eta_v) ** 0.5 * (
-        A * 2 * u0 * torch.cos(eta_v) ** 1.5 + Bf * a * omega)
+        A * 2 * u0 * torch.cos(eta_v) ** 1.5 + Bf * a * omega
+    )
     ev_s = (1.0 - eta0) * math.pi / 2
     phis = u0 * math.cos(ev_s) ** 1.5 * (A * u0 * math.cos(ev_s) ** 1.5 + Bf * a * omega)  # (1, nlat, 1)
     u = u.expand(-1, -1, c.nlon).clone()
     if perturbation:
         lc, pc = math.pi / 9, 2 * math.pi / 9
         r = torch.arccos((math.sin(pc) * sphi + math.cos(pc) * cphi * torch.cos(lon - lc)).clamp(-1, 1))
-        u = u + up * torch.exp(-(r / 0.1) ** 2)
+        u = u + up * torch.exp(-((r / 0.1) ** 2))
     vort, div = c.uv_to_vrtdiv(u, torch.zeros_like(u))
     temp = c.to_spec(T.expand(-1, -1, c.nlon) - eq.T_ref.reshape(-1, 1, 1))
     lnps = c.to_spec(torch.full((c.nlat, c.nlon), math.log(1e5), dtype=torch.float64))

@@ -62,8 +62,15 @@ from dandelion.sphere import SphereGrid
 from .chained_turbulence import real_to_complex_coefficients
 from .integrators import ARS222, IMEX_EULER, imex_amplification, imex_runge_kutta
 from .spectral import SpectralCore
-from .time_stepping import (GeometricClock, Simulation, StabilityLimit, check_finite, enforce_limits,
-                            largest_stable_step, step_count)
+from .time_stepping import (
+    GeometricClock,
+    Simulation,
+    StabilityLimit,
+    check_finite,
+    enforce_limits,
+    largest_stable_step,
+    step_count,
+)
 
 __all__ = [
     "CH_MIN_LMAX",
@@ -125,8 +132,16 @@ def noise_band_limit(radius: float, cell_edge: float = 0.3) -> int:
     return int(round(math.pi * float(radius) / cell_edge))
 
 
-def initial_phi(rng: np.random.Generator, *, mean: float, variance: float, radius: float, lmax: int,
-                cell_area: float = 0.039, cell_edge: float = 0.3) -> torch.Tensor:
+def initial_phi(
+    rng: np.random.Generator,
+    *,
+    mean: float,
+    variance: float,
+    radius: float,
+    lmax: int,
+    cell_area: float = 0.039,
+    cell_edge: float = 0.3,
+) -> torch.Tensor:
     """Initial spectrum ``(lmax, lmax)`` complex128 of ``phi`` (docs/datasets/cahn_hilliard.md "IC", ours).
 
     Upstream draws one N(mean, variance) value per mesh cell (area ``cell_area`` ~ 0.039, edge 0.3):
@@ -149,7 +164,7 @@ def initial_phi(rng: np.random.Generator, *, mean: float, variance: float, radiu
     std = math.sqrt(variance * cell_area / radius**2)
     a = np.zeros((lc + 1, 2 * lc + 1))
     for l in range(1, lc + 1):
-        a[l, lc - l:lc + l + 1] = std * rng.standard_normal(2 * l + 1)
+        a[l, lc - l : lc + l + 1] = std * rng.standard_normal(2 * l + 1)
     a[0, lc] = mean * math.sqrt(4.0 * math.pi)
     c = real_to_complex_coefficients(a, lc + 1)
     out = torch.zeros(lmax, lmax, dtype=torch.complex128)
@@ -158,8 +173,9 @@ def initial_phi(rng: np.random.Generator, *, mean: float, variance: float, radiu
     return out
 
 
-def step_times(t0: float, t1: float, *, dt: float | None = None, growth: float = _GROWTH,
-               offset: float = _OFFSET) -> np.ndarray:
+def step_times(
+    t0: float, t1: float, *, dt: float | None = None, growth: float = _GROWTH, offset: float = _OFFSET
+) -> np.ndarray:
     """End times of the steps the driver takes from ``t0`` to ``t1`` (the last is exactly ``t1``), float64.
 
     Default: the reference geometric schedule, the driver's landing rule in the clock ``ln(t + c)``
@@ -290,8 +306,18 @@ class CahnHilliardSimulation(Simulation):
     name = "cahn_hilliard"
     time_units = "nondimensional"
 
-    def __init__(self, params: dict, phi0: torch.Tensor, *, lmax: int = CH_DEFAULT_LMAX, stabilizer: float = 2.0,
-                 scheme: str = "ars222", dt: float | None = None, record_energy: bool = False, device="cpu"):
+    def __init__(
+        self,
+        params: dict,
+        phi0: torch.Tensor,
+        *,
+        lmax: int = CH_DEFAULT_LMAX,
+        stabilizer: float = 2.0,
+        scheme: str = "ars222",
+        dt: float | None = None,
+        record_energy: bool = False,
+        device="cpu",
+    ):
         if scheme not in SCHEMES:
             raise ValueError(f"unknown Cahn-Hilliard scheme {scheme!r}: use one of {sorted(SCHEMES)}")
         self.scheme = scheme
@@ -310,14 +336,21 @@ class CahnHilliardSimulation(Simulation):
         if stabilizer < 0:
             raise ValueError(f"stabilizer={stabilizer} must be >= 0 (energy stability needs S >= max|f''|/2)")
         if tuple(phi0.shape) != (B, self.lmax, self.lmax):
-            raise ValueError(f"phi0 has shape {tuple(phi0.shape)}, expected (B, lmax, lmax) = {(B, self.lmax, self.lmax)}")
+            raise ValueError(
+                f"phi0 has shape {tuple(phi0.shape)}, expected (B, lmax, lmax) = {(B, self.lmax, self.lmax)}"
+            )
         if dt is not None and not dt > 0:
             raise ValueError(f"dt={dt} must be positive")
         self.batch = B
         self.core = SpectralCore(self.lmax, dealias=2.0, radius=1.0).to(self.device)
         self.equation = CahnHilliard(self.core, epsilon=eps, radius=R, D=D, a=a, stabilizer=stabilizer)
-        self.eps, self.radius, self.D, self.a, self.S = (self.equation.eps, self.equation.radius, self.equation.D,
-                                                         self.equation.a, self.equation.S)
+        self.eps, self.radius, self.D, self.a, self.S = (
+            self.equation.eps,
+            self.equation.radius,
+            self.equation.D,
+            self.equation.a,
+            self.equation.S,
+        )
         self.params = {"epsilon": eps, "radius": R}
         self.state = (phi0.to(torch.complex128).to(self.device) * self.core.mask).clone()
         self.dt = self.fixed_step = None if dt is None else float(dt)
@@ -343,9 +376,14 @@ class CahnHilliardSimulation(Simulation):
     def stability_limits(self):
         fpp = self.equation.max_curvature(self.state)
         limit = self.equation.largest_stable_step(SCHEMES[self.scheme], fpp)
-        return [StabilityLimit(f"linearised {self.scheme} (stabiliser S = {self.S:g})", limit,
-                               f"max f''(phi) = {float(fpp.max()):.3g} exceeds S, so the explicit part damps and "
-                               "the scheme can amplify decaying modes; raise the stabilizer or lower dt")]
+        return [
+            StabilityLimit(
+                f"linearised {self.scheme} (stabiliser S = {self.S:g})",
+                limit,
+                f"max f''(phi) = {float(fpp.max()):.3g} exceeds S, so the explicit part damps and "
+                "the scheme can amplify decaying modes; raise the stabilizer or lower dt",
+            )
+        ]
 
     def max_step(self) -> float:
         """The fixed ``dt``, or the reference schedule's 1% growth per step in the clock ``ln(t + c)``."""

@@ -90,8 +90,10 @@ MAX_CFL = 2.5 / math.pi
 def check_cfl_number(cfl: float) -> None:
     """Refuse a CFL number outside ``(0, MAX_CFL]`` (the message gives the largest safe one)."""
     if not 0 < float(cfl) <= MAX_CFL:
-        raise ValueError(f"cfl={cfl} is unsafe: the advective CFL number max|u| dt / (pi R / lmax) of ETDRK4 must lie in "
-                         f"(0, {MAX_CFL:.4f}] (|u k dt| <= 2.5 on the imaginary axis); the largest safe cfl is {MAX_CFL:.4f}")
+        raise ValueError(
+            f"cfl={cfl} is unsafe: the advective CFL number max|u| dt / (pi R / lmax) of ETDRK4 must lie in "
+            f"(0, {MAX_CFL:.4f}] (|u k dt| <= 2.5 on the imaginary axis); the largest safe cfl is {MAX_CFL:.4f}"
+        )
 
 
 def _as_tensor(x, device=None) -> torch.Tensor:
@@ -147,7 +149,9 @@ def operator_coefficients(r_over_lambda, kappa_lambda, *, radius: float = 1.0, t
     sig = torch.where(l <= own[..., None], sig, torch.full_like(sig, -math.inf))
     smax = sig.max(-1).values
     if (smax <= 0).any():
-        raise ValueError(f"no unstable degree for r={r.tolist()}, kappa*Lambda={kl.tolist()}: widen the band (larger kappa*Lambda)")
+        raise ValueError(
+            f"no unstable degree for r={r.tolist()}, kappa*Lambda={kl.tolist()}: widen the band (larger kappa*Lambda)"
+        )
     s = 1.0 / (tau * smax)
     return g0 * s, g2 * s, g4 * s
 
@@ -212,8 +216,9 @@ def real_to_complex_coefficients(a: dict[tuple[int, int], float] | np.ndarray, l
     return torch.from_numpy(c)
 
 
-def initial_vorticity(rng: np.random.Generator, r_over_lambda: float, kappa_lambda: float, lmax: int,
-                      amplitude: float = 1e-3) -> torch.Tensor:
+def initial_vorticity(
+    rng: np.random.Generator, r_over_lambda: float, kappa_lambda: float, lmax: int, amplitude: float = 1e-3
+) -> torch.Tensor:
     """Initial vorticity spectrum ``(lmax, lmax)`` complex128 (docs/datasets/chained_turbulence.md "IC").
 
     ``omega0 = amplitude * sum_{l=2..l_i} sum_{m=-l..l} a_lm Y_lm`` with ``a_lm ~ N(0, 1)`` drawn from
@@ -224,7 +229,7 @@ def initial_vorticity(rng: np.random.Generator, r_over_lambda: float, kappa_lamb
     li = ic_max_degree(r_over_lambda, kappa_lambda)
     a = np.zeros((li + 1, 2 * li + 1))
     for l in range(2, li + 1):
-        a[l, li - l:li + l + 1] = rng.standard_normal(2 * l + 1)
+        a[l, li - l : li + l + 1] = rng.standard_normal(2 * l + 1)
     c = real_to_complex_coefficients(a, li + 1)
     out = torch.zeros(lmax, lmax, dtype=torch.complex128)
     L = min(lmax, li + 1)
@@ -281,8 +286,18 @@ class ChainedTurbulenceSimulation(Simulation):
     radius = 1.0
     tau = 1.0
 
-    def __init__(self, params: dict, omega0: torch.Tensor, *, lmax: int = TURBULENCE_DEFAULT_LMAX, cfl: float = 0.2,
-                 dt_max: float = 0.05, advection: bool = True, linear: bool = True, device="cpu"):
+    def __init__(
+        self,
+        params: dict,
+        omega0: torch.Tensor,
+        *,
+        lmax: int = TURBULENCE_DEFAULT_LMAX,
+        cfl: float = 0.2,
+        dt_max: float = 0.05,
+        advection: bool = True,
+        linear: bool = True,
+        device="cpu",
+    ):
         if not dt_max > 0:
             raise ValueError(f"dt_max={dt_max} must be positive")
         check_cfl_number(cfl)
@@ -291,10 +306,14 @@ class ChainedTurbulenceSimulation(Simulation):
         r = _as_tensor(params["r_over_lambda"]).reshape(-1).cpu()  # tables are built on the CPU, then moved
         kl = _as_tensor(params["kappa_lambda"]).reshape(-1).cpu()
         if r.shape != kl.shape:
-            raise ValueError(f"r_over_lambda {tuple(r.shape)} and kappa_lambda {tuple(kl.shape)} must both have shape (B,)")
+            raise ValueError(
+                f"r_over_lambda {tuple(r.shape)} and kappa_lambda {tuple(kl.shape)} must both have shape (B,)"
+            )
         self.batch = r.shape[0]
         if tuple(omega0.shape) != (self.batch, self.lmax, self.lmax):
-            raise ValueError(f"omega0 has shape {tuple(omega0.shape)}, expected (B, lmax, lmax) = {(self.batch, self.lmax, self.lmax)}")
+            raise ValueError(
+                f"omega0 has shape {tuple(omega0.shape)}, expected (B, lmax, lmax) = {(self.batch, self.lmax, self.lmax)}"
+            )
         self.gammas = operator_coefficients(r, kl, radius=self.radius, tau=self.tau)
         self.core = SpectralCore(self.lmax, dealias=1.5, radius=self.radius).to(self.device)
         l = torch.arange(self.lmax, dtype=torch.float64)

@@ -78,8 +78,9 @@ class ConservativeRemap:
     ``(B, nlat, nlon)`` float64 (depth; eastward and northward momentum).
     """
 
-    def __init__(self, grid_in: CalhounHelzelGrid, grid_out: SphereGrid, *, pieces_per_width: float = 2.0,
-                 max_split: int = 512):
+    def __init__(
+        self, grid_in: CalhounHelzelGrid, grid_out: SphereGrid, *, pieces_per_width: float = 2.0, max_split: int = 512
+    ):
         self.grid_in, self.grid_out = grid_in, grid_out
         self.device = grid_in.area.device
         self.bounds = target_colat_bounds(grid_out)
@@ -95,8 +96,10 @@ class ConservativeRemap:
         expect = np.ones((nlat, nlon), dtype=bool)
         expect[pole_rows, 1:] = False
         if not np.array_equal(used.reshape(nlat, nlon), expect):
-            raise RuntimeError(f"remap to {grid_out}: {int((expect.ravel() & ~used).sum())} target cells got no "
-                               "piece; raise pieces_per_width")
+            raise RuntimeError(
+                f"remap to {grid_out}: {int((expect.ravel() & ~used).sum())} target cells got no "
+                "piece; raise pieces_per_width"
+            )
         inv = sp.diags(np.where(used, 1.0 / np.where(used, area_t, 1.0), 0.0))
         self.area_out = torch.from_numpy(area_t.reshape(nlat, nlon)).to(self.device)
         self._w = [self._to_torch(inv @ m) for m in mats]
@@ -106,8 +109,13 @@ class ConservativeRemap:
     def _to_torch(self, m: sp.spmatrix) -> torch.Tensor:
         m = m.tocoo()
         idx = torch.from_numpy(np.stack([m.row, m.col]).astype(np.int64))
-        return torch.sparse_coo_tensor(idx, torch.from_numpy(m.data), size=m.shape, dtype=torch.float64,
-                                       check_invariants=False).coalesce().to(self.device)
+        return (
+            torch.sparse_coo_tensor(
+                idx, torch.from_numpy(m.data), size=m.shape, dtype=torch.float64, check_invariants=False
+            )
+            .coalesce()
+            .to(self.device)
+        )
 
     def _split_per_cell(self, ppw: float, max_split: int) -> np.ndarray:
         g, go = self.grid_in, self.grid_out
@@ -154,8 +162,10 @@ class ConservativeRemap:
             t = (np.arange(m) + 0.5) / m - 0.5
             chunk = max(1, 500_000 // (m * m))
             for k in range(0, len(cells), chunk):
-                idx = cells[k:k + chunk]
-                corners = [x[:, 0, 0].numpy().reshape(-1, 3) for x in subdivision_corners(quad[torch.from_numpy(idx)], m)]
+                idx = cells[k : k + chunk]
+                corners = [
+                    x[:, 0, 0].numpy().reshape(-1, 3) for x in subdivision_corners(quad[torch.from_numpy(idx)], m)
+                ]
                 xi = np.broadcast_to(t[None, None, :], (len(idx), m, m)).ravel()
                 eta = np.broadcast_to(t[None, :, None], (len(idx), m, m)).ravel()
                 src = np.repeat(np.arange(len(idx)), m * m)
@@ -165,14 +175,21 @@ class ConservativeRemap:
                     tid = self._target(unit(A + B + C + D))
                     keep = np.ones(len(tid), dtype=bool)
                     if level < levels:
-                        keep = (self._target(A) == tid) & (self._target(B) == tid) & (self._target(C) == tid) & (self._target(D) == tid)
+                        keep = (
+                            (self._target(A) == tid)
+                            & (self._target(B) == tid)
+                            & (self._target(C) == tid)
+                            & (self._target(D) == tid)
+                        )
                     area = _tri(A[keep], B[keep], C[keep]) + _tri(A[keep], C[keep], D[keep])
                     out.append((tid[keep], src[keep], area, xi[keep], eta[keep]))
                     if keep.all():
                         break
                     A, B, C, D = (x[~keep] for x in corners)
                     ab, bc, cd, da, o = unit(A + B), unit(B + C), unit(C + D), unit(D + A), unit(A + B + C + D)
-                    corners = [np.concatenate(v) for v in ((A, ab, o, da), (ab, B, bc, o), (o, bc, C, cd), (da, o, cd, D))]
+                    corners = [
+                        np.concatenate(v) for v in ((A, ab, o, da), (ab, B, bc, o), (o, bc, C, cd), (da, o, cd, D))
+                    ]
                     h = 0.25 * size
                     x0, y0 = xi[~keep], eta[~keep]
                     xi = np.concatenate([x0 - h, x0 + h, x0 + h, x0 - h])

@@ -20,7 +20,7 @@ vector mapped by ``R_b``. The run is then the canonical-frame physics seen in th
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -33,10 +33,26 @@ from .spectral import SpectralCore
 from .time_stepping import Simulation, check_finite
 
 __all__ = [
-    "GALEWSKY_MIN_LMAX", "GALEWSKY_PARAMS", "SPEED_FACTOR", "JET_HALF_WIDTH", "BUMP_ALPHA", "BUMP_BETA", "FRAME_SECONDS",
-    "galewsky_default_dt", "hyperviscosity", "rotation_matrices", "jet_wind", "balanced_height", "bump_height",
-    "wrap_longitude", "galewsky_fields", "williamson2_fields", "ShallowWaterSimulation", "GalewskySimulation",
-    "canonical_galewsky", "williamson2_simulation",
+    "GALEWSKY_MIN_LMAX",
+    "GALEWSKY_PARAMS",
+    "SPEED_FACTOR",
+    "JET_HALF_WIDTH",
+    "BUMP_ALPHA",
+    "BUMP_BETA",
+    "FRAME_SECONDS",
+    "galewsky_default_dt",
+    "hyperviscosity",
+    "rotation_matrices",
+    "jet_wind",
+    "balanced_height",
+    "bump_height",
+    "wrap_longitude",
+    "galewsky_fields",
+    "williamson2_fields",
+    "ShallowWaterSimulation",
+    "GalewskySimulation",
+    "canonical_galewsky",
+    "williamson2_simulation",
 ]
 
 #: Minimum solver band limit (number of degrees) that resolves the card's physics: the upstream
@@ -52,8 +68,18 @@ JET_HALF_WIDTH = math.radians(20.0)
 BUMP_ALPHA = 1.0 / 3.0
 BUMP_BETA = 1.0 / 15.0
 #: Keys of the ``params`` dict of :class:`GalewskySimulation`, each a (B,) tensor.
-GALEWSKY_PARAMS = ("u_max", "phi_c", "h_hat", "H", "bump_lon", "bump_dlat",
-                   "rot_axis_x", "rot_axis_y", "rot_axis_z", "rot_angle")
+GALEWSKY_PARAMS = (
+    "u_max",
+    "phi_c",
+    "h_hat",
+    "H",
+    "bump_lon",
+    "bump_dlat",
+    "rot_axis_x",
+    "rot_axis_y",
+    "rot_axis_z",
+    "rot_angle",
+)
 #: Expected peak wind over the initial jet maximum: the speed of the up-front Courant limit.
 SPEED_FACTOR = 1.2
 
@@ -120,8 +146,16 @@ def _jets(lat, jets):
     return sum(jet_wind(lat, um, la, lb) for um, la, lb in jets)
 
 
-def balanced_height(lat: torch.Tensor, jets, *, radius=EARTH_RADIUS, omega=EARTH_OMEGA, gravity=GRAVITY,
-                    n_panels: int = 512, n_gauss: int = 16) -> torch.Tensor:
+def balanced_height(
+    lat: torch.Tensor,
+    jets,
+    *,
+    radius=EARTH_RADIUS,
+    omega=EARTH_OMEGA,
+    gravity=GRAVITY,
+    n_panels: int = 512,
+    n_gauss: int = 16,
+) -> torch.Tensor:
     """Height [m] in gradient-wind balance with the zonal jets, area mean 0 (Galewsky et al. 2004, eq. 3).
 
     ``dh/dphi = -(1/g) u (2 Omega R sin(phi) + u tan(phi))`` integrated from the south pole with
@@ -167,8 +201,9 @@ def _gauss(n, device):
     return torch.as_tensor(x, device=device), torch.as_tensor(w, device=device)
 
 
-def bump_height(lat: torch.Tensor, lon: torch.Tensor, h_hat, lat_c, lon_c, *, alpha: float = BUMP_ALPHA,
-                beta: float = BUMP_BETA) -> torch.Tensor:
+def bump_height(
+    lat: torch.Tensor, lon: torch.Tensor, h_hat, lat_c, lon_c, *, alpha: float = BUMP_ALPHA, beta: float = BUMP_BETA
+) -> torch.Tensor:
     """Height perturbation of Galewsky et al. (2004) eq. (4) [m]:
     ``h_hat cos(phi) exp(-(dlon/alpha)^2) exp(-((phi_c - phi)/beta)^2)`` with ``dlon`` the longitude
     difference to ``lon_c`` wrapped to ``(-pi, pi]`` (so the bump is whole across the 0/360 seam).
@@ -183,8 +218,7 @@ def _frame(points):
     return xyz.reshape(3, -1), east.reshape(3, -1), north.reshape(3, -1), xyz.shape[1:]
 
 
-def galewsky_fields(points, rot: torch.Tensor, jets, bumps, *, radius=EARTH_RADIUS, omega=EARTH_OMEGA,
-                    gravity=GRAVITY):
+def galewsky_fields(points, rot: torch.Tensor, jets, bumps, *, radius=EARTH_RADIUS, omega=EARTH_OMEGA, gravity=GRAVITY):
     """Galewsky-type initial fields ``(u, v, h)`` (B, ...) at given points of the output frame.
 
     Parameters
@@ -213,13 +247,25 @@ def galewsky_fields(points, rot: torch.Tensor, jets, bumps, *, radius=EARTH_RADI
     v = (w * north).sum(1)
     h = balanced_height(lat_p, jets, radius=radius, omega=omega, gravity=gravity)
     for h_hat, lat_c, lon_c in bumps:
-        h = h + bump_height(lat_p, lon_p, *(torch.as_tensor(t, dtype=torch.float64, device=dev).reshape(-1, 1) for t in (h_hat, lat_c, lon_c)))
+        h = h + bump_height(
+            lat_p,
+            lon_p,
+            *(torch.as_tensor(t, dtype=torch.float64, device=dev).reshape(-1, 1) for t in (h_hat, lat_c, lon_c)),
+        )
     B = rot.shape[0]
     return u.reshape(B, *shape), v.reshape(B, *shape), h.reshape(B, *shape)
 
 
-def williamson2_fields(points, axis: torch.Tensor, *, u0: float | None = None, gh0: float = 2.94e4,
-                       radius=EARTH_RADIUS, omega=EARTH_OMEGA, gravity=GRAVITY):
+def williamson2_fields(
+    points,
+    axis: torch.Tensor,
+    *,
+    u0: float | None = None,
+    gh0: float = 2.94e4,
+    radius=EARTH_RADIUS,
+    omega=EARTH_OMEGA,
+    gravity=GRAVITY,
+):
     """Williamson et al. (1992) case 2 for a planet rotating about ``axis`` (B, 3).
 
     Solid-body flow ``u = u0 a x r`` about the planet axis ``a`` with
@@ -273,8 +319,17 @@ class ShallowWaterSimulation(Simulation):
 
     name = "shallow water"
 
-    def __init__(self, equation: ShallowWater, state: SWState, *, dt: float, scheme: str, params: dict | None = None,
-                 expected_speed=0.0, check_every: int = 64):
+    def __init__(
+        self,
+        equation: ShallowWater,
+        state: SWState,
+        *,
+        dt: float,
+        scheme: str,
+        params: dict | None = None,
+        expected_speed=0.0,
+        check_every: int = 64,
+    ):
         self.equation = equation
         self.core = equation.core
         self.state = state
@@ -289,8 +344,14 @@ class ShallowWaterSimulation(Simulation):
 
     def _limit_args(self, speed) -> dict:
         eq = self.equation
-        return dict(lmax=self.core.lmax, radius=self.core.radius, max_speed=speed, scheme=self.scheme,
-                    gravity_wave_speed=torch.sqrt(eq.gravity * eq.H.reshape(-1)), diffusion=eq.nu.reshape(-1))
+        return dict(
+            lmax=self.core.lmax,
+            radius=self.core.radius,
+            max_speed=speed,
+            scheme=self.scheme,
+            gravity_wave_speed=torch.sqrt(eq.gravity * eq.H.reshape(-1)),
+            diffusion=eq.nu.reshape(-1),
+        )
 
     @property
     def batch_size(self) -> int:
@@ -331,14 +392,20 @@ class ShallowWaterSimulation(Simulation):
     def invariants(self) -> dict[str, torch.Tensor]:
         """Mass [m^3], energy [m^5/s^2], enstrophy, potential enstrophy, each (B,)."""
         eq, s = self.equation, self.state
-        return {"mass": eq.mass(s), "energy": eq.energy(s), "enstrophy": eq.enstrophy(s),
-                "potential_enstrophy": eq.potential_enstrophy(s)}
+        return {
+            "mass": eq.mass(s),
+            "energy": eq.energy(s),
+            "enstrophy": eq.enstrophy(s),
+            "potential_enstrophy": eq.potential_enstrophy(s),
+        }
 
 
 def _check_params(params: dict) -> tuple[dict, int]:
     missing = [k for k in GALEWSKY_PARAMS if k not in params]
     if missing:
-        raise ValueError(f"GalewskySimulation params lack {missing}; give every key of {GALEWSKY_PARAMS} as a (B,) tensor")
+        raise ValueError(
+            f"GalewskySimulation params lack {missing}; give every key of {GALEWSKY_PARAMS} as a (B,) tensor"
+        )
     out = {k: torch.as_tensor(params[k], dtype=torch.float64).reshape(-1) for k in GALEWSKY_PARAMS}
     sizes = {k: v.numel() for k, v in out.items()}
     B = max(sizes.values())
@@ -349,8 +416,10 @@ def _check_params(params: dict) -> tuple[dict, int]:
     if bool((out["H"] <= 0).any()):
         raise ValueError(f"mean depth H must be positive, got {out['H'].tolist()}")
     if bool((out["phi_c"] - JET_HALF_WIDTH <= 0).any() or (out["phi_c"] + JET_HALF_WIDTH >= math.pi / 2).any()):
-        raise ValueError(f"jet centre phi_c={out['phi_c'].tolist()} rad must lie in (20, 70) degrees so the jets "
-                         "(half-width 20 degrees) stay inside one hemisphere")
+        raise ValueError(
+            f"jet centre phi_c={out['phi_c'].tolist()} rad must lie in (20, 70) degrees so the jets "
+            "(half-width 20 degrees) stay inside one hemisphere"
+        )
     return out, B
 
 
@@ -386,8 +455,17 @@ class GalewskySimulation(ShallowWaterSimulation):
         For missing or inconsistent parameters, or a step violating the CFL limit.
     """
 
-    def __init__(self, params: dict, *, lmax: int, dt: float, nu: float, device="cpu", scheme: str = "ars343",
-                 viscosity: str = "hyper"):
+    def __init__(
+        self,
+        params: dict,
+        *,
+        lmax: int,
+        dt: float,
+        nu: float,
+        device="cpu",
+        scheme: str = "ars343",
+        viscosity: str = "hyper",
+    ):
         p, B = _check_params(params)
         if viscosity not in ("hyper", "laplacian"):
             raise ValueError(f"viscosity={viscosity!r}: use 'hyper' (card) or 'laplacian'")
@@ -408,21 +486,40 @@ class GalewskySimulation(ShallowWaterSimulation):
         bumps = [(p["h_hat"], p["phi_c"] + p["bump_dlat"], p["bump_lon"])]
         g = core.grid_spec
         u, v, h = galewsky_fields((g.xyz.to(device), g.east.to(device), g.north.to(device)), rot, jets, bumps)
-        super().__init__(eq, eq.state_from_grid(u, v, h), dt=dt, scheme=scheme, params=p,
-                         expected_speed=SPEED_FACTOR * p["u_max"].abs())
+        super().__init__(
+            eq,
+            eq.state_from_grid(u, v, h),
+            dt=dt,
+            scheme=scheme,
+            params=p,
+            expected_speed=SPEED_FACTOR * p["u_max"].abs(),
+        )
         self.rotation = rot
         self.lmax = int(lmax)
         self.nu4 = nu_eff if viscosity == "hyper" else None
 
 
-def canonical_galewsky(lmax: int, *, dt: float, nu: float = 1e5, h_hat: float = 120.0, scheme: str = "rk4",
-                       bump_lon: float = 0.0, rotation: torch.Tensor | None = None, device="cpu") -> ShallowWaterSimulation:
+def canonical_galewsky(
+    lmax: int,
+    *,
+    dt: float,
+    nu: float = 1e5,
+    h_hat: float = 120.0,
+    scheme: str = "rk4",
+    bump_lon: float = 0.0,
+    rotation: torch.Tensor | None = None,
+    device="cpu",
+) -> ShallowWaterSimulation:
     """The canonical case of Galewsky et al. (2004): one jet on ``pi/7 < phi < 5pi/14``, u_max = 80 m/s,
     H = 10 km, bump ``h_hat`` = 120 m at ``phi_2 = pi/4`` and longitude ``bump_lon``, Laplacian
     viscosity ``nu`` [m^2/s] on all fields (their §3.3 uses 1e5). ``rotation`` (3, 3) optionally
     tilts the planet (solver -> output frame). Batch size 1.
     """
-    rot = torch.eye(3, dtype=torch.float64)[None] if rotation is None else torch.as_tensor(rotation, dtype=torch.float64).reshape(1, 3, 3)
+    rot = (
+        torch.eye(3, dtype=torch.float64)[None]
+        if rotation is None
+        else torch.as_tensor(rotation, dtype=torch.float64).reshape(1, 3, 3)
+    )
     rot = rot.to(device)
     if not dt > 0:
         raise ValueError(f"time step dt={dt} must be positive")
@@ -434,23 +531,28 @@ def canonical_galewsky(lmax: int, *, dt: float, nu: float = 1e5, h_hat: float = 
     g = core.grid_spec
     u, v, h = galewsky_fields((g.xyz.to(device), g.east.to(device), g.north.to(device)), rot, jets, bumps)
     params = {"u_max": one(80.0), "h_hat": one(h_hat), "H": one(1e4)}
-    return ShallowWaterSimulation(eq, eq.state_from_grid(u, v, h), dt=dt, scheme=scheme, params=params,
-                                  expected_speed=SPEED_FACTOR * 80.0)
+    return ShallowWaterSimulation(
+        eq, eq.state_from_grid(u, v, h), dt=dt, scheme=scheme, params=params, expected_speed=SPEED_FACTOR * 80.0
+    )
 
 
-def williamson2_simulation(lmax: int, alpha, *, dt: float, scheme: str = "rk4", nlat: int | None = None,
-                           device="cpu") -> tuple[ShallowWaterSimulation, dict]:
+def williamson2_simulation(
+    lmax: int, alpha, *, dt: float, scheme: str = "rk4", nlat: int | None = None, device="cpu"
+) -> tuple[ShallowWaterSimulation, dict]:
     """Williamson case 2 for tilt angles ``alpha`` (B,) [rad] (axis ``(-sin a, 0, cos a)``), inviscid.
 
     Returns the simulation and the exact (steady) transform-grid fields ``{"u", "v", "h"}``.
     """
     alpha = torch.as_tensor(alpha, dtype=torch.float64).reshape(-1)
     axis = torch.stack([-torch.sin(alpha), torch.zeros_like(alpha), torch.cos(alpha)], -1).to(device)
-    core = SpectralCore(lmax, dealias=1.5, radius=EARTH_RADIUS, nlat=nlat, nlon=None if nlat is None else 2 * nlat).to(device)
+    core = SpectralCore(lmax, dealias=1.5, radius=EARTH_RADIUS, nlat=nlat, nlon=None if nlat is None else 2 * nlat).to(
+        device
+    )
     g = core.grid_spec
     u, v, h, H = williamson2_fields((g.xyz, g.east, g.north), axis)
     u0 = 2.0 * math.pi * EARTH_RADIUS / (12.0 * 86400.0)
     eq = ShallowWater(core, H=torch.full_like(alpha, H), axis=axis)
-    sim = ShallowWaterSimulation(eq, eq.state_from_grid(u, v, h), dt=dt, scheme=scheme, params={"alpha": alpha},
-                                 expected_speed=u0)
+    sim = ShallowWaterSimulation(
+        eq, eq.state_from_grid(u, v, h), dt=dt, scheme=scheme, params={"alpha": alpha}, expected_speed=u0
+    )
     return sim, {"u": u, "v": v, "h": h, "H": H}

@@ -119,8 +119,13 @@ def _sigma_ramp(sigma: torch.Tensor, sigma_b: float) -> torch.Tensor:
     return torch.clamp((sigma - sigma_b) / (1.0 - sigma_b), min=0.0)
 
 
-def thermal_relaxation_rate(lat: torch.Tensor, sigma: torch.Tensor, k_a: float = 1.0 / (40 * DAY),
-                            k_s: float = 1.0 / (4 * DAY), sigma_b: float = 0.7) -> torch.Tensor:
+def thermal_relaxation_rate(
+    lat: torch.Tensor,
+    sigma: torch.Tensor,
+    k_a: float = 1.0 / (40 * DAY),
+    k_s: float = 1.0 / (4 * DAY),
+    sigma_b: float = 0.7,
+) -> torch.Tensor:
     """Newtonian cooling rate ``k_T`` of Held & Suarez (1994), eq. (4), in 1/s.
 
     ``k_T = k_a + (k_s - k_a) max(0, (sigma - sigma_b)/(1 - sigma_b)) cos^4(lat)``; ``lat`` (rad)
@@ -162,8 +167,9 @@ class HeldSuarezForcing:
     p0: float = HS_CONSTANTS["p0"]
     kappa: float = HS_CONSTANTS["kappa"]
 
-    def temperature_tendency(self, T: torch.Tensor, sigma: torch.Tensor, ps: torch.Tensor,
-                             lat: torch.Tensor) -> torch.Tensor:
+    def temperature_tendency(
+        self, T: torch.Tensor, sigma: torch.Tensor, ps: torch.Tensor, lat: torch.Tensor
+    ) -> torch.Tensor:
         """``-k_T (T - T_eq)`` in K/s.
 
         Parameters
@@ -241,8 +247,9 @@ def explicit_frequency_bound(scheme: str) -> float:
     return 1.0 if scheme == "leapfrog" else CFL_LIMITS.get(scheme, 0.0)
 
 
-def held_suarez_time_step_limits(omega_factor, *, scheme: str = "leapfrog",
-                                 hyperdiffusion_time: float = 0.1 * DAY) -> list[StabilityLimit]:
+def held_suarez_time_step_limits(
+    omega_factor, *, scheme: str = "leapfrog", hyperdiffusion_time: float = 0.1 * DAY
+) -> list[StabilityLimit]:
     """Step limits of a Held-Suarez run known before it starts, per trajectory.
 
     Coriolis is explicit: ``f_max dt <= bound`` with ``f_max = 2 Omega omega_factor`` and the bound of
@@ -251,15 +258,32 @@ def held_suarez_time_step_limits(omega_factor, *, scheme: str = "leapfrog",
     so it is refused without hyperdiffusion (infinite ``hyperdiffusion_time``).
     """
     bound = explicit_frequency_bound(scheme)
-    f_max = 2.0 * HS_CONSTANTS["omega"] * torch.as_tensor(omega_factor, dtype=torch.float64).detach().cpu().reshape(-1).abs()
-    where = "leapfrog with explicit Coriolis: |f| dt <= 1" if scheme == "leapfrog" else \
-        f"explicit Coriolis in scheme {scheme!r}: |f| dt <= {bound}"
-    out = [StabilityLimit("inertial f*dt", bound / f_max.clamp(min=1e-300),
-                          f"{where} with f_max = 2 Omega omega_factor = {float(f_max.max()):.4g} 1/s")]
+    f_max = (
+        2.0
+        * HS_CONSTANTS["omega"]
+        * torch.as_tensor(omega_factor, dtype=torch.float64).detach().cpu().reshape(-1).abs()
+    )
+    where = (
+        "leapfrog with explicit Coriolis: |f| dt <= 1"
+        if scheme == "leapfrog"
+        else f"explicit Coriolis in scheme {scheme!r}: |f| dt <= {bound}"
+    )
+    out = [
+        StabilityLimit(
+            "inertial f*dt",
+            bound / f_max.clamp(min=1e-300),
+            f"{where} with f_max = 2 Omega omega_factor = {float(f_max.max()):.4g} 1/s",
+        )
+    ]
     if scheme == "ars222" and not math.isfinite(hyperdiffusion_time):
-        out.append(StabilityLimit("use of ARS(2,2,2) without hyperdiffusion", 0.0,
-                                  "its explicit part amplifies every oscillation (|R(iy)|^2 = 1 + y^4/4); "
-                                  "use the leapfrog or ars343, or a finite hyperdiffusion_time"))
+        out.append(
+            StabilityLimit(
+                "use of ARS(2,2,2) without hyperdiffusion",
+                0.0,
+                "its explicit part amplifies every oscillation (|R(iy)|^2 = 1 + y^4/4); "
+                "use the leapfrog or ars343, or a finite hyperdiffusion_time",
+            )
+        )
     return out
 
 
@@ -313,14 +337,30 @@ class HeldSuarezSimulation(Simulation):
     name = "held_suarez"
     check_every = 72
 
-    def __init__(self, params: dict, *, lmax: int = HELD_SUAREZ_MIN_LMAX, n_levels: int = 20, dt: float = 1200.0,
-                 hyperdiffusion_time: float = 0.1 * DAY, scheme: str = "leapfrog", mass_fixer: bool = True,
-                 tracer=True, forcing: bool = True, initial_temperature: float | None = None,
-                 noise_amplitude: float = 0.1, ps0: float = 1.0e5, pressure_levels=PRESSURE_LEVELS_HPA,
-                 reference_temperature: float = 300.0, device="cpu"):
+    def __init__(
+        self,
+        params: dict,
+        *,
+        lmax: int = HELD_SUAREZ_MIN_LMAX,
+        n_levels: int = 20,
+        dt: float = 1200.0,
+        hyperdiffusion_time: float = 0.1 * DAY,
+        scheme: str = "leapfrog",
+        mass_fixer: bool = True,
+        tracer=True,
+        forcing: bool = True,
+        initial_temperature: float | None = None,
+        noise_amplitude: float = 0.1,
+        ps0: float = 1.0e5,
+        pressure_levels=PRESSURE_LEVELS_HPA,
+        reference_temperature: float = 300.0,
+        device="cpu",
+    ):
         missing = [k for k in ("omega_factor", "delta_T_y", "delta_theta_z") if k not in params]
         if missing:
-            raise ValueError(f"HeldSuarezSimulation params lack {missing}; pass (B,) tensors for omega_factor, delta_T_y, delta_theta_z")
+            raise ValueError(
+                f"HeldSuarezSimulation params lack {missing}; pass (B,) tensors for omega_factor, delta_T_y, delta_theta_z"
+            )
         if int(lmax) != lmax or lmax < 4:
             raise ValueError(f"lmax={lmax} must be an integer >= 4 (T42 is lmax=43)")
         if not dt > 0:
@@ -347,9 +387,15 @@ class HeldSuarezSimulation(Simulation):
         else:
             self.tracer_forcing = tracer
         self.forcing_on = bool(forcing)
-        self.eq = PrimitiveEquations(self.core, self.coords, reference_temperature=reference_temperature,
-                                     omega=C["omega"] * p["omega_factor"], R=C["R"], kappa=C["kappa"],
-                                     forcing=self._forcing)
+        self.eq = PrimitiveEquations(
+            self.core,
+            self.coords,
+            reference_temperature=reference_temperature,
+            omega=C["omega"] * p["omega_factor"],
+            R=C["R"],
+            kappa=C["kappa"],
+            forcing=self._forcing,
+        )
         filt = hyperdiffusion_filter(self.core, 1.0, hyperdiffusion_time, 4)  # rate per second: -log(filt)
         self._hd_rate = -torch.log(filt)  # (lmax, 1)
         n = self.n
@@ -371,8 +417,9 @@ class HeldSuarezSimulation(Simulation):
     # ------------------------------------------------------------------ stability
     def time_step_limits(self) -> list[StabilityLimit]:
         """Limits known before the run (:func:`held_suarez_time_step_limits`)."""
-        return held_suarez_time_step_limits(self.params["omega_factor"], scheme=self.scheme,
-                                            hyperdiffusion_time=self.hyperdiffusion_time)
+        return held_suarez_time_step_limits(
+            self.params["omega_factor"], scheme=self.scheme, hyperdiffusion_time=self.hyperdiffusion_time
+        )
 
     def stability_limits(self) -> list[StabilityLimit]:
         """The advective Courant limit ``max|u| sqrt(L(L+1))/a dt <= bound`` on the current winds, per trajectory."""
@@ -383,8 +430,13 @@ class HeldSuarezSimulation(Simulation):
         L = c.lmax - 1
         k = math.sqrt(L * (L + 1)) / c.radius
         bound = explicit_frequency_bound(self.scheme)
-        return [StabilityLimit("advective Courant number", bound / (k * speed).clamp(min=1e-300),
-                               f"max|u| sqrt(L(L+1))/a dt <= {bound} (L = {L}; max|u| = {float(speed.max()):.1f} m/s)")]
+        return [
+            StabilityLimit(
+                "advective Courant number",
+                bound / (k * speed).clamp(min=1e-300),
+                f"max|u| sqrt(L(L+1))/a dt <= {bound} (L = {L}; max|u| = {float(speed.max()):.1f} m/s)",
+            )
+        ]
 
     # ------------------------------------------------------------------ stepping
     def _stepper(self, h: float):
@@ -434,10 +486,19 @@ class HeldSuarezSimulation(Simulation):
         sigma = self.eq.sigma
         if initial_temperature is None:
             lat = c.lat.reshape(1, 1, -1, 1)
-            teq = equilibrium_temperature(lat, ps0 * sigma.reshape(1, -1, 1, 1),
-                                          p["delta_T_y"].reshape(-1, 1, 1, 1), p["delta_theta_z"].reshape(-1, 1, 1, 1),
-                                          kappa=HS_CONSTANTS["kappa"], p0=HS_CONSTANTS["p0"])
-            T = (teq * c.weights).sum(-2, keepdim=True) / c.weights.sum() * torch.ones(1, 1, 1, c.nlon, dtype=torch.float64, device=self.device)
+            teq = equilibrium_temperature(
+                lat,
+                ps0 * sigma.reshape(1, -1, 1, 1),
+                p["delta_T_y"].reshape(-1, 1, 1, 1),
+                p["delta_theta_z"].reshape(-1, 1, 1, 1),
+                kappa=HS_CONSTANTS["kappa"],
+                p0=HS_CONSTANTS["p0"],
+            )
+            T = (
+                (teq * c.weights).sum(-2, keepdim=True)
+                / c.weights.sum()
+                * torch.ones(1, 1, 1, c.nlon, dtype=torch.float64, device=self.device)
+            )
             T = T.expand(B, n, c.nlat, c.nlon)
         else:
             T = torch.full((B, n, c.nlat, c.nlon), float(initial_temperature), dtype=torch.float64, device=self.device)
@@ -484,16 +545,25 @@ class HeldSuarezSimulation(Simulation):
         g = self.eq.grid_state(self.x)
         pl = self.pressure_levels * 100.0
         sig = self.eq.sigma
-        T = interpolate_to_pressure(g["T"], sig, g["ps"], pl, lapse_rate=6.5e-3, R=HS_CONSTANTS["R"], gravity=HS_CONSTANTS["gravity"])
+        T = interpolate_to_pressure(
+            g["T"], sig, g["ps"], pl, lapse_rate=6.5e-3, R=HS_CONSTANTS["R"], gravity=HS_CONSTANTS["gravity"]
+        )
         u = interpolate_to_pressure(g["u"], sig, g["ps"], pl)
         v = interpolate_to_pressure(g["v"], sig, g["ps"], pl)
         q = interpolate_to_pressure(g["q"], sig, g["ps"], pl)
         vort, div = c.uv_to_vrtdiv(u, v)
         uo, vo = c.synthesise_uv(vort, div, grid)
-        out = {"T": c.synthesise(c.to_spec(T), grid), "u": uo, "v": vo,
-               "ps": c.synthesise(c.to_spec(g["ps"]), grid), "tracer": c.synthesise(c.to_spec(q), grid)}
+        out = {
+            "T": c.synthesise(c.to_spec(T), grid),
+            "u": uo,
+            "v": vo,
+            "ps": c.synthesise(c.to_spec(g["ps"]), grid),
+            "tracer": c.synthesise(c.to_spec(q), grid),
+        }
         for k, f in out.items():
             bad = ~torch.isfinite(f).flatten(1).all(1)
             if bool(bad.any()):
-                raise FloatingPointError(f"non-finite {k} in Held-Suarez trajectory {int(bad.nonzero()[0])} at t={self.time} s")
+                raise FloatingPointError(
+                    f"non-finite {k} in Held-Suarez trajectory {int(bad.nonzero()[0])} at t={self.time} s"
+                )
         return out

@@ -48,16 +48,35 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 __all__ = [
-    "tree_map", "tree_add", "tree_scale", "tree_axpy", "tree_leaves",
-    "IMEXTableau", "ButcherTableau", "ARS222", "ARS343", "RK4", "FORWARD_EULER", "IMEX_EULER",
-    "imex_runge_kutta", "explicit_runge_kutta", "integrate", "make_stepper", "SCHEMES", "imex_amplification",
-    "SemiImplicitLeapfrog", "phi_functions", "ETDRK2", "ETDRK4",
+    "tree_map",
+    "tree_add",
+    "tree_scale",
+    "tree_axpy",
+    "tree_leaves",
+    "IMEXTableau",
+    "ButcherTableau",
+    "ARS222",
+    "ARS343",
+    "RK4",
+    "FORWARD_EULER",
+    "IMEX_EULER",
+    "imex_runge_kutta",
+    "explicit_runge_kutta",
+    "integrate",
+    "make_stepper",
+    "SCHEMES",
+    "imex_amplification",
+    "SemiImplicitLeapfrog",
+    "phi_functions",
+    "ETDRK2",
+    "ETDRK4",
 ]
 
 
@@ -70,8 +89,11 @@ def tree_map(fn: Callable, state: Any, *rest: Any) -> Any:
     if isinstance(state, torch.Tensor):
         return fn(state, *rest)
     if dataclasses.is_dataclass(state) and not isinstance(state, type):
-        kw = {f.name: tree_map(fn, getattr(state, f.name), *[getattr(r, f.name) for r in rest])
-              for f in dataclasses.fields(state) if f.init}
+        kw = {
+            f.name: tree_map(fn, getattr(state, f.name), *[getattr(r, f.name) for r in rest])
+            for f in dataclasses.fields(state)
+            if f.init
+        }
         return dataclasses.replace(state, **kw)
     if isinstance(state, tuple) and hasattr(state, "_fields"):  # namedtuple
         return type(state)(*[tree_map(fn, s, *[r[i] for r in rest]) for i, s in enumerate(state)])
@@ -191,8 +213,9 @@ RK4 = ButcherTableau(
 FORWARD_EULER = ButcherTableau(a=((0,),), b=(1.0,), c=(0.0,), name="euler")
 
 #: Forward-backward (IMEX) Euler in the Ascher-Ruuth-Spiteri form: ``U = (I - h L)^-1 (u + h N(u))``.
-IMEX_EULER = IMEXTableau(a_ex=((0, 0), (1, 0)), a_im=((0, 0), (0, 1)), b_ex=(1, 0), b_im=(0, 1), c=(0, 1.0),
-                         name="imex_euler")
+IMEX_EULER = IMEXTableau(
+    a_ex=((0, 0), (1, 0)), a_im=((0, 0), (0, 1)), b_ex=(1, 0), b_im=(0, 1), c=(0, 1.0), name="imex_euler"
+)
 
 
 # ---------------------------------------------------------------------------- steppers
@@ -213,7 +236,7 @@ def imex_runge_kutta(tableau: IMEXTableau, equation, time_step: float) -> Callab
     h = float(time_step)
     T = tableau
     s = len(T.c)
-    stiff_acc = (tuple(T.b_ex) == tuple(T.a_ex[-1]) and tuple(T.b_im) == tuple(T.a_im[-1]) and T.c[-1] == 1.0)
+    stiff_acc = tuple(T.b_ex) == tuple(T.a_ex[-1]) and tuple(T.b_im) == tuple(T.a_im[-1]) and T.c[-1] == 1.0
     need_N = [any(T.a_ex[i][j] != 0 for i in range(j + 1, s)) or (not stiff_acc and T.b_ex[j] != 0) for j in range(s)]
     need_G = [any(T.a_im[i][j] != 0 for i in range(j + 1, s)) or (not stiff_acc and T.b_im[j] != 0) for j in range(s)]
 
@@ -444,7 +467,9 @@ class ETDRK2:
         e, p1, p2 = phi_functions(linear.to(torch.float64) * h, kmax=2)
         self.e, self.hp1, self.hp2 = e, h * p1, h * p2
 
-    def step(self, u: torch.Tensor, nonlinear: Callable[[torch.Tensor], torch.Tensor], nu: torch.Tensor | None = None) -> torch.Tensor:
+    def step(
+        self, u: torch.Tensor, nonlinear: Callable[[torch.Tensor], torch.Tensor], nu: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """``u(t + dt)``; ``nu = N(u)`` may be passed if already computed."""
         nu = nonlinear(u) if nu is None else nu
         a = self.e * u + self.hp1 * nu
@@ -477,7 +502,9 @@ class ETDRK4:
         self.f2 = 2.0 * h * (p2 - 2.0 * p3)  # the weight of N(a) + N(b), i.e. 2 f2 of Cox-Matthews
         self.f3 = h * (-p2 + 4.0 * p3)
 
-    def step(self, u: torch.Tensor, nonlinear: Callable[[torch.Tensor], torch.Tensor], nu: torch.Tensor | None = None) -> torch.Tensor:
+    def step(
+        self, u: torch.Tensor, nonlinear: Callable[[torch.Tensor], torch.Tensor], nu: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """``u(t + dt)``; ``nu = N(u)`` may be passed if already computed."""
         nu = nonlinear(u) if nu is None else nu
         a = self.e2 * u + self.q * nu

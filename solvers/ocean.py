@@ -89,7 +89,7 @@ class OceanParams:
     visc: object = 1.5e5
     kappa_gm: object = 1000.0
     kappa_d: object = 3.0e-5
-    kappa_T: float = 1000.0
+    kappa_T: object = None
     tau_T: object = 60.0 * 86400.0
     tau_S: object = 180.0 * 86400.0
     tau0: float = 0.1
@@ -115,7 +115,7 @@ class OceanState:
     hT: torch.Tensor
     hS: torch.Tensor
 
-    def combine(self, a: float, other: "OceanState", b: float) -> "OceanState":
+    def combine(self, a: float, other: OceanState, b: float) -> OceanState:
         return OceanState(*(a * x + b * y for x, y in zip(self.astuple(), other.astuple())))
 
     def astuple(self):
@@ -132,8 +132,9 @@ def _per_traj(x, B: int, device) -> torch.Tensor:
     return t.reshape(B, 1, 1, 1)
 
 
-def stable_dt(grid: OceanGrid, params: OceanParams, state: OceanState | None = None,
-              b1_max: float | None = None) -> tuple[float, str]:
+def stable_dt(
+    grid: OceanGrid, params: OceanParams, state: OceanState | None = None, b1_max: float | None = None
+) -> tuple[float, str]:
     """Largest safe SSP-RK3 step (s) for this grid and these settings, and the limiting process.
 
     Gravity waves, advection and rotation are imaginary-axis eigenvalues of size
@@ -146,7 +147,7 @@ def stable_dt(grid: OceanGrid, params: OceanParams, state: OceanState | None = N
     """
     wet_rows = grid.wet.sum(-1) > 0
     dx = grid.dx.reshape(-1)[wet_rows].min().item()
-    k2 = 1.0 / dx ** 2 + 1.0 / grid.dy ** 2
+    k2 = 1.0 / dx**2 + 1.0 / grid.dy**2
     H = [float(x) for x in params.H[: params.n_layers]]
     if b1_max is None:
         b1_max = GRAVITY * (params.alpha * 40.0 + params.beta_S * 5.0) + params.g2  # generous: T - T2 <= 40 K
@@ -159,12 +160,16 @@ def stable_dt(grid: OceanGrid, params: OceanParams, state: OceanState | None = N
     f_max = 2.0 * grid.omega
     lam_imag = 2.0 * (math.sqrt(c2) + umax) * math.sqrt(k2) + f_max
     visc = float(torch.as_tensor(params.visc).max())
-    kap = max(float(torch.as_tensor(params.kappa_gm).max()), params.kappa_T)
+    kappa_T = params.kappa_gm if params.kappa_T is None else params.kappa_T
+    kap = max(float(torch.as_tensor(params.kappa_gm).max()), float(torch.as_tensor(kappa_T).max()))
     lam_visc, lam_diff = 4.0 * visc * k2, 4.0 * kap * k2
     lam_real = lam_visc + lam_diff + params.drag
     dt = _SAFETY / (lam_imag / _C_IMAG + lam_real / _C_REAL)
-    parts = {"gravity waves/advection/rotation": lam_imag / _C_IMAG, "viscosity": lam_visc / _C_REAL,
-             "thickness/tracer diffusion": lam_diff / _C_REAL}
+    parts = {
+        "gravity waves/advection/rotation": lam_imag / _C_IMAG,
+        "viscosity": lam_visc / _C_REAL,
+        "thickness/tracer diffusion": lam_diff / _C_REAL,
+    }
     return dt, max(parts, key=parts.get)
 
 
@@ -210,12 +215,16 @@ class OceanModel:
         self.H = torch.tensor(params.H[: params.n_layers], dtype=torch.float64, device=grid.device).reshape(1, -1, 1, 1)
         safe, why = forced_stable_dt(grid, params)
         if not 0.0 < self.dt <= safe:
-            raise ValueError(f"dt={self.dt:g} s is above the stability limit of this ocean configuration: the largest "
-                             f"safe step is {safe:.0f} s (limited by {why}); pass dt <= {math.floor(safe)}")
+            raise ValueError(
+                f"dt={self.dt:g} s is above the stability limit of this ocean configuration: the largest "
+                f"safe step is {safe:.0f} s (limited by {why}); pass dt <= {math.floor(safe)}"
+            )
         dev = grid.device
         self.visc = _per_traj(params.visc, self.B, dev)
         self.kappa_gm = _per_traj(params.kappa_gm, self.B, dev)
         self.kappa_d = _per_traj(params.kappa_d, self.B, dev)[:, :, 0]  # (B, 1, 1)
+        kappa_T = params.kappa_gm if params.kappa_T is None else params.kappa_T  # Redi = GM by default
+        self.kappa_T = _per_traj(kappa_T, self.B, dev)[:, :, 0]  # (B, 1, 1)
         self.inv_tau_T = 1.0 / _per_traj(params.tau_T, self.B, dev)[:, :, 0]
         self.inv_tau_S = 1.0 / _per_traj(params.tau_S, self.B, dev)[:, :, 0]
 
@@ -270,6 +279,10 @@ class OceanModel:
         udx = g.pad_rows(u * g.dx)
         circ = (v - g.west(v)) * g.dy - (udx[..., 1:, :] - udx[..., :-1, :])
         zeta = circ / g.area_c
+        # no-slip vorticity for the viscous stress: the circulation over the wet part of the dual cell (the wall's
+        # tangential velocity is zero), so a wall corner gets 2 v / dx (Adcroft & Marshall 1998); equal to zeta
+        # wherever the four cells around the corner are wet
+        zeta_ns = torch.where(g.area_c_wet > 0, circ / g.area_c_wet.clamp_min(1e-300), torch.zeros_like(circ))
         h_c = 0.5 * (h_v + g.west(h_v))
         q = (g.f_corner + zeta) / h_c
         V = v * h_v
@@ -278,16 +291,18 @@ class OceanModel:
         U = u * h_u
         Uy = 0.5 * (g.pad_rows(U)[..., 1:, :] + g.pad_rows(U)[..., :-1, :])  # at corners
         qU = q * Uy
-        ke = 0.25 * (u ** 2 + g.east(u) ** 2 + v[..., :-1, :] ** 2 + v[..., 1:, :] ** 2)
+        ke = 0.25 * (u**2 + g.east(u) ** 2 + v[..., :-1, :] ** 2 + v[..., 1:, :] ** 2)
         bern = self.montgomery(h, b1) + ke
         div = ((g.east(u) - u) * g.dy + v[..., 1:, :] * g.dx_v[1:] - v[..., :-1, :] * g.dx_v[:-1]) / g.area
         du = 0.5 * (qV[..., :-1, :] + qV[..., 1:, :]) - (bern - g.west(bern)) / g.dx
-        du = du + self.visc * ((div - g.west(div)) / g.dx - (zeta[..., 1:, :] - zeta[..., :-1, :]) / g.dy)
+        du = du + self.visc * ((div - g.west(div)) / g.dx - (zeta_ns[..., 1:, :] - zeta_ns[..., :-1, :]) / g.dy)
         dv = torch.zeros_like(v)
-        dv[..., 1:-1, :] = (-0.5 * (qU + g.east(qU))[..., 1:-1, :]
-                            - (bern[..., 1:, :] - bern[..., :-1, :]) / g.dy
-                            + self.visc * ((div[..., 1:, :] - div[..., :-1, :]) / g.dy
-                                             + (g.east(zeta) - zeta)[..., 1:-1, :] / g.dx_v[1:-1]))
+        dv[..., 1:-1, :] = (
+            -0.5 * (qU + g.east(qU))[..., 1:-1, :]
+            - (bern[..., 1:, :] - bern[..., :-1, :]) / g.dy
+            + self.visc
+            * ((div[..., 1:, :] - div[..., :-1, :]) / g.dy + (g.east(zeta_ns) - zeta_ns)[..., 1:-1, :] / g.dx_v[1:-1])
+        )
         # inhomogeneous upper layer (Ripa): + (h1/2) grad b1 ; wind stress on the upper layer
         du[:, 0] += 0.5 * h_u[:, 0] * (b1 - g.west(b1)) / g.dx
         dv[:, 0, 1:-1] += 0.5 * h_v[:, 0, 1:-1] * (b1[:, 1:] - b1[:, :-1]) / g.dy
@@ -309,15 +324,22 @@ class OceanModel:
         fy = (s.v * h_v - self.kappa_gm * dh_y) * g.dx_v * g.mask_v
         return fx, fy
 
+    def entrainment(self, h: torch.Tensor) -> torch.Tensor:
+        """Thin-layer entrainment velocity (m/s), (B, nlat, nlon), before the compensating detrainment:
+        ``(h_entrain - h_1)^+ / t_entrain`` on wet cells (module docstring); zeros when ``h_entrain = 0``."""
+        if self.p.n_layers == 1 or self.p.h_entrain <= 0:
+            return torch.zeros_like(h[:, 0])
+        return (self.p.h_entrain - h[:, 0]).clamp_min(0.0) / self.p.t_entrain * self.grid.wet
+
     def _diapycnal(self, h: torch.Tensor) -> torch.Tensor:
-        """Volume flux per area e (m/s), layer 2 -> layer 1, (B, nlat, nlon); zero on land."""
+        """Volume flux per area e (m/s), layer 2 -> layer 1, (B, nlat, nlon); zero on land. The interface
+        relaxation plus the thin-layer entrainment, minus their wet-area mean (the basin-uniform compensating
+        detrainment), so its wet-area integral is zero and each layer keeps its volume."""
         if self.p.n_layers == 1:
             return torch.zeros_like(h[:, 0])
         H1, H2 = self.p.H[0], self.p.H[1]
-        e = self.kappa_d * (1.0 / h[:, 0] - H2 / (H1 * h[:, 1]))
-        if self.p.h_entrain > 0:
-            e = e + (self.p.h_entrain - h[:, 0]).clamp_min(0.0) / self.p.t_entrain
-        return e * self.grid.wet
+        e = self.kappa_d * (1.0 / h[:, 0] - H2 / (H1 * h[:, 1])) * self.grid.wet + self.entrainment(h)
+        return (e - self.grid.wet_mean(e)[:, None, None]) * self.grid.wet
 
     def euler(self, s: OceanState, t: float, dt: float) -> OceanState:
         """One forward-Euler stage of size ``dt`` with the conservative thickness limiter."""
@@ -328,8 +350,12 @@ class OceanModel:
         fx, fy = self._volume_fluxes(s)
         e = self._diapycnal(s.h)
         # outgoing volume of each cell and layer over dt, and the fraction it may lose
-        out = (fx.clamp_min(0.0).roll(-1, -1) + (-fx).clamp_min(0.0)
-               + fy[..., 1:, :].clamp_min(0.0) + (-fy[..., :-1, :]).clamp_min(0.0))
+        out = (
+            fx.clamp_min(0.0).roll(-1, -1)
+            + (-fx).clamp_min(0.0)
+            + fy[..., 1:, :].clamp_min(0.0)
+            + (-fy[..., :-1, :]).clamp_min(0.0)
+        )
         if p.n_layers == 2:
             out = out + torch.stack([(-e).clamp_min(0.0), e.clamp_min(0.0)], dim=1) * g.area
         avail = (s.h - p.h_min).clamp_min(0.0) * g.area
@@ -347,20 +373,22 @@ class OceanModel:
             dh[:, 1] -= e
         # upper-layer tracers: upwind advection with the limited fluxes, diffusion, restoring, entrainment
         dq = []
-        for c, q, star, inv_tau, c2 in ((T, s.hT, self.t_star(t), self.inv_tau_T, p.T2),
-                                       (S, s.hS, self.s_star(t), self.inv_tau_S, p.S2)):
+        for c, q, star, inv_tau, c2 in (
+            (T, s.hT, self.t_star(t), self.inv_tau_T, p.T2),
+            (S, s.hS, self.s_star(t), self.inv_tau_S, p.S2),
+        ):
             fcx = torch.zeros_like(c)
             fcy = torch.zeros_like(fy[:, 0])
             if p.advect_tracers:
                 fcx = fx[:, 0] * torch.where(fx[:, 0] > 0, g.west(c), c)
                 cv = torch.cat([c[..., :1, :], c, c[..., -1:, :]], dim=-2)
                 fcy = fy[:, 0] * torch.where(fy[:, 0] > 0, cv[..., :-1, :], cv[..., 1:, :])
-            if p.kappa_T > 0:
+            if bool((self.kappa_T > 0).any()):
                 hu = 0.5 * (s.h[:, 0] + g.west(s.h[:, 0]))
-                fcx = fcx - p.kappa_T * hu * (c - g.west(c)) / g.dx * g.dy * g.mask_u
+                fcx = fcx - self.kappa_T * hu * (c - g.west(c)) / g.dx * g.dy * g.mask_u
                 gy = torch.zeros_like(fcy)
                 gy[..., 1:-1, :] = (c[..., 1:, :] - c[..., :-1, :]) / g.dy
-                fcy = fcy - p.kappa_T * g.to_v_rows(s.h[:, 0]) * gy * g.dx_v * g.mask_v
+                fcy = fcy - self.kappa_T * g.to_v_rows(s.h[:, 0]) * gy * g.dx_v * g.mask_v
             tend = (fcx - fcx.roll(-1, -1) + fcy[..., :-1, :] - fcy[..., 1:, :]) / g.area
             tend = tend + s.h[:, 0] * (star - c) * inv_tau * g.wet
             if p.n_layers == 2:
@@ -382,9 +410,11 @@ class OceanModel:
             bad |= ~torch.isfinite(x.reshape(self.B, -1)).all(-1)
         if bad.any():
             b = int(torch.nonzero(bad)[0])
-            raise FloatingPointError(f"ocean trajectory {b} (batch index) became non-finite before t={t:.0f} s "
-                                     f"({int(bad.sum())} of {self.B} trajectories); lower dt or raise the viscosity")
+            raise FloatingPointError(
+                f"ocean trajectory {b} (batch index) became non-finite before t={t:.0f} s "
+                f"({int(bad.sum())} of {self.B} trajectories); lower dt or raise the viscosity"
+            )
 
-    def with_params(self, **changes) -> "OceanModel":
+    def with_params(self, **changes) -> OceanModel:
         """A copy with changed settings (same grid, batch and step)."""
         return OceanModel(self.grid, replace(self.p, **changes), self.B, self.dt)

@@ -11,6 +11,8 @@ Metrics on the sphere of radius ``a``: cell area ``a^2 dlam (sin phi_{j+1/2} - s
 zonal face spacing ``a cos(phi_j) dlam``, meridional spacing ``a dphi``. Land is a boolean mask of
 cells; a face is open only when both of its cells are wet (and, for a sector that is not periodic in
 longitude, the western edge of column 0 is a wall), so every land face carries exactly zero velocity.
+``area_c_wet`` (``(nlat + 1, nlon)``, m^2) is the wet part of each dual (corner) cell, the sum of its quadrants
+that lie in wet cells; it is the area of the no-slip wall vorticity of :mod:`dandelion.solvers.ocean`.
 
 :func:`idealised_land` builds the default continents (two meridional ridges and polar caps beyond 80
 degrees). :func:`conservative_remap_matrices` maps wet-cell averages onto a :class:`dandelion.sphere.SphereGrid`
@@ -53,15 +55,26 @@ class OceanGrid:
         For too few cells, bounds outside the sphere, or a mask of the wrong shape.
     """
 
-    def __init__(self, nlat: int, nlon: int, *, wet: torch.Tensor | None = None, lat_bounds=(-90.0, 90.0),
-                 lon_bounds=(0.0, 360.0), radius: float = EARTH_RADIUS, omega: float = EARTH_OMEGA,
-                 device: str | torch.device = "cpu"):
+    def __init__(
+        self,
+        nlat: int,
+        nlon: int,
+        *,
+        wet: torch.Tensor | None = None,
+        lat_bounds=(-90.0, 90.0),
+        lon_bounds=(0.0, 360.0),
+        radius: float = EARTH_RADIUS,
+        omega: float = EARTH_OMEGA,
+        device: str | torch.device = "cpu",
+    ):
         if int(nlat) < 3 or int(nlon) < 3:
             raise ValueError(f"an ocean grid needs nlat, nlon >= 3 cells, got {nlat} x {nlon}")
         s, n = float(lat_bounds[0]), float(lat_bounds[1])
         w, e = float(lon_bounds[0]), float(lon_bounds[1])
         if not -90.0 <= s < n <= 90.0 or not 0.0 < e - w <= 360.0:
-            raise ValueError(f"lat_bounds={lat_bounds} must lie in [-90, 90] ascending and lon_bounds={lon_bounds} span (0, 360]")
+            raise ValueError(
+                f"lat_bounds={lat_bounds} must lie in [-90, 90] ascending and lon_bounds={lon_bounds} span (0, 360]"
+            )
         self.nlat, self.nlon = int(nlat), int(nlon)
         self.radius, self.omega = float(radius), float(omega)
         self.periodic = abs((e - w) - 360.0) < 1e-12
@@ -97,12 +110,22 @@ class OceanGrid:
         self.wet = wet.to(torch.float64)
         mu = self.wet * torch.roll(self.wet, 1, -1)
         if not self.periodic and bool(wet[:, -1].any()):
-            raise ValueError("a sector grid (longitude span < 360 degrees) needs its last column land: "
-                             "mark wet[:, -1] = False (it closes the basin)")
+            raise ValueError(
+                "a sector grid (longitude span < 360 degrees) needs its last column land: "
+                "mark wet[:, -1] = False (it closes the basin)"
+            )
         self.mask_u = mu
         mv = torch.zeros(self.nlat + 1, self.nlon, dtype=torch.float64, device=self.device)
         mv[1:-1] = self.wet[1:] * self.wet[:-1]
         self.mask_v = mv
+        # wet part of each dual (corner) cell: its four quadrants belong to the four cells around the corner
+        a, sin = self.radius, torch.sin
+        lat_c = torch.cat([self.lat_edges[:1], self.lat, self.lat_edges[-1:]])
+        q_north = (0.5 * a * a * self.dlam * (sin(lat_c[1:]) - sin(self.lat_edges)))[:, None]  # (nlat+1, 1)
+        q_south = (0.5 * a * a * self.dlam * (sin(self.lat_edges) - sin(lat_c[:-1])))[:, None]
+        w = self.pad_rows(self.wet)  # (nlat+2, nlon): rows -1 .. nlat, dry outside the domain
+        pair = w + torch.roll(w, 1, -1)  # cell and its western neighbour
+        self.area_c_wet = q_north * pair[1:] + q_south * pair[:-1]  # (nlat+1, nlon) m^2
 
     # ------------------------------------------------------------------ stencils
     @staticmethod
@@ -138,8 +161,9 @@ class OceanGrid:
         return (f * self.area * self.wet).sum((-2, -1))
 
 
-def idealised_land(nlat: int, nlon: int, *, polar_cap_deg: float = 80.0,
-                   ridges_deg=((280.0, 300.0), (10.0, 40.0))) -> torch.Tensor:
+def idealised_land(
+    nlat: int, nlon: int, *, polar_cap_deg: float = 80.0, ridges_deg=((280.0, 300.0), (10.0, 40.0))
+) -> torch.Tensor:
     """The idealised continents on a global ``nlat x nlon`` cell grid (rows south to north).
 
     Land: every cell whose centre lies poleward of ``polar_cap_deg``, and every cell whose centre
@@ -194,8 +218,9 @@ def conservative_remap_matrices(src: OceanGrid, dst: SphereGrid) -> tuple[torch.
     return r_lat, r_lon
 
 
-def remap_wet(fields: torch.Tensor, wet: torch.Tensor, r_lat: torch.Tensor, r_lon: torch.Tensor,
-              *, min_fraction: float = 0.5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def remap_wet(
+    fields: torch.Tensor, wet: torch.Tensor, r_lat: torch.Tensor, r_lon: torch.Tensor, *, min_fraction: float = 0.5
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """First-order conservative remap of wet-cell values (Jones 1999, eq. 3, restricted to wet area).
 
     Parameters

@@ -32,7 +32,9 @@ def default_ocean_dt(grid: OceanGrid, params: OceanParams) -> float:
     for n in range(1, 1441):
         if 86400 % n == 0 and 86400 / n <= safe:
             return 86400.0 / n
-    raise ValueError(f"no time step >= 60 s is stable on this ocean grid (limit {safe:.1f} s, {why}); use a coarser grid")
+    raise ValueError(
+        f"no time step >= 60 s is stable on this ocean grid (limit {safe:.1f} s, {why}); use a coarser grid"
+    )
 
 
 class OceanSimulation:
@@ -56,15 +58,28 @@ class OceanSimulation:
         For an unstable ``dt`` (the message gives the largest safe one).
     """
 
-    def __init__(self, params: dict, *, nlat: int, nlon: int, settings: dict | None = None, dt: float | None = None,
-                 device: str | torch.device = "cpu"):
+    def __init__(
+        self,
+        params: dict,
+        *,
+        nlat: int,
+        nlon: int,
+        settings: dict | None = None,
+        dt: float | None = None,
+        device: str | torch.device = "cpu",
+    ):
         settings = dict(settings or {})
         cap = float(settings.pop("polar_cap_deg", 80.0))
         self.grid = ocean_grid(nlat, nlon, polar_cap_deg=cap, device=device)
         B = int(params["visc_ah"].shape[0])
-        self.params = OceanParams(visc=params["visc_ah"].to(device), kappa_gm=params["gm_background_k"].to(device),
-                                  kappa_d=params["diff_kr"].to(device), tau_T=params["tau_theta_relax"].to(device) * DAY,
-                                  tau_S=params["tau_salt_relax"].to(device) * DAY, **settings)
+        self.params = OceanParams(
+            visc=params["visc_ah"].to(device),
+            kappa_gm=params["gm_background_k"].to(device),
+            kappa_d=params["diff_kr"].to(device),
+            tau_T=params["tau_theta_relax"].to(device) * DAY,
+            tau_S=params["tau_salt_relax"].to(device) * DAY,
+            **settings,
+        )
         self.dt = default_ocean_dt(self.grid, self.params) if dt is None else float(dt)
         self.model = OceanModel(self.grid, self.params, B, self.dt)
         self.time = 0.0
@@ -94,7 +109,9 @@ class OceanSimulation:
     def wet_fraction(self, grid: SphereGrid) -> torch.Tensor:
         """Ocean fraction (0..1) of each cell of ``grid`` (nlat, nlon), remapped with the fields."""
         r_lat, r_lon = self._matrices(grid)
-        return remap_wet(torch.zeros(self.grid.nlat, self.grid.nlon, dtype=torch.float64), self.grid.wet.cpu(), r_lat, r_lon)[1]
+        return remap_wet(
+            torch.zeros(self.grid.nlat, self.grid.nlon, dtype=torch.float64), self.grid.wet.cpu(), r_lat, r_lon
+        )[1]
 
     def native_fields(self) -> dict[str, torch.Tensor]:
         """Upper-layer fields at the ocean cell centres, (B, nlat, nlon), rows south to north."""

@@ -41,7 +41,7 @@ Units: SI (m, s, K, Pa). Everything float64, device-agnostic, batched over the e
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -62,9 +62,9 @@ class PEState:
             raise ValueError(f"state has {x.shape[-3]} channels; expected 4 * n_levels + 1 = {4 * n + 1}")
         self.x = x
         self.vorticity = x[..., 0:n, :, :]
-        self.divergence = x[..., n:2 * n, :, :]
-        self.temperature = x[..., 2 * n:3 * n, :, :]
-        self.tracer = x[..., 3 * n:4 * n, :, :]
+        self.divergence = x[..., n : 2 * n, :, :]
+        self.temperature = x[..., 2 * n : 3 * n, :, :]
+        self.tracer = x[..., 3 * n : 4 * n, :, :]
         self.log_surface_pressure = x[..., 4 * n, :, :]
 
     @staticmethod
@@ -101,9 +101,18 @@ class PrimitiveEquations:
         For a reference profile of the wrong length or non-positive temperatures.
     """
 
-    def __init__(self, core: SpectralCore, coords: SigmaCoordinates, *, reference_temperature=300.0,
-                 omega=7.292e-5, R: float = 287.04, kappa: float = 287.04 / 1004.0,
-                 surface_geopotential: torch.Tensor | None = None, forcing: Callable | None = None):
+    def __init__(
+        self,
+        core: SpectralCore,
+        coords: SigmaCoordinates,
+        *,
+        reference_temperature=300.0,
+        omega=7.292e-5,
+        R: float = 287.04,
+        kappa: float = 287.04 / 1004.0,
+        surface_geopotential: torch.Tensor | None = None,
+        forcing: Callable | None = None,
+    ):
         self.core = core
         self.coords = coords
         self.n = n = coords.n_levels
@@ -143,8 +152,9 @@ class PrimitiveEquations:
         ``dT'/dt = -H delta``, ``d ln ps/dt = -dsigma . delta``; zero for vorticity and tracer."""
         s = PEState(x, self.n)
         c = self.core
-        phi = torch.einsum("kj,...jlm->...klm", self.G.to(x.dtype), s.temperature) \
-            + self.r.to(x.dtype).reshape(-1, 1, 1) * s.log_surface_pressure.unsqueeze(-3)
+        phi = torch.einsum("kj,...jlm->...klm", self.G.to(x.dtype), s.temperature) + self.r.to(x.dtype).reshape(
+            -1, 1, 1
+        ) * s.log_surface_pressure.unsqueeze(-3)
         ddiv = -c.laplacian(phi)
         dtemp = -torch.einsum("kj,...jlm->...klm", self.H.to(x.dtype), s.divergence)
         dlnps = -torch.einsum("j,...jlm->...lm", self.dsig.to(x.dtype), s.divergence)
@@ -171,7 +181,8 @@ class PrimitiveEquations:
         lam = (-self.core.lap).to(x.dtype)  # (L, 1)
         rhs = s.divergence + eta * lam * (
             torch.einsum("kj,...jlm->...klm", self.G.to(x.dtype), s.temperature)
-            + self.r.to(x.dtype).reshape(-1, 1, 1) * s.log_surface_pressure.unsqueeze(-3))
+            + self.r.to(x.dtype).reshape(-1, 1, 1) * s.log_surface_pressure.unsqueeze(-3)
+        )
         Minv = self._inverse_matrices(eta).to(x.dtype)
         div = torch.einsum("lkj,...jlm->...klm", Minv, rhs)
         temp = s.temperature - eta * torch.einsum("kj,...jlm->...klm", self.H.to(x.dtype), div)
@@ -189,8 +200,16 @@ class PrimitiveEquations:
         ps = torch.exp(lnps)
         Q = c.to_grid(s.tracer)
         Tp = c.to_grid(s.temperature)
-        return dict(u=u, v=v, temperature_anomaly=Tp, T=Tp + level_vector(self.T_ref, Tp), ps=ps, log_ps=lnps,
-                    Q=Q, q=Q / ps.unsqueeze(1))
+        return dict(
+            u=u,
+            v=v,
+            temperature_anomaly=Tp,
+            T=Tp + level_vector(self.T_ref, Tp),
+            ps=ps,
+            log_ps=lnps,
+            Q=Q,
+            q=Q / ps.unsqueeze(1),
+        )
 
     def coriolis(self, dtype=torch.float64) -> torch.Tensor:
         """``f = 2 Omega sin(lat)`` (B or 1, 1, nlat, 1)."""
@@ -204,8 +223,8 @@ class PrimitiveEquations:
         s = PEState(x, n)
         # transforms batched over fields (5 calls per evaluation)
         grid = c.to_grid(x)
-        zeta, delta, Tp, Q = grid[:, :n], grid[:, n:2 * n], grid[:, 2 * n:3 * n], grid[:, 3 * n:4 * n]
-        ps = torch.exp(grid[:, 4 * n:])  # (B, 1, nlat, nlon)
+        zeta, delta, Tp, Q = grid[:, :n], grid[:, n : 2 * n], grid[:, 2 * n : 3 * n], grid[:, 3 * n : 4 * n]
+        ps = torch.exp(grid[:, 4 * n :])  # (B, 1, nlat, nlon)
         u, v = c.vrtdiv_to_uv(s.vorticity, s.divergence)
         gx, gy = c.gradient(x.index_select(1, self._grad_index(x)))
         Tx, Ty, gx, gy = gx[:, :n], gy[:, :n], gx[:, n:], gy[:, n:]
@@ -237,7 +256,7 @@ class PrimitiveEquations:
         vd = c.uv_to_vrtdiv(torch.cat([Fu, Q * u], 1), torch.cat([Fv, Q * v], 1))
         dvort, ddiv, divQ = vd[0][:, :n], vd[1][:, :n], vd[1][:, n:]
         sp = c.to_spec(torch.cat([0.5 * (u * u + v * v), dT, dQ_grid, dlnps.unsqueeze(1)], 1))
-        energy, dT_s, dQ_s, dlnps_s = sp[:, :n], sp[:, n:2 * n], sp[:, 2 * n:3 * n], sp[:, 3 * n]
+        energy, dT_s, dQ_s, dlnps_s = sp[:, :n], sp[:, n : 2 * n], sp[:, 2 * n : 3 * n], sp[:, 3 * n]
         if self.phis is not None:
             energy = energy + self.phis.unsqueeze(-3)
         ddiv = ddiv - c.laplacian(energy)

@@ -33,8 +33,17 @@ from .integrators import SCHEMES, IMEXTableau
 from .spectral import SpectralCore
 from .time_stepping import StabilityLimit, enforce_limits
 
-__all__ = ["SWState", "ShallowWater", "check_cfl", "cfl_limits", "CFL_LIMITS", "courant_number",
-           "EARTH_RADIUS", "EARTH_OMEGA", "GRAVITY"]
+__all__ = [
+    "SWState",
+    "ShallowWater",
+    "check_cfl",
+    "cfl_limits",
+    "CFL_LIMITS",
+    "courant_number",
+    "EARTH_RADIUS",
+    "EARTH_OMEGA",
+    "GRAVITY",
+]
 
 #: Constants of docs/datasets/galewsky.md (Galewsky et al. 2004): radius [m], rotation rate [1/s], gravity [m/s^2].
 EARTH_RADIUS = 6.37122e6
@@ -57,8 +66,9 @@ def courant_number(dt: float, *, lmax: int, radius: float, speed: float) -> floa
     return float(dt) * float(speed) * math.sqrt(L * (L + 1)) / float(radius)
 
 
-def cfl_limits(*, lmax: int, radius: float, max_speed, gravity_wave_speed=0.0, scheme: str = "ars222",
-               diffusion=None) -> list[StabilityLimit]:
+def cfl_limits(
+    *, lmax: int, radius: float, max_speed, gravity_wave_speed=0.0, scheme: str = "ars222", diffusion=None
+) -> list[StabilityLimit]:
     """Stability limits of a shallow-water step (:mod:`dandelion.solvers.time_stepping`).
 
     The Courant number ``dt * speed * sqrt(L(L+1)) / radius`` (``L = lmax - 1``) must stay within
@@ -92,20 +102,37 @@ def cfl_limits(*, lmax: int, radius: float, max_speed, gravity_wave_speed=0.0, s
     L = int(lmax) - 1
     k = math.sqrt(L * (L + 1)) / float(radius)
     what = "advective speed" if implicit else "advective + gravity-wave speed"
-    out = [StabilityLimit(f"Courant number of scheme {scheme!r}", limit / (k * speed).clamp(min=1e-300),
-                          f"dt*speed*sqrt(L(L+1))/R <= {limit} (speed {float(speed.max()):.1f} m/s = {what}, "
-                          f"lmax={lmax})")]
+    out = [
+        StabilityLimit(
+            f"Courant number of scheme {scheme!r}",
+            limit / (k * speed).clamp(min=1e-300),
+            f"dt*speed*sqrt(L(L+1))/R <= {limit} (speed {float(speed.max()):.1f} m/s = {what}, lmax={lmax})",
+        )
+    ]
     if scheme == "ars222" and diffusion is not None:
         nu = torch.as_tensor(diffusion, dtype=torch.float64).detach().cpu().reshape(-1)
         if bool((nu <= 0).any()):
-            out.append(StabilityLimit("use of ARS(2,2,2) without diffusion", torch.where(nu > 0, math.inf, 0.0),
-                                      "its explicit part amplifies every advected mode (|R(iy)|^2 = 1 + y^4/4), "
-                                      "so it needs (hyper)diffusion: use ars343 or rk4, or nu > 0"))
+            out.append(
+                StabilityLimit(
+                    "use of ARS(2,2,2) without diffusion",
+                    torch.where(nu > 0, math.inf, 0.0),
+                    "its explicit part amplifies every advected mode (|R(iy)|^2 = 1 + y^4/4), "
+                    "so it needs (hyper)diffusion: use ars343 or rk4, or nu > 0",
+                )
+            )
     return out
 
 
-def check_cfl(dt: float, *, lmax: int, radius: float, max_speed: float, gravity_wave_speed: float = 0.0,
-              scheme: str = "ars222", diffusion=None) -> float:
+def check_cfl(
+    dt: float,
+    *,
+    lmax: int,
+    radius: float,
+    max_speed: float,
+    gravity_wave_speed: float = 0.0,
+    scheme: str = "ars222",
+    diffusion=None,
+) -> float:
     """Refuse a time step violating :func:`cfl_limits`; return the Courant number of the fastest trajectory.
 
     Raises
@@ -116,8 +143,14 @@ def check_cfl(dt: float, *, lmax: int, radius: float, max_speed: float, gravity_
     """
     if not dt > 0:
         raise ValueError(f"time step dt={dt} must be positive")
-    limits = cfl_limits(lmax=lmax, radius=radius, max_speed=max_speed, gravity_wave_speed=gravity_wave_speed,
-                        scheme=scheme, diffusion=diffusion)
+    limits = cfl_limits(
+        lmax=lmax,
+        radius=radius,
+        max_speed=max_speed,
+        gravity_wave_speed=gravity_wave_speed,
+        scheme=scheme,
+        diffusion=diffusion,
+    )
     enforce_limits(dt, limits, what="shallow water")
     return float(CFL_LIMITS[scheme] * dt / limits[0].per_trajectory().min()) if CFL_LIMITS[scheme] > 0 else 0.0
 
@@ -160,8 +193,17 @@ class ShallowWater:
         For non-positive depths, a zero axis, a negative ``nu`` or an unknown diffusion order.
     """
 
-    def __init__(self, core: SpectralCore, *, H, gravity: float = GRAVITY, omega: float = EARTH_OMEGA,
-                 axis=None, nu=0.0, diffusion_order: int = 2):
+    def __init__(
+        self,
+        core: SpectralCore,
+        *,
+        H,
+        gravity: float = GRAVITY,
+        omega: float = EARTH_OMEGA,
+        axis=None,
+        nu=0.0,
+        diffusion_order: int = 2,
+    ):
         self.core = core
         dev = core.device
         f64 = dict(dtype=torch.float64, device=dev)

@@ -43,11 +43,12 @@ class SigmaCoordinates:
         if b.ndim != 1 or b.size < 3:
             raise ValueError(f"need at least 3 sigma interfaces (2 levels), got {b.size}")
         if abs(b[0]) > 0 or abs(b[-1] - 1.0) > 1e-14 or np.any(np.diff(b) <= 0):
-            raise ValueError("sigma interfaces must increase strictly from 0 (model top) to 1 (surface); "
-                             f"got {b.tolist()}")
+            raise ValueError(
+                f"sigma interfaces must increase strictly from 0 (model top) to 1 (surface); got {b.tolist()}"
+            )
 
     @classmethod
-    def equally_spaced(cls, n_levels: int) -> "SigmaCoordinates":
+    def equally_spaced(cls, n_levels: int) -> SigmaCoordinates:
         """``n_levels`` layers of equal thickness ``1/n_levels`` (Held & Suarez 1994 use 20)."""
         if int(n_levels) != n_levels or n_levels < 2:
             raise ValueError(f"n_levels={n_levels} must be an integer >= 2")
@@ -96,7 +97,7 @@ class SigmaCoordinates:
         lr, a = self.log_ratio, self.alpha
         for k in range(n):
             g[k, k] = a[k]
-            g[k, k + 1:] = lr[k + 1:]
+            g[k, k + 1 :] = lr[k + 1 :]
         return R * g
 
     @property
@@ -155,8 +156,16 @@ class Vertical:
         return (torch.cat([w, zero], 1) - torch.cat([zero, w], 1)) / level_vector(self.dsig, X)
 
 
-def interpolate_to_pressure(values: torch.Tensor, sigma: torch.Tensor, ps: torch.Tensor, p_out: torch.Tensor,
-                            *, lapse_rate: float | None = None, R: float = 287.04, gravity: float = 9.80616) -> torch.Tensor:
+def interpolate_to_pressure(
+    values: torch.Tensor,
+    sigma: torch.Tensor,
+    ps: torch.Tensor,
+    p_out: torch.Tensor,
+    *,
+    lapse_rate: float | None = None,
+    R: float = 287.04,
+    gravity: float = 9.80616,
+) -> torch.Tensor:
     """Interpolate model-level fields to pressure levels, linearly in ``ln p``.
 
     Parameters

@@ -49,8 +49,8 @@ import threading
 
 import torch
 import torch_harmonics as th
-from torch_harmonics.legendre import legpoly
 from torch import nn
+from torch_harmonics.legendre import legpoly
 
 from dandelion.sphere import SphereGrid
 
@@ -89,7 +89,9 @@ def transforms(nlat: int, nlon: int, lmax: int, grid: str = "legendre-gauss", de
     lmax = int(lmax)
     limit = min(SphereGrid(nlat, nlon, grid).lmax, nlon // 2 + 1)
     if lmax < 1 or lmax > limit:
-        raise ValueError(f"lmax={lmax} does not fit a {nlat}x{nlon} {grid} grid (allowed 1..{limit}); lower lmax or use a finer grid")
+        raise ValueError(
+            f"lmax={lmax} does not fit a {nlat}x{nlon} {grid} grid (allowed 1..{limit}); lower lmax or use a finer grid"
+        )
     key = (int(nlat), int(nlon), lmax, grid, str(torch.device(device)))
     with _LOCK:
         if key not in _CACHE:
@@ -153,7 +155,7 @@ class _SymLegendre(nn.Module):
         M, I, J = Wg.shape
         self.M, self.I, self.J, self.Jh = M, I, J, (J + 1) // 2
         Jh = self.Jh
-        north, south = Wg[..., :Jh], Wg[..., J - Jh:].flip(-1)
+        north, south = Wg[..., :Jh], Wg[..., J - Jh :].flip(-1)
         scale = Wg.abs().amax()
         nonzero = Wg.abs().amax(-1) > 1e-13 * scale
         even = (north - south).abs().amax(-1) <= 1e-9 * scale
@@ -182,7 +184,7 @@ class _SymLegendre(nn.Module):
         Xr, lead, n = _to_cols(X)  # (M, rows_in, 2n)
         M, J, Jh, I = self.M, self.J, self.Jh, self.I
         if self.analysis:
-            N, S = Xr[:, :Jh], Xr[:, J - Jh:].flip(1)
+            N, S = Xr[:, :Jh], Xr[:, J - Jh :].flip(1)
             E, O = N + S, N - S
             if J % 2:
                 E[:, Jh - 1] *= 0.5
@@ -204,7 +206,7 @@ class _SymLegendre(nn.Module):
                 x = torch.gather(Xp[m0:m1], 1, idx[..., None].expand(-1, -1, 2 * n))
                 parts.append(torch.bmm(getattr(self, f"t{bi}_{pi}"), x))  # (mb, Jh, 2n)
             north, south = parts[0] + parts[1], parts[0] - parts[1]
-            outs.append(torch.cat([north, south.flip(1)[:, J % 2:]], 1))
+            outs.append(torch.cat([north, south.flip(1)[:, J % 2 :]], 1))
         return _from_cols(torch.cat(outs, 0), lead, n)
 
 
@@ -272,8 +274,16 @@ class SpectralCore(nn.Module):
         For ``lmax < 2``, ``dealias < 1``, a non-positive radius, or a grid too small for ``lmax``.
     """
 
-    def __init__(self, lmax: int, *, dealias: float = 1.5, nlat: int | None = None, nlon: int | None = None,
-                 radius: float = 1.0, grid: str = "legendre-gauss"):
+    def __init__(
+        self,
+        lmax: int,
+        *,
+        dealias: float = 1.5,
+        nlat: int | None = None,
+        nlon: int | None = None,
+        radius: float = 1.0,
+        grid: str = "legendre-gauss",
+    ):
         super().__init__()
         if int(lmax) != lmax or lmax < 2:
             raise ValueError(f"lmax={lmax} must be an integer >= 2 (number of retained degrees)")
@@ -304,7 +314,11 @@ class SpectralCore(nn.Module):
         # l(l+1) with 1 at l=0 (safe divisor), for the vector-SHT normalisation
         ll1 = l * (l + 1)
         self.register_buffer("_ll1", ll1, persistent=False)
-        self.register_buffer("_inv_ll1", torch.where(l > 0, 1.0 / torch.where(l > 0, ll1, torch.ones_like(ll1)), torch.zeros_like(ll1)), persistent=False)
+        self.register_buffer(
+            "_inv_ll1",
+            torch.where(l > 0, 1.0 / torch.where(l > 0, ll1, torch.ones_like(ll1)), torch.zeros_like(ll1)),
+            persistent=False,
+        )
         # transform-grid geometry (float64): latitude, Coriolis helpers, quadrature weights
         self.register_buffer("lat", self.grid_spec.lat.reshape(-1, 1).clone(), persistent=False)
         self.register_buffer("lon", self.grid_spec.lon.reshape(1, -1).clone(), persistent=False)
@@ -422,7 +436,9 @@ class SpectralCore(nn.Module):
         isht = transforms(out_grid.nlat, out_grid.nlon, L, out_grid.grid, spec.device)["isht"]
         return isht(spec[..., :L, :L])
 
-    def synthesise_uv(self, vrt: torch.Tensor, div: torch.Tensor, out_grid: SphereGrid) -> tuple[torch.Tensor, torch.Tensor]:
+    def synthesise_uv(
+        self, vrt: torch.Tensor, div: torch.Tensor, out_grid: SphereGrid
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Velocity ``(u, v)`` from vorticity/divergence truncated to ``min(lmax, out_grid.lmax)``,
         evaluated exactly at ``out_grid``'s nodes; each ``(..., out_grid.nlat, out_grid.nlon)``."""
         L = self._out_lmax(out_grid)

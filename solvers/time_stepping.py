@@ -41,8 +41,18 @@ import torch
 
 from .integrators import tree_leaves
 
-__all__ = ["StabilityLimit", "UnstableStepError", "enforce_limits", "step_count", "UniformClock", "GeometricClock",
-           "Simulation", "advance", "check_finite", "nonfinite_trajectories"]
+__all__ = [
+    "StabilityLimit",
+    "UnstableStepError",
+    "enforce_limits",
+    "step_count",
+    "UniformClock",
+    "GeometricClock",
+    "Simulation",
+    "advance",
+    "check_finite",
+    "nonfinite_trajectories",
+]
 
 #: Relative tolerance of the landing rule (a span within 1e-9 steps of a whole number of steps).
 TOLERANCE = 1e-9
@@ -90,11 +100,20 @@ def enforce_limits(dt, limits, *, units: str = "s", what: str = "", during: bool
         if bool(bad.any()):
             i = int(torch.nonzero(bad).reshape(-1)[0])
             hi = float(h[i if h.numel() > 1 else 0])
-            traj = f" in trajectory {list(ids)[i]}" if ids is not None else \
-                (f" in trajectory {i} of the batch" if m.numel() > 1 or during else "")
-            fix = f"the largest safe dt is {safe:.6g} {units}" if safe > 0 else "no dt is safe: change the scheme or settings as said"
-            msg = (f"{what + ': ' if what else ''}time step dt={hi:g} {units} violates the limit on the {lim.name}{traj} "
-                   f"(dt <= {float(m[i]):.6g} {units} there): {lim.detail}; {fix}")
+            traj = (
+                f" in trajectory {list(ids)[i]}"
+                if ids is not None
+                else (f" in trajectory {i} of the batch" if m.numel() > 1 or during else "")
+            )
+            fix = (
+                f"the largest safe dt is {safe:.6g} {units}"
+                if safe > 0
+                else "no dt is safe: change the scheme or settings as said"
+            )
+            msg = (
+                f"{what + ': ' if what else ''}time step dt={hi:g} {units} violates the limit on the {lim.name}{traj} "
+                f"(dt <= {float(m[i]):.6g} {units} there): {lim.detail}; {fix}"
+            )
             raise (UnstableStepError if during else ValueError)(msg)
 
 
@@ -129,8 +148,13 @@ class GeometricClock:
     def step(self, t0, t1, k, n, now):
         c = self.offset
         ratio = (t1 + c) / (t0 + c)
-        end = torch.tensor([(a + c) * float(r) ** (int(kk) / int(nn)) - c
-                            for a, r, kk, nn in zip(t0.tolist(), ratio.tolist(), k.tolist(), n.tolist())], dtype=torch.float64)
+        end = torch.tensor(
+            [
+                (a + c) * float(r) ** (int(kk) / int(nn)) - c
+                for a, r, kk, nn in zip(t0.tolist(), ratio.tolist(), k.tolist(), n.tolist())
+            ],
+            dtype=torch.float64,
+        )
         end = torch.where(k >= n, t1, end)
         return end - now
 
@@ -155,7 +179,8 @@ def check_finite(sim) -> None:
             p[k] = float(v[i if v.numel() > 1 else 0])
         raise FloatingPointError(
             f"{sim.name}: non-finite state at t={sim.time:.6g} {sim.time_units} in trajectory {i} (batch index; "
-            f"{len(bad)} bad: {bad[:10]}); parameters {p}. Lower the time step or raise the diffusion")
+            f"{len(bad)} bad: {bad[:10]}); parameters {p}. Lower the time step or raise the diffusion"
+        )
 
 
 class Simulation:
@@ -213,7 +238,8 @@ def advance(sim: Simulation, t: float) -> None:
     if sim.fixed_step is not None and sim.fixed_step > span * (1.0 + TOLERANCE):
         raise ValueError(
             f"{sim.name}: time step dt={sim.fixed_step:g} {sim.time_units} is longer than the interval {span:g} "
-            f"{sim.time_units} to t={t:g}; it is not shortened silently: choose dt <= {span:g} (a divisor of the frame interval)")
+            f"{sim.time_units} to t={t:g}; it is not shortened silently: choose dt <= {span:g} (a divisor of the frame interval)"
+        )
     clock = sim.clock
     target = None
     now = start = left = n = k = plan = None
@@ -225,13 +251,20 @@ def advance(sim: Simulation, t: float) -> None:
             P = allowed.numel()
             target = torch.full((P,), t, dtype=torch.float64)
             now = torch.full((P,), float(sim.time), dtype=torch.float64)
-            start, left, n, k = now.clone(), torch.zeros(P, dtype=torch.long), torch.ones(P, dtype=torch.long), torch.zeros(P, dtype=torch.long)
+            start, left, n, k = (
+                now.clone(),
+                torch.zeros(P, dtype=torch.long),
+                torch.ones(P, dtype=torch.long),
+                torch.zeros(P, dtype=torch.long),
+            )
             plan = torch.full((P,), math.inf, dtype=torch.float64)
             first = False
         if not bool(torch.isfinite(allowed).all()):
             check_finite(sim)
-            raise FloatingPointError(f"{sim.name}: non-finite step limit at t={sim.time:.6g} {sim.time_units} in "
-                                     f"trajectory {torch.nonzero(~torch.isfinite(allowed)).reshape(-1).tolist()} (batch index)")
+            raise FloatingPointError(
+                f"{sim.name}: non-finite step limit at t={sim.time:.6g} {sim.time_units} in "
+                f"trajectory {torch.nonzero(~torch.isfinite(allowed)).reshape(-1).tolist()} (batch index)"
+            )
         replan = ((left > 0) & (plan > allowed * (1.0 + 1e-12))) | (plan == math.inf)
         if bool(replan.any()):
             rem = clock.length(now, target)
@@ -252,7 +285,9 @@ def advance(sim: Simulation, t: float) -> None:
         taken += 1
         if taken % sim.check_every == 0:
             check_finite(sim)
-            enforce_limits(_current_step(sim, h, active), sim.stability_limits(), units=sim.time_units, what=sim.name, during=True)
+            enforce_limits(
+                _current_step(sim, h, active), sim.stability_limits(), units=sim.time_units, what=sim.name, during=True
+            )
     sim.time = t
     check_finite(sim)
 

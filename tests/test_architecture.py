@@ -1,11 +1,17 @@
 """The package's layering, read from its source with ``ast`` (imports inside functions included).
 
-Rules (docs/ARCHITECTURE.md):
+Rooms, from the bottom up (docs/ARCHITECTURE.md); a module imports only from its own room and those below it:
 
-* no import cycle between the package's modules;
-* the core (``dandelion/`` except ``dandelion/api.py``) imports nothing from ``dandelion.solvers``,
-  ``dandelion.datasets`` or ``dandelion.benchmarks``;
-* no module of the package imports ``dandelion.api`` (the notebook facade sits on top of everything).
+* ``core``: ``dandelion/`` itself (geometry, warps, pooling, models, metrics, forecast, checkpoints, runtime);
+* ``solvers``: ``dandelion.solvers`` (may import the core);
+* ``datasets``: ``dandelion.datasets`` (the core and the solvers);
+* ``jobs``: ``dandelion.training``, ``dandelion.evaluation``, ``dandelion.export``, ``dandelion.reporting``,
+  ``dandelion.cli`` and the notebook facade ``dandelion.api`` (everything below);
+* ``benchmarks``: ``dandelion.benchmarks``, the benchmark protocol (everything); nothing outside it imports it.
+
+Also: no import cycle; no module imports the facade ``dandelion.api``; hydra is imported only by the
+command-line layer (``dandelion.cli``) and the benchmark protocol, and omegaconf by neither the core, the solvers
+nor the datasets, so that the Python API runs without hydra.
 
 The checker is tested on small synthetic packages first, so that a rule that can never fail is caught.
 """
@@ -13,12 +19,36 @@ The checker is tested on small synthetic packages first, so that a rule that can
 from __future__ import annotations
 
 import ast
-import tomllib
 from pathlib import Path
 
+import tomllib
+
 ROOT = Path(__file__).resolve().parents[1]
-ROOMS_ABOVE_CORE = ("dandelion.solvers", "dandelion.datasets", "dandelion.benchmarks")
 FACADE = "dandelion.api"
+ORDER = ("core", "solvers", "datasets", "jobs", "benchmarks")
+ROOMS = {
+    "dandelion.solvers": "solvers",
+    "dandelion.datasets": "datasets",
+    "dandelion.training": "jobs",
+    "dandelion.evaluation": "jobs",
+    "dandelion.export": "jobs",
+    "dandelion.reporting": "jobs",
+    "dandelion.cli": "jobs",
+    FACADE: "jobs",
+    "dandelion.benchmarks": "benchmarks",
+}
+#: third-party top-level package -> the modules allowed to import it
+RESTRICTED = {
+    "hydra": ("dandelion.cli", "dandelion.benchmarks"),
+    "omegaconf": (
+        "dandelion.cli",
+        "dandelion.benchmarks",
+        "dandelion.training",
+        "dandelion.evaluation",
+        "dandelion.export",
+        "dandelion.reporting",
+    ),
+}
 
 
 # ---------------------------------------------------------------------------------------------- the checker
@@ -111,22 +141,51 @@ def _in(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
-def layer_violations(graph: dict[str, set[str]], core: str = "dandelion", above=ROOMS_ABOVE_CORE, facade: str = FACADE) -> list[str]:
-    """Edges breaking the layering: a core module importing a room above it, any module importing the facade."""
+def room_of(module: str, rooms: dict[str, str] = ROOMS) -> str:
+    """The room of a package module: the longest matching prefix of ``rooms``, else ``core``."""
+    best = max((p for p in rooms if _in(module, p)), key=len, default=None)
+    return rooms[best] if best else "core"
+
+
+def layer_violations(graph: dict[str, set[str]], rooms: dict[str, str] = ROOMS, facade: str = FACADE) -> list[str]:
+    """Edges breaking the layering: an import of a room above the importer's, or of the facade."""
     bad = []
     for m, deps in sorted(graph.items()):
-        is_core = _in(m, core) and not any(_in(m, a) for a in above) and m != facade
+        level = ORDER.index(room_of(m, rooms))
         for d in sorted(deps):
-            if is_core and any(_in(d, a) for a in above):
-                bad.append(f"core module {m} imports {d}")
+            if ORDER.index(room_of(d, rooms)) > level:
+                bad.append(f"{room_of(m, rooms)} module {m} imports {room_of(d, rooms)} module {d}")
             if _in(d, facade) and m != facade:
                 bad.append(f"{m} imports the facade {d}")
     return bad
 
 
+def third_party_imports(path: Path) -> set[str]:
+    """Top-level names of the absolute imports in a file (anywhere in it)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def restricted_imports(files: dict[str, Path], restricted: dict = RESTRICTED) -> list[str]:
+    """Imports of a restricted third-party package by a module outside its allowed prefixes."""
+    bad = []
+    for m, f in sorted(files.items()):
+        for pkg in sorted(third_party_imports(f) & set(restricted)):
+            if not any(_in(m, p) for p in restricted[pkg]):
+                bad.append(f"{m} imports {pkg}")
+    return bad
+
+
 # ---------------------------------------------------------------------------------------------- the checker can fail
 def _write_package(root: Path, files: dict[str, str]) -> Path:
-    (root / "pyproject.toml").write_text('[tool.setuptools.package-dir]\n"dandelion" = "dandelion"\n"dandelion.datasets" = "datasets"\n')
+    (root / "pyproject.toml").write_text(
+        '[tool.setuptools.package-dir]\n"dandelion" = "dandelion"\n"dandelion.datasets" = "datasets"\n'
+    )
     for rel, text in {"dandelion/__init__.py": "", "datasets/__init__.py": "", **files}.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
@@ -134,35 +193,71 @@ def _write_package(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_checker_finds_a_cycle_through_a_deferred_import(tmp_path):
-    root = _write_package(tmp_path, {
-        "dandelion/a.py": "from . import b\n",
-        "dandelion/b.py": "def f():\n    from dandelion.c import g\n    return g\n",
-        "dandelion/c.py": "import dandelion.a\n\ndef g():\n    pass\n",
-        "dandelion/d.py": "from .a import x\n",
-    })
+    root = _write_package(
+        tmp_path,
+        {
+            "dandelion/a.py": "from . import b\n",
+            "dandelion/b.py": "def f():\n    from dandelion.c import g\n    return g\n",
+            "dandelion/c.py": "import dandelion.a\n\ndef g():\n    pass\n",
+            "dandelion/d.py": "from .a import x\n",
+        },
+    )
     graph = import_graph(root)
     assert graph["dandelion.b"] == {"dandelion.c"}
     assert find_cycles(graph) == [["dandelion.a", "dandelion.b", "dandelion.c"]]
 
 
 def test_checker_finds_core_importing_a_room_above_and_the_facade(tmp_path):
-    root = _write_package(tmp_path, {
-        "dandelion/core.py": "def load():\n    from dandelion.datasets.reader import read\n    return read\n",
-        "dandelion/api.py": "from dandelion.datasets import reader\n",
-        "datasets/reader.py": "def read():\n    from dandelion import api\n",
-    })
+    root = _write_package(
+        tmp_path,
+        {
+            "dandelion/core.py": "def load():\n    from dandelion.datasets.reader import read\n    return read\n",
+            "dandelion/api.py": "from dandelion.datasets import reader\n",
+            "datasets/reader.py": "def read():\n    from dandelion import api\n",
+        },
+    )
     bad = layer_violations(import_graph(root))
-    assert bad == ["core module dandelion.core imports dandelion.datasets.reader",
-                   "dandelion.datasets.reader imports the facade dandelion.api"]
+    assert bad == [
+        "core module dandelion.core imports datasets module dandelion.datasets.reader",
+        "datasets module dandelion.datasets.reader imports jobs module dandelion.api",
+        "dandelion.datasets.reader imports the facade dandelion.api",
+    ]
     assert find_cycles(import_graph(root)) == [["dandelion.api", "dandelion.datasets.reader"]]
+
+
+def test_checker_finds_a_job_importing_the_benchmarks_and_a_core_module_importing_hydra(tmp_path):
+    root = _write_package(
+        tmp_path,
+        {
+            "dandelion/training/__init__.py": "",
+            "dandelion/training/fit.py": "from dandelion.benchmarks.grid import cells\n",
+            "dandelion/benchmarks/__init__.py": "",
+            "dandelion/benchmarks/grid.py": "from dandelion.training import fit\nimport hydra\n",
+            "dandelion/model.py": "def f():\n    from omegaconf import OmegaConf\n",
+            "datasets/folder.py": "from hydra import compose\n",
+        },
+    )
+    assert layer_violations(import_graph(root)) == [
+        "jobs module dandelion.training.fit imports benchmarks module dandelion.benchmarks.grid"
+    ]
+    assert restricted_imports(module_files(package_dirs(root))) == [
+        "dandelion.datasets.folder imports hydra",
+        "dandelion.model imports omegaconf",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------- the package
 def test_the_package_has_no_import_cycle():
     graph = import_graph(ROOT)
-    assert {"dandelion.forecast", "dandelion.benchmarks.train", "dandelion.datasets.storage"} <= set(graph)  # the real tree was read
+    assert {"dandelion.forecast", "dandelion.cli.train", "dandelion.datasets.storage"} <= set(
+        graph
+    )  # the real tree was read
     assert find_cycles(graph) == []
 
 
-def test_the_core_imports_no_job_and_nothing_imports_the_api():
+def test_each_room_imports_only_its_own_and_those_below_and_nothing_imports_the_api():
     assert layer_violations(import_graph(ROOT)) == []
+
+
+def test_hydra_stays_in_the_command_line_layer():
+    assert restricted_imports(module_files(package_dirs(ROOT))) == []

@@ -32,16 +32,30 @@ def resolve_preset(name: str, presets: dict[str, dict], preset: str, overrides: 
     return cfg
 
 
-def check_grid_args(name: str, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str, nlon_divisor: int = 1, nlat_min: int = 4) -> None:
+def check_grid_args(
+    name: str,
+    in_channels: int,
+    out_channels: int,
+    nlat: int,
+    nlon: int,
+    grid: str,
+    nlon_divisor: int = 1,
+    nlat_min: int = 4,
+) -> None:
     """Validate the common builder arguments; ValueError naming the bad value and the fix."""
     if grid not in GRIDS:
         raise ValueError(f"{name}: unknown grid {grid!r}; use one of {GRIDS}")
     if int(in_channels) < 1 or int(out_channels) < 1:
         raise ValueError(f"{name}: in_channels={in_channels} and out_channels={out_channels} must be >= 1")
     if int(nlat) < nlat_min:
-        raise ValueError(f"{name}: nlat={nlat} is too small: this preset needs nlat >= {nlat_min} (fewer levels, or a finer grid)")
+        raise ValueError(
+            f"{name}: nlat={nlat} is too small: this preset needs nlat >= {nlat_min} (fewer levels, or a finer grid)"
+        )
     if int(nlon) < 1 or nlon % nlon_divisor != 0:
-        raise ValueError(f"{name}: nlon={nlon} must be a positive multiple of {nlon_divisor} (2**(levels-1)); use fewer levels or another nlon")
+        raise ValueError(
+            f"{name}: nlon={nlon} must be a positive multiple of {nlon_divisor} (2**(levels-1)); "
+            "use fewer levels or another nlon"
+        )
 
 
 class PositionChannels(nn.Module):
@@ -61,7 +75,8 @@ class PositionChannels(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if tuple(x.shape[-2:]) != tuple(self.xyz.shape[-2:]):
             raise ValueError(
-                f"input grid {tuple(x.shape[-2:])} differs from the model's (nlat, nlon) = {tuple(self.xyz.shape[-2:])}: "
+                f"input grid {tuple(x.shape[-2:])} differs from the model's (nlat, nlon) = "
+                f"{tuple(self.xyz.shape[-2:])}: "
                 "build the model at the data's resolution"
             )
         return torch.cat([x, self.xyz.to(x.dtype).expand(x.shape[0], -1, -1, -1)], dim=1)

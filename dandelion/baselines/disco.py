@@ -62,19 +62,51 @@ from .common import PositionChannels, check_grid_args, group_norm, resolve_prese
 try:  # whether torch-harmonics' compiled (CPU) DISCO kernels are installed
     from disco_helpers import optimized_kernels_is_available as _optimized_available
 except ImportError:  # pragma: no cover
+
     def _optimized_available() -> bool:
         return False
 
-__all__ = ["DiscoUNet", "DISCO_PRESETS"]
+
+__all__ = ["DiscoUNet", "DISCO_PRESETS", "rebuild_disco_layers_with_torch_kernels"]
 
 #: Presets: Dandelion's scaffold (levels, blocks per level) with the width lowered to match its
 #: parameter count (16 in, 4 out; resolution-free): tiny 6,756 vs 6,972; small 138,934 vs 147,268;
 #: paper 18,470,308 vs 18,840,004 (Dandelion presets of commit 2466712). ``theta_cutoff`` = two grid
 #: spacings of the preset's resolution (32, 64, 256 rows), in radians.
 DISCO_PRESETS: dict[str, dict] = {
-    "tiny": dict(width=8, multipliers=(1, 2), encoder_blocks=(1, 1), decoder_blocks=(1,), kernel_shape=(3, 3), basis_type="harmonic", theta_cutoff=2 * math.pi / 32, position_channels=True, optimized_kernel=None),
-    "small": dict(width=15, multipliers=(1, 2, 4), encoder_blocks=(1, 1, 2), decoder_blocks=(1, 1), kernel_shape=(3, 3), basis_type="harmonic", theta_cutoff=2 * math.pi / 64, position_channels=True, optimized_kernel=None),
-    "paper": dict(width=72, multipliers=(1, 2, 4, 8), encoder_blocks=(2, 2, 2, 3), decoder_blocks=(2, 2, 2), kernel_shape=(3, 3), basis_type="harmonic", theta_cutoff=2 * math.pi / 256, position_channels=True, optimized_kernel=None),
+    "tiny": dict(
+        width=8,
+        multipliers=(1, 2),
+        encoder_blocks=(1, 1),
+        decoder_blocks=(1,),
+        kernel_shape=(3, 3),
+        basis_type="harmonic",
+        theta_cutoff=2 * math.pi / 32,
+        position_channels=True,
+        optimized_kernel=None,
+    ),
+    "small": dict(
+        width=15,
+        multipliers=(1, 2, 4),
+        encoder_blocks=(1, 1, 2),
+        decoder_blocks=(1, 1),
+        kernel_shape=(3, 3),
+        basis_type="harmonic",
+        theta_cutoff=2 * math.pi / 64,
+        position_channels=True,
+        optimized_kernel=None,
+    ),
+    "paper": dict(
+        width=72,
+        multipliers=(1, 2, 4, 8),
+        encoder_blocks=(2, 2, 2, 3),
+        decoder_blocks=(2, 2, 2),
+        kernel_shape=(3, 3),
+        basis_type="harmonic",
+        theta_cutoff=2 * math.pi / 256,
+        position_channels=True,
+        optimized_kernel=None,
+    ),
 }
 
 
@@ -85,13 +117,63 @@ def _disco(kind: str, **kw) -> nn.Module:
     return layer
 
 
+def rebuild_disco_layers_with_torch_kernels(model: nn.Module) -> None:
+    """Replace every DISCO layer made by :func:`_disco` inside ``model`` by one on the pure-torch path.
+
+    Same weight and bias objects (so optimisers and state_dicts are unaffected); the new layers' sparse
+    tables are built on the CPU in float64 by torch-harmonics and moved to the old layer's device and
+    dtype. Used when a model is moved to CUDA (torch-harmonics' PyPI wheels compile CPU kernels only).
+    """
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            build = getattr(child, "_dandelion_build", None)
+            if build is None:
+                continue
+            kind, kw = build
+            new = _disco(kind, optimized_kernel=False, **kw)
+            device, dtype = child.weight.device, child.psi_vals.dtype
+            new.to(device=device)
+            for bname, buf in list(new.named_buffers(recurse=False)):
+                if buf.is_floating_point():
+                    setattr(new, bname, buf.to(dtype))
+            new.weight = child.weight
+            new.bias = child.bias
+            for attr in ("psi", "psi_st"):
+                if hasattr(new, attr):
+                    setattr(new, attr, getattr(new, attr).to(device=device, dtype=dtype))
+            setattr(parent, name, new)
+
+
 class _Block(nn.Module):
     """Pre-norm residual block ``x + W(GELU(DISCO(GroupNorm(x))))`` on one grid."""
 
-    def __init__(self, channels: int, shape, grid: str, theta_cutoff: float, kernel_shape, basis_type: str, optimized_kernel: bool):
+    def __init__(
+        self,
+        channels: int,
+        shape,
+        grid: str,
+        theta_cutoff: float,
+        kernel_shape,
+        basis_type: str,
+        optimized_kernel: bool,
+    ):
         super().__init__()
         self.norm = group_norm(channels)
-        self.conv = _disco("conv", in_channels=channels, out_channels=channels, in_shape=shape, out_shape=shape, kernel_shape=kernel_shape, basis_type=basis_type, basis_norm_mode="nodal", grid_in=grid, grid_out=grid, bias=False, theta_cutoff=theta_cutoff, optimized_kernel=optimized_kernel)
+        self.conv = _disco(
+            "conv",
+            in_channels=channels,
+            out_channels=channels,
+            in_shape=shape,
+            out_shape=shape,
+            kernel_shape=kernel_shape,
+            basis_type=basis_type,
+            basis_norm_mode="nodal",
+            grid_in=grid,
+            grid_out=grid,
+            bias=False,
+            theta_cutoff=theta_cutoff,
+            optimized_kernel=optimized_kernel,
+        )
         self.mix = nn.Conv2d(channels, channels, 1)
 
     def forward(self, x):
@@ -130,14 +212,38 @@ class DiscoUNet(GridGuard, nn.Module):
 
     resolution_dependent = False
 
-    def __init__(self, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str = "equiangular", *, width: int = 12, multipliers=(1, 2), encoder_blocks=(1, 1), decoder_blocks=(1,), kernel_shape=(3, 3), basis_type: str = "harmonic", theta_cutoff: float = 2 * math.pi / 32, position_channels: bool = True, optimized_kernel: bool | None = None):
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        nlat: int,
+        nlon: int,
+        grid: str = "equiangular",
+        *,
+        width: int = 12,
+        multipliers=(1, 2),
+        encoder_blocks=(1, 1),
+        decoder_blocks=(1,),
+        kernel_shape=(3, 3),
+        basis_type: str = "harmonic",
+        theta_cutoff: float = 2 * math.pi / 32,
+        position_channels: bool = True,
+        optimized_kernel: bool | None = None,
+    ):
         super().__init__()
         levels = len(multipliers)
-        check_grid_args("disco", in_channels, out_channels, nlat, nlon, grid, nlon_divisor=2 ** (levels - 1), nlat_min=2 ** levels)
+        check_grid_args(
+            "disco", in_channels, out_channels, nlat, nlon, grid, nlon_divisor=2 ** (levels - 1), nlat_min=2**levels
+        )
         if not (theta_cutoff > 0 and theta_cutoff * 2 ** (levels - 1) < math.pi):
-            raise ValueError(f"disco: theta_cutoff={theta_cutoff} rad must be > 0 and theta_cutoff * 2**(levels-1) < pi")
+            raise ValueError(
+                f"disco: theta_cutoff={theta_cutoff} rad must be > 0 and theta_cutoff * 2**(levels-1) < pi"
+            )
         if len(encoder_blocks) != levels or len(decoder_blocks) != levels - 1:
-            raise ValueError(f"disco: need {levels} encoder_blocks and {levels - 1} decoder_blocks entries, got {tuple(encoder_blocks)} and {tuple(decoder_blocks)}")
+            raise ValueError(
+                f"disco: need {levels} encoder_blocks and {levels - 1} decoder_blocks entries, "
+                f"got {tuple(encoder_blocks)} and {tuple(decoder_blocks)}"
+            )
         self.init_grid_guard(nlat, nlon, grid)
         if optimized_kernel is None:
             optimized_kernel = (not torch.cuda.is_available()) and _optimized_available()
@@ -156,18 +262,46 @@ class DiscoUNet(GridGuard, nn.Module):
         self.lift = nn.Sequential(nn.Conv2d(c_in, width, 1), nn.GELU(), nn.Conv2d(width, ch[0], 1))
 
         def blocks(k, n):
-            return nn.Sequential(*[_Block(ch[k], shapes[k], grids[k], thetas[k], optimized_kernel=opt, **common) for _ in range(n)])
+            return nn.Sequential(
+                *[_Block(ch[k], shapes[k], grids[k], thetas[k], optimized_kernel=opt, **common) for _ in range(n)]
+            )
 
         self.down_blocks = nn.ModuleList([blocks(k, encoder_blocks[k]) for k in range(levels)])
         self.downs = nn.ModuleList(
             [
-                _disco("conv", in_channels=ch[k], out_channels=ch[k + 1], in_shape=shapes[k], out_shape=shapes[k + 1], basis_norm_mode="nodal", grid_in=grids[k], grid_out=grids[k + 1], bias=True, theta_cutoff=thetas[k + 1], optimized_kernel=opt, **common)
+                _disco(
+                    "conv",
+                    in_channels=ch[k],
+                    out_channels=ch[k + 1],
+                    in_shape=shapes[k],
+                    out_shape=shapes[k + 1],
+                    basis_norm_mode="nodal",
+                    grid_in=grids[k],
+                    grid_out=grids[k + 1],
+                    bias=True,
+                    theta_cutoff=thetas[k + 1],
+                    optimized_kernel=opt,
+                    **common,
+                )
                 for k in range(levels - 1)
             ]
         )
         self.ups = nn.ModuleList(
             [
-                _disco("transpose", in_channels=ch[k + 1], out_channels=ch[k], in_shape=shapes[k + 1], out_shape=shapes[k], basis_norm_mode="nodal", grid_in=grids[k + 1], grid_out=grids[k], bias=True, theta_cutoff=thetas[k + 1], optimized_kernel=opt, **common)
+                _disco(
+                    "transpose",
+                    in_channels=ch[k + 1],
+                    out_channels=ch[k],
+                    in_shape=shapes[k + 1],
+                    out_shape=shapes[k],
+                    basis_norm_mode="nodal",
+                    grid_in=grids[k + 1],
+                    grid_out=grids[k],
+                    bias=True,
+                    theta_cutoff=thetas[k + 1],
+                    optimized_kernel=opt,
+                    **common,
+                )
                 for k in range(levels - 1)
             ]
         )
@@ -186,24 +320,7 @@ class DiscoUNet(GridGuard, nn.Module):
         """
         if not self.optimized_kernel:
             return
-        for parent in list(self.modules()):
-            for name, child in list(parent.named_children()):
-                build = getattr(child, "_dandelion_build", None)
-                if build is None:
-                    continue
-                kind, kw = build
-                new = _disco(kind, optimized_kernel=False, **kw)
-                device, dtype = child.weight.device, child.psi_vals.dtype
-                new.to(device=device)
-                for bname, buf in list(new.named_buffers(recurse=False)):
-                    if buf.is_floating_point():
-                        setattr(new, bname, buf.to(dtype))
-                new.weight = child.weight
-                new.bias = child.bias
-                for attr in ("psi", "psi_st"):
-                    if hasattr(new, attr):
-                        setattr(new, attr, getattr(new, attr).to(device=device, dtype=dtype))
-                setattr(parent, name, new)
+        rebuild_disco_layers_with_torch_kernels(self)
         self.optimized_kernel = False
 
     def _on_cuda(self) -> bool:
@@ -212,15 +329,26 @@ class DiscoUNet(GridGuard, nn.Module):
     def _apply(self, fn, *args, **kwargs):
         out = super()._apply(fn, *args, **kwargs)
         if self.optimized_kernel and self._on_cuda():
-            warnings.warn("DiscoUNet moved to CUDA: switching DISCO layers to torch-harmonics' pure-torch kernels (the compiled ones are CPU only)", stacklevel=2)
+            warnings.warn(
+                "DiscoUNet moved to CUDA: switching DISCO layers to torch-harmonics' pure-torch kernels "
+                "(the compiled ones are CPU only)",
+                stacklevel=2,
+            )
             self.use_torch_kernels()
         return out
 
     # -- forward --------------------------------------------------------------------------------
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` : ``(B, in_channels, nlat, nlon)`` -> ``(B, out_channels, nlat, nlon)``."""
-        if x.dim() != 4 or x.shape[1] != self.in_channels or tuple(x.shape[-2:]) != (self.grid_spec["nlat"], self.grid_spec["nlon"]):
-            raise ValueError(f"disco: expected input (B, {self.in_channels}, {self.grid_spec['nlat']}, {self.grid_spec['nlon']}), got {tuple(x.shape)}")
+        if (
+            x.dim() != 4
+            or x.shape[1] != self.in_channels
+            or tuple(x.shape[-2:]) != (self.grid_spec["nlat"], self.grid_spec["nlon"])
+        ):
+            raise ValueError(
+                f"disco: expected input (B, {self.in_channels}, {self.grid_spec['nlat']}, {self.grid_spec['nlon']}), "
+                f"got {tuple(x.shape)}"
+            )
         if self.position is not None:
             x = self.position(x)
         x = self.lift(x)
@@ -238,7 +366,15 @@ class DiscoUNet(GridGuard, nn.Module):
 
 
 @register_model("disco")
-def build_disco(preset: str = "small", in_channels: int = 16, out_channels: int = 4, nlat: int = 32, nlon: int = 64, grid: str = "equiangular", **overrides) -> DiscoUNet:
+def build_disco(
+    preset: str = "small",
+    in_channels: int = 16,
+    out_channels: int = 4,
+    nlat: int = 32,
+    nlon: int = 64,
+    grid: str = "equiangular",
+    **overrides,
+) -> DiscoUNet:
     """Build :class:`DiscoUNet` from a preset (:data:`DISCO_PRESETS`) and overrides of its keys."""
     cfg = resolve_preset("disco", DISCO_PRESETS, preset, overrides)
     return DiscoUNet(in_channels, out_channels, nlat, nlon, grid, **cfg)

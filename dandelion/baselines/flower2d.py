@@ -47,10 +47,35 @@ __all__ = ["Flower2D", "SelfWarp2d", "FLOWER2D_PRESETS"]
 #: head): tiny 6,508 vs 6,972; small 149,862 vs 147,268; paper 18,985,300 vs 18,840,004 (Dandelion
 #: presets of commit 2466712).
 FLOWER2D_PRESETS: dict[str, dict] = {
-    "tiny": dict(width=12, multipliers=(1, 2), heads=4, encoder_blocks=(1, 1), decoder_blocks=(1,), offset_ratio=1.0, position_channels=True),
-    "small": dict(width=27, multipliers=(1, 2, 4), heads=9, encoder_blocks=(1, 1, 2), decoder_blocks=(1, 1), offset_ratio=0.5, position_channels=True),
-    "paper": dict(width=132, multipliers=(1, 2, 4, 8), heads=44, encoder_blocks=(2, 2, 2, 3), decoder_blocks=(2, 2, 2), offset_ratio=0.5, position_channels=True),
+    "tiny": dict(
+        width=12,
+        multipliers=(1, 2),
+        heads=4,
+        encoder_blocks=(1, 1),
+        decoder_blocks=(1,),
+        offset_ratio=1.0,
+        position_channels=True,
+    ),
+    "small": dict(
+        width=27,
+        multipliers=(1, 2, 4),
+        heads=9,
+        encoder_blocks=(1, 1, 2),
+        decoder_blocks=(1, 1),
+        offset_ratio=0.5,
+        position_channels=True,
+    ),
+    "paper": dict(
+        width=132,
+        multipliers=(1, 2, 4, 8),
+        heads=44,
+        encoder_blocks=(2, 2, 2, 3),
+        decoder_blocks=(2, 2, 2),
+        offset_ratio=0.5,
+        position_channels=True,
+    ),
 }
+
 
 class SelfWarp2d(nn.Module):
     """Multi-head planar self-warp on a lat-lon image.
@@ -158,12 +183,39 @@ class Flower2D(GridGuard, nn.Module):
 
     resolution_dependent = False
 
-    def __init__(self, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str = "equiangular", *, width: int = 16, multipliers=(1, 2), heads: int = 4, encoder_blocks=(1, 1), decoder_blocks=(1,), offset_ratio: float = 0.5, position_channels: bool = True):
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        nlat: int,
+        nlon: int,
+        grid: str = "equiangular",
+        *,
+        width: int = 16,
+        multipliers=(1, 2),
+        heads: int = 4,
+        encoder_blocks=(1, 1),
+        decoder_blocks=(1,),
+        offset_ratio: float = 0.5,
+        position_channels: bool = True,
+    ):
         super().__init__()
         levels = len(multipliers)
-        check_grid_args("flower2d", in_channels, out_channels, nlat, nlon, grid, nlon_divisor=2 ** (levels - 1), nlat_min=2 ** (levels - 1))
+        check_grid_args(
+            "flower2d",
+            in_channels,
+            out_channels,
+            nlat,
+            nlon,
+            grid,
+            nlon_divisor=2 ** (levels - 1),
+            nlat_min=2 ** (levels - 1),
+        )
         if len(encoder_blocks) != levels or len(decoder_blocks) != levels - 1:
-            raise ValueError(f"flower2d: need {levels} encoder_blocks and {levels - 1} decoder_blocks entries, got {tuple(encoder_blocks)} and {tuple(decoder_blocks)}")
+            raise ValueError(
+                f"flower2d: need {levels} encoder_blocks and {levels - 1} decoder_blocks entries, "
+                f"got {tuple(encoder_blocks)} and {tuple(decoder_blocks)}"
+            )
         ch = [int(width * m) for m in multipliers]
         if any(c % heads for c in ch):
             raise ValueError(f"flower2d: level widths {ch} must all be divisible by heads={heads}")
@@ -174,7 +226,9 @@ class Flower2D(GridGuard, nn.Module):
             shapes.append(((shapes[-1][0] + 1) // 2, shapes[-1][1] // 2))
 
         def blocks(k, n):
-            return nn.Sequential(*[_Block(ch[k], heads, max(1, int(offset_ratio * ch[k])), shapes[k]) for _ in range(n)])
+            return nn.Sequential(
+                *[_Block(ch[k], heads, max(1, int(offset_ratio * ch[k])), shapes[k]) for _ in range(n)]
+            )
 
         self.position = PositionChannels(nlat, nlon, grid) if position_channels else None
         c_in = in_channels + (3 if position_channels else 0)
@@ -189,8 +243,16 @@ class Flower2D(GridGuard, nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` : ``(B, in_channels, nlat, nlon)`` -> ``(B, out_channels, nlat, nlon)``."""
-        if x.dim() != 4 or x.shape[1] != self.in_channels or tuple(x.shape[-2:]) != (self.grid_spec["nlat"], self.grid_spec["nlon"]):
-            raise ValueError(f"flower2d: expected input (B, {self.in_channels}, {self.grid_spec['nlat']}, {self.grid_spec['nlon']}), got {tuple(x.shape)}")
+        if (
+            x.dim() != 4
+            or x.shape[1] != self.in_channels
+            or tuple(x.shape[-2:]) != (self.grid_spec["nlat"], self.grid_spec["nlon"])
+        ):
+            raise ValueError(
+                f"flower2d: expected input (B, {self.in_channels}, {self.grid_spec['nlat']}, "
+                f"{self.grid_spec['nlon']}), "
+                f"got {tuple(x.shape)}"
+            )
         if self.position is not None:
             x = self.position(x)
         x = self.lift(x)
@@ -210,7 +272,15 @@ class Flower2D(GridGuard, nn.Module):
 
 
 @register_model("flower2d")
-def build_flower2d(preset: str = "small", in_channels: int = 16, out_channels: int = 4, nlat: int = 32, nlon: int = 64, grid: str = "equiangular", **overrides) -> Flower2D:
+def build_flower2d(
+    preset: str = "small",
+    in_channels: int = 16,
+    out_channels: int = 4,
+    nlat: int = 32,
+    nlon: int = 64,
+    grid: str = "equiangular",
+    **overrides,
+) -> Flower2D:
     """Build :class:`Flower2D` from a preset (:data:`FLOWER2D_PRESETS`) and overrides of its keys."""
     cfg = resolve_preset("flower2d", FLOWER2D_PRESETS, preset, overrides)
     return Flower2D(in_channels, out_channels, nlat, nlon, grid, **cfg)

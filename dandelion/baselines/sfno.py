@@ -22,6 +22,14 @@ Because the spectral weights have shape ``(C, C, L)``, the weights depend on the
 (``resolution_dependent = True``): a state_dict made at one ``(nlat, nlon)`` is refused at another
 (:mod:`dandelion.grid_guard`). Parameters are complex; :func:`count_real_parameters` counts 2 per
 complex entry, and the presets are matched on that count.
+
+Parameter matching on every grid: the count grows as ``2 E^2 L`` per block (``E = embed_dim``), so a
+fixed width would halve the count from 64x128 (L = 32) to 32x64 (L = 16). Each preset therefore fixes
+a reference point (width ``matched_embed_dim`` at the grid ``matched_at``, matched once to Dandelion's
+preset) and, on any other grid, takes the width whose count is nearest the reference count
+(:func:`sfno_matched_embed_dim`, counts in closed form by :func:`sfno_parameter_count`). The width is
+a function of ``L`` alone (plus the channels and the other hyper-parameters), so two grids with the
+same band limit get the same width and can exchange weights where the grid guard allows it.
 """
 
 from __future__ import annotations
@@ -35,17 +43,55 @@ from ..registry import register_model
 from ..sphere import analysis_lmax
 from .common import PositionChannels, check_grid_args, resolve_preset
 
-__all__ = ["SFNO", "SFNO_PRESETS", "sfno_band_limit", "Float32Transform"]
+__all__ = [
+    "SFNO",
+    "SFNO_PRESETS",
+    "sfno_band_limit",
+    "sfno_parameter_count",
+    "sfno_matched_embed_dim",
+    "Float32Transform",
+]
 
-#: Presets. SFNO's parameter count depends on the resolution through L; each preset was matched to
-#: Dandelion's preset of the same name at the resolution in ``matched_at`` (16 in, 4 out channels,
-#: either grid; real scalars, complex counted twice): tiny 7,273 at 32x64 (L = 16) vs 6,972;
-#: small 144,601 at 64x128 (L = 32) vs 147,268; paper 19,240,056 at 256x512 (L = 128) vs 18,840,004
-#: (Dandelion presets of commit 2466712). At other resolutions the count differs (2 E^2 L per layer).
+#: Presets. ``embed_dim=None`` lets :func:`sfno_matched_embed_dim` choose the width on every grid so the
+#: count stays that of width ``matched_embed_dim`` at the grid ``matched_at`` (the rule of the module
+#: docstring); an integer ``embed_dim`` override fixes the width instead. The reference points were
+#: matched to Dandelion's presets (16 in, 4 out channels; real scalars, complex counted twice): tiny
+#: 7,273 at 32x64 (L = 16) vs 6,972; small 144,601 at 64x128 (L = 32) vs 147,268; paper 19,240,056 at
+#: 256x512 (L = 128) vs 18,840,004.
 SFNO_PRESETS: dict[str, dict] = {
-    "tiny": dict(embed_dim=7, num_layers=4, scale_factor=2, mlp_ratio=2.0, lmax=None, position_channels=True, normalization_layer="none", matched_at=(32, 64)),
-    "small": dict(embed_dim=23, num_layers=4, scale_factor=2, mlp_ratio=2.0, lmax=None, position_channels=True, normalization_layer="none", matched_at=(64, 128)),
-    "paper": dict(embed_dim=136, num_layers=4, scale_factor=2, mlp_ratio=2.0, lmax=None, position_channels=True, normalization_layer="none", matched_at=(256, 512)),
+    "tiny": dict(
+        embed_dim=None,
+        matched_embed_dim=7,
+        matched_at=(32, 64),
+        num_layers=4,
+        scale_factor=2,
+        mlp_ratio=2.0,
+        lmax=None,
+        position_channels=True,
+        normalization_layer="none",
+    ),
+    "small": dict(
+        embed_dim=None,
+        matched_embed_dim=23,
+        matched_at=(64, 128),
+        num_layers=4,
+        scale_factor=2,
+        mlp_ratio=2.0,
+        lmax=None,
+        position_channels=True,
+        normalization_layer="none",
+    ),
+    "paper": dict(
+        embed_dim=None,
+        matched_embed_dim=136,
+        matched_at=(256, 512),
+        num_layers=4,
+        scale_factor=2,
+        mlp_ratio=2.0,
+        lmax=None,
+        position_channels=True,
+        normalization_layer="none",
+    ),
 }
 
 
@@ -54,6 +100,53 @@ def sfno_band_limit(nlat: int, nlon: int, grid: str, scale_factor: int) -> int:
     h = (nlat - 1) // scale_factor + 1
     w = nlon // scale_factor
     return int(min(analysis_lmax(nlat, grid), h, w // 2))
+
+
+def sfno_parameter_count(
+    embed_dim: int,
+    lmax: int,
+    in_channels: int,
+    out_channels: int,
+    *,
+    num_layers: int,
+    mlp_ratio: float,
+    position_channels: bool,
+    normalization_layer: str,
+) -> int:
+    """Trainable real scalars of :class:`SFNO` in closed form (complex weights counted twice).
+
+    With ``E = embed_dim``, ``L = lmax``, ``H = int(E * mlp_ratio)`` and ``C = in_channels (+ 3)``::
+
+        N = C E + num_layers (2 E^2 L + 2 H E + H + n_norm) + E out_channels
+
+    one 1x1 encoder and decoder without bias, per block the Driscoll-Healy spectral weight (``E x E x L``
+    complex, Bonev et al. 2023, eq. 9) and the two-layer MLP (bias on its first layer only), and
+    ``n_norm = 4 E`` for the two affine norms of a block when ``normalization_layer`` is not ``"none"``.
+    The tests check it against the built model.
+    """
+    e, h = int(embed_dim), int(embed_dim * mlp_ratio)
+    c_in = int(in_channels) + (3 if position_channels else 0)
+    norm = 0 if normalization_layer == "none" else 4 * e
+    return int(c_in * e + num_layers * (2 * e * e * int(lmax) + 2 * h * e + h + norm) + e * int(out_channels))
+
+
+def sfno_matched_embed_dim(lmax: int, reference_lmax: int, reference_embed_dim: int, **count_args) -> int:
+    """The width whose parameter count at band limit ``lmax`` is nearest that of the reference width.
+
+    ``argmin_E |N(E, lmax) - N(reference_embed_dim, reference_lmax)|`` with ``N`` =
+    :func:`sfno_parameter_count` and ``count_args`` its other arguments (ties go to the narrower
+    width). The spectral weights grow as ``E^2 L``, so a grid with half the band limit gets about
+    ``sqrt(2)`` times the width and the same count; the width depends on the grid only through ``L``.
+    """
+    target = sfno_parameter_count(reference_embed_dim, reference_lmax, **count_args)
+    best, best_err, e = 1, None, 1
+    while True:
+        err = abs(sfno_parameter_count(e, lmax, **count_args) - target)
+        if best_err is None or err < best_err:
+            best, best_err = e, err
+        elif sfno_parameter_count(e, lmax, **count_args) > target:  # the count grows with E: past the optimum
+            return best
+        e += 1
 
 
 class Float32Transform(nn.Module):
@@ -130,7 +223,22 @@ class SFNO(GridGuard, nn.Module):
 
     resolution_dependent = True
 
-    def __init__(self, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str = "equiangular", *, embed_dim: int = 32, num_layers: int = 4, scale_factor: int = 2, mlp_ratio: float = 2.0, lmax: int | None = None, position_channels: bool = True, normalization_layer: str = "none"):
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        nlat: int,
+        nlon: int,
+        grid: str = "equiangular",
+        *,
+        embed_dim: int = 32,
+        num_layers: int = 4,
+        scale_factor: int = 2,
+        mlp_ratio: float = 2.0,
+        lmax: int | None = None,
+        position_channels: bool = True,
+        normalization_layer: str = "none",
+    ):
         super().__init__()
         check_grid_args("sfno", in_channels, out_channels, nlat, nlon, grid, nlat_min=2 * scale_factor)
         self.init_grid_guard(nlat, nlon, grid)
@@ -139,7 +247,10 @@ class SFNO(GridGuard, nn.Module):
         if lmax is None:
             lmax = l_default
         if not 1 <= lmax <= l_default:
-            raise ValueError(f"sfno: lmax={lmax} must be in [1, {l_default}] for grid ({nlat}, {nlon}, {grid!r}) and scale_factor={scale_factor}; lower lmax or scale_factor")
+            raise ValueError(
+                f"sfno: lmax={lmax} must be in [1, {l_default}] for grid ({nlat}, {nlon}, {grid!r}) and "
+                f"scale_factor={scale_factor}; lower lmax or scale_factor"
+            )
         h, w = (nlat - 1) // scale_factor + 1, nlon // scale_factor
         m0 = min(h, w // 2)  # torch-harmonics: modes = int(min(h, w // 2 + 1 - 1) * fraction)
         fraction = (lmax + 0.5) / m0
@@ -168,21 +279,64 @@ class SFNO(GridGuard, nn.Module):
         )
         for t in (self.sfno.trans_down, self.sfno.itrans_up, self.sfno.trans, self.sfno.itrans):
             if (t.lmax, t.mmax) != (self.lmax, self.mmax):  # pragma: no cover - guards a torch-harmonics change
-                raise RuntimeError(f"sfno: torch-harmonics built an SHT with (lmax, mmax) = {(t.lmax, t.mmax)}, expected {(self.lmax, self.mmax)}")
+                raise RuntimeError(
+                    f"sfno: torch-harmonics built an SHT with (lmax, mmax) = {(t.lmax, t.mmax)}, "
+                    f"expected {(self.lmax, self.mmax)}"
+                )
         _keep_transforms_in_float32(self.sfno)  # bf16 autocast on CPU and CUDA: the SHTs stay float32
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` : ``(B, in_channels, nlat, nlon)`` -> ``(B, out_channels, nlat, nlon)``."""
-        if x.dim() != 4 or x.shape[1] != self.in_channels or tuple(x.shape[-2:]) != (self.grid_spec["nlat"], self.grid_spec["nlon"]):
-            raise ValueError(f"sfno: expected input (B, {self.in_channels}, {self.grid_spec['nlat']}, {self.grid_spec['nlon']}), got {tuple(x.shape)}")
+        if (
+            x.dim() != 4
+            or x.shape[1] != self.in_channels
+            or tuple(x.shape[-2:]) != (self.grid_spec["nlat"], self.grid_spec["nlon"])
+        ):
+            raise ValueError(
+                f"sfno: expected input (B, {self.in_channels}, {self.grid_spec['nlat']}, {self.grid_spec['nlon']}), "
+                f"got {tuple(x.shape)}"
+            )
         if self.position is not None:
             x = self.position(x)
         return self.sfno(x)
 
 
 @register_model("sfno")
-def build_sfno(preset: str = "small", in_channels: int = 16, out_channels: int = 4, nlat: int = 32, nlon: int = 64, grid: str = "equiangular", **overrides) -> SFNO:
-    """Build :class:`SFNO` from a preset (:data:`SFNO_PRESETS`) and overrides of its keys."""
+def build_sfno(
+    preset: str = "small",
+    in_channels: int = 16,
+    out_channels: int = 4,
+    nlat: int = 32,
+    nlon: int = 64,
+    grid: str = "equiangular",
+    **overrides,
+) -> SFNO:
+    """Build :class:`SFNO` from a preset (:data:`SFNO_PRESETS`) and overrides of its keys.
+
+    With ``embed_dim=None`` (the presets) the width is :func:`sfno_matched_embed_dim` for the band limit
+    of this grid (``lmax``, or :func:`sfno_band_limit` when ``lmax`` is None) against the reference width
+    ``matched_embed_dim`` at the default band limit of the grid ``matched_at`` (same grid type and
+    ``scale_factor``). An integer ``embed_dim`` is used as given.
+
+    Raises
+    ------
+    ValueError
+        For an unknown preset or override, and the errors of :class:`SFNO`.
+    """
     cfg = resolve_preset("sfno", SFNO_PRESETS, preset, overrides)
-    cfg.pop("matched_at")
+    matched_at, matched_embed_dim = cfg.pop("matched_at"), cfg.pop("matched_embed_dim")
+    if cfg["embed_dim"] is None:
+        sf = int(cfg["scale_factor"])
+        lmax = cfg["lmax"] if cfg["lmax"] is not None else sfno_band_limit(nlat, nlon, grid, sf)
+        cfg["embed_dim"] = sfno_matched_embed_dim(
+            max(1, int(lmax)),
+            sfno_band_limit(int(matched_at[0]), int(matched_at[1]), grid, sf),
+            int(matched_embed_dim),
+            in_channels=in_channels,
+            out_channels=out_channels,
+            num_layers=int(cfg["num_layers"]),
+            mlp_ratio=float(cfg["mlp_ratio"]),
+            position_channels=bool(cfg["position_channels"]),
+            normalization_layer=str(cfg["normalization_layer"]),
+        )
     return SFNO(in_channels, out_channels, nlat, nlon, grid, **cfg)

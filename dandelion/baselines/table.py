@@ -17,7 +17,15 @@ PRESET_RESOLUTIONS: dict[str, tuple[int, int]] = {"tiny": (32, 64), "small": (64
 _PROBE = (32, 64)
 
 
-def parameter_count(name: str, preset: str, nlat: int, nlon: int, grid: str = "equiangular", in_channels: int = 16, out_channels: int = 4) -> dict:
+def parameter_count(
+    name: str,
+    preset: str,
+    nlat: int,
+    nlon: int,
+    grid: str = "equiangular",
+    in_channels: int = 16,
+    out_channels: int = 4,
+) -> dict:
     """Parameter count of one model and preset on one grid.
 
     The model is first built on a cheap 32x64 grid; if it is not ``resolution_dependent`` that
@@ -44,7 +52,13 @@ def parameter_count(name: str, preset: str, nlat: int, nlon: int, grid: str = "e
     }
 
 
-def parameter_table(resolutions: dict[str, tuple[int, int]] | None = None, models: list[str] | None = None, grid: str = "equiangular", in_channels: int = 16, out_channels: int = 4) -> list[dict]:
+def parameter_table(
+    resolutions: dict[str, tuple[int, int]] | None = None,
+    models: list[str] | None = None,
+    grid: str = "equiangular",
+    in_channels: int = 16,
+    out_channels: int = 4,
+) -> list[dict]:
     """Parameter counts of every model and preset, with the ratio to Dandelion's preset.
 
     Parameters

@@ -15,10 +15,10 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from dandelion.benchmarks import bench as B
-from dandelion.benchmarks.bench_measure import median, peak_bytes, saved_activation_bytes, tensor_bytes
-from dandelion.benchmarks.bench_models import RATIO_FIELDS, measure_group, search_largest
-from dandelion.benchmarks.bench_profile import CATEGORIES, build_dandelion
+from dandelion.benchmarks.speed import bench as B
+from dandelion.benchmarks.speed.measure import median, peak_bytes, saved_activation_bytes, tensor_bytes
+from dandelion.benchmarks.speed.models import RATIO_FIELDS, measure_group, search_largest
+from dandelion.benchmarks.speed.profile import CATEGORIES, build_dandelion
 from dandelion.warp import TangentWarpS2
 
 MODELS = ["dandelion", "sfno", "disco", "flower2d"]
@@ -104,8 +104,19 @@ def test_largest_batch_search_finds_the_threshold(threshold, guess):
 
 
 def test_models_group_rows_are_consistent():
-    spec = {"preset": "tiny", "nlat": 16, "nlon": 32, "grid": "equiangular", "batch": 2, "dtype": "fp32", "device": "cpu",
-            "in_channels": 16, "out_channels": 4, "n_warmup": 1, "n_repeat": 3}
+    spec = {
+        "preset": "tiny",
+        "nlat": 16,
+        "nlon": 32,
+        "grid": "equiangular",
+        "batch": 2,
+        "dtype": "fp32",
+        "device": "cpu",
+        "in_channels": 16,
+        "out_channels": 4,
+        "n_warmup": 1,
+        "n_repeat": 3,
+    }
     rows = measure_group(MODELS, spec)
     assert [r["model"] for r in rows] == MODELS
     ref = rows[0]
@@ -125,17 +136,37 @@ def test_models_group_rows_are_consistent():
 
 def test_identity_sampler_floor_rows():
     """models.identity_sampler: each warp model measured again with its sampling replaced by the identity."""
-    spec = {"preset": "tiny", "nlat": 16, "nlon": 32, "grid": "equiangular", "batch": 2, "dtype": "fp32", "device": "cpu",
-            "in_channels": 16, "out_channels": 4, "n_warmup": 1, "n_repeat": 1, "identity_sampler": True}
+    spec = {
+        "preset": "tiny",
+        "nlat": 16,
+        "nlon": 32,
+        "grid": "equiangular",
+        "batch": 2,
+        "dtype": "fp32",
+        "device": "cpu",
+        "in_channels": 16,
+        "out_channels": 4,
+        "n_warmup": 1,
+        "n_repeat": 1,
+        "identity_sampler": True,
+    }
     rows = {r["model"]: r for r in measure_group(["dandelion", "sfno", "flower2d"], spec)}
     assert set(rows) == {"dandelion", "sfno", "flower2d", "dandelion/identity-sampler", "flower2d/identity-sampler"}
     assert all("error" not in r for r in rows.values()), [r.get("error") for r in rows.values()]
     assert "sampled_values" not in rows["sfno"]
     # Dandelion tiny (width 16, multipliers 1, 2; one encoder block per level, one decoder block) at 16x32:
     # two warps on the 16x32 grid at 16 channels, one on the 8x16 Gauss grid at 32 channels, batch 2
-    assert rows["dandelion"]["sampled_values"] == rows["dandelion/identity-sampler"]["sampled_values"] == 2 * (2 * 16 * 16 * 32 + 32 * 8 * 16)
+    assert (
+        rows["dandelion"]["sampled_values"]
+        == rows["dandelion/identity-sampler"]["sampled_values"]
+        == 2 * (2 * 16 * 16 * 32 + 32 * 8 * 16)
+    )
     # Flower2D tiny (width 12, two levels, one block each way at the fine level): 12 channels at 16x32 twice, 24 at 8x16
-    assert rows["flower2d"]["sampled_values"] == rows["flower2d/identity-sampler"]["sampled_values"] == 2 * (2 * 12 * 16 * 32 + 24 * 8 * 16)
+    assert (
+        rows["flower2d"]["sampled_values"]
+        == rows["flower2d/identity-sampler"]["sampled_values"]
+        == 2 * (2 * 12 * 16 * 32 + 24 * 8 * 16)
+    )
     for name in ("dandelion", "flower2d"):  # the rows measured patched models: their warps keep no sampling tensors
         assert rows[name + "/identity-sampler"]["saved_activation_bytes"] < rows[name]["saved_activation_bytes"]
 
@@ -143,13 +174,15 @@ def test_identity_sampler_floor_rows():
 @pytest.mark.parametrize("kind", ["dandelion", "flower2d"])
 def test_identity_sampler_passes_values_and_keeps_the_displacement_network(kind):
     from dandelion.baselines.flower2d import SelfWarp2d
-    from dandelion.benchmarks.sampler_floor import with_identity_sampler
+    from dandelion.benchmarks.speed.sampler_floor import with_identity_sampler
     from dandelion.sphere import SphereGrid
 
     torch.manual_seed(0)
     layer = TangentWarpS2(SphereGrid(8, 16), 4, 2, 8, 0.2) if kind == "dandelion" else SelfWarp2d(4, 2, 8, (8, 16))
     x = torch.randn(2, 4, 8, 16)
-    assert not torch.allclose(layer(x), layer.value(x))  # the real warp moves the values (non-zero initial displacements)
+    assert not torch.allclose(
+        layer(x), layer.value(x)
+    )  # the real warp moves the values (non-zero initial displacements)
     warp = with_identity_sampler(torch.nn.Sequential(layer))
     y = warp(x)
     assert torch.equal(y, layer.value(x))  # no displacement applied
@@ -163,16 +196,39 @@ def test_identity_sampler_passes_values_and_keeps_the_displacement_network(kind)
 
 
 def test_saved_activations_scale_with_the_batch():
-    spec = {"preset": "tiny", "nlat": 16, "nlon": 32, "grid": "equiangular", "dtype": "fp32", "device": "cpu",
-            "in_channels": 16, "out_channels": 4, "n_warmup": 0, "n_repeat": 1}
+    spec = {
+        "preset": "tiny",
+        "nlat": 16,
+        "nlon": 32,
+        "grid": "equiangular",
+        "dtype": "fp32",
+        "device": "cpu",
+        "in_channels": 16,
+        "out_channels": 4,
+        "n_warmup": 0,
+        "n_repeat": 1,
+    }
     one, four = (measure_group(["dandelion", "sfno"], {**spec, "batch": b}) for b in (1, 4))
     for a, b in zip(one, four):
         assert 3.5 < b["saved_activation_bytes"] / a["saved_activation_bytes"] <= 4.0, a["model"]
 
 
 def test_largest_batch_on_a_simulated_cpu_capacity():
-    spec = {"preset": "tiny", "nlat": 16, "nlon": 32, "grid": "equiangular", "batch": 2, "dtype": "fp32", "device": "cpu",
-            "in_channels": 16, "out_channels": 4, "n_warmup": 1, "n_repeat": 1, "largest_batch": True, "cpu_capacity_mib": 8}
+    spec = {
+        "preset": "tiny",
+        "nlat": 16,
+        "nlon": 32,
+        "grid": "equiangular",
+        "batch": 2,
+        "dtype": "fp32",
+        "device": "cpu",
+        "in_channels": 16,
+        "out_channels": 4,
+        "n_warmup": 1,
+        "n_repeat": 1,
+        "largest_batch": True,
+        "cpu_capacity_mib": 8,
+    }
     (row,) = measure_group(["sfno"], spec)
     lb = row["largest_batch"]
     assert lb["simulated_capacity"] and lb["largest_batch"] is not None
@@ -183,8 +239,17 @@ def test_largest_batch_on_a_simulated_cpu_capacity():
 
 def test_bench_models_writes_into_a_run_folder_unless_asked(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    cfg = _cfg("models", **{"models.names": ["dandelion", "sfno"], "models.presets": ["tiny"], "models.resolutions": [[16, 32]],
-                            "models.batch_sizes": [1], "models.n_repeat": 1, "models.parameter_table": False})
+    cfg = _cfg(
+        "models",
+        **{
+            "models.names": ["dandelion", "sfno"],
+            "models.presets": ["tiny"],
+            "models.resolutions": [[16, 32]],
+            "models.batch_sizes": [1],
+            "models.n_repeat": 1,
+            "models.parameter_table": False,
+        },
+    )
     out = B.bench(cfg)
     written = list(tmp_path.rglob("*.json"))
     assert len(written) == 1 and written[0].relative_to(tmp_path).parts[:2] == ("outputs", "bench")
@@ -198,10 +263,20 @@ def test_bench_models_writes_into_a_run_folder_unless_asked(tmp_path, monkeypatc
 
 
 def test_bench_solvers_rows_and_reference(tmp_path):
-    cfg = _cfg("solvers", **{"solvers.scenarios": ["galewsky"], "solvers.nlat": 16, "solvers.nlon": 32, "solvers.batch_sizes": [1, 2],
-                             "solvers.lmax_by_scenario": {"galewsky": 10}, "solvers.galewsky_reference.lmax": [10],
-                             "solvers.galewsky_reference.batches": [1, 2], "solvers.galewsky_reference.days": 0.1,
-                             "output": str(tmp_path / "s.json")})
+    cfg = _cfg(
+        "solvers",
+        **{
+            "solvers.scenarios": ["galewsky"],
+            "solvers.nlat": 16,
+            "solvers.nlon": 32,
+            "solvers.batch_sizes": [1, 2],
+            "solvers.lmax_by_scenario": {"galewsky": 10},
+            "solvers.galewsky_reference.lmax": [10],
+            "solvers.galewsky_reference.batches": [1, 2],
+            "solvers.galewsky_reference.days": 0.1,
+            "output": str(tmp_path / "s.json"),
+        },
+    )
     out = B.bench(cfg)
     for r in out["rows"]:
         assert "error" not in r, r["error"]
@@ -214,10 +289,21 @@ def test_bench_solvers_rows_and_reference(tmp_path):
 
 
 def test_bench_profile_split_and_roofline(tmp_path):
-    cfg = _cfg("profile", **{"profile.presets": ["tiny"], "profile.nlat": 16, "profile.nlon": 32, "profile.n_repeat": 1,
-                             "profile.bandwidth_mib": 4, "output": str(tmp_path / "p.json")})
+    cfg = _cfg(
+        "profile",
+        **{
+            "profile.presets": ["tiny"],
+            "profile.nlat": 16,
+            "profile.nlon": 32,
+            "profile.n_repeat": 1,
+            "profile.bandwidth_mib": 4,
+            "output": str(tmp_path / "p.json"),
+        },
+    )
     (row,) = B.bench(cfg)["rows"]
-    model = build_dandelion({"preset": "tiny", "in_channels": 16, "out_channels": 4, "nlat": 16, "nlon": 32, "grid": "equiangular"}, "cpu")
+    model = build_dandelion(
+        {"preset": "tiny", "in_channels": 16, "out_channels": 4, "nlat": 16, "nlon": 32, "grid": "equiangular"}, "cpu"
+    )
     warps = [m for m in model.modules() if isinstance(m, TangentWarpS2)]
     assert set(row["split"]) == set(CATEGORIES)
     assert row["split"]["displacement_mlp"]["calls"] == len(warps)
@@ -232,7 +318,7 @@ def test_bench_profile_split_and_roofline(tmp_path):
 def test_one_band_limit_for_the_solvers_skips_the_finite_volume_ones():
     """``solvers.lmax=N`` sets every spectral solver's band limit; the finite-volume scenarios (which refuse a
     band limit) keep none instead of failing their rows."""
-    from dandelion.benchmarks.bench_solvers import band_limit
+    from dandelion.benchmarks.speed.solvers import band_limit
     from dandelion.datasets.generate import build_scenario
 
     s = _cfg("solvers", **{"solvers.lmax": 21}).solvers

@@ -9,12 +9,12 @@ import math
 from pathlib import Path
 
 import pytest
+import tiny_model  # noqa: F401  (registers "_pointwise_test")
 from omegaconf import OmegaConf
 
-import tiny_model  # noqa: F401  (registers "_pointwise_test")
-from dandelion.benchmarks import benchmark as B
-from dandelion.benchmarks import cells as cells_mod
-from dandelion.benchmarks import leaderboard as LB
+from dandelion.benchmarks.grid import benchmark as B
+from dandelion.benchmarks.grid import cells as cells_mod
+from dandelion.benchmarks.leaderboard import render as LB
 
 N_FRAMES = 10
 
@@ -22,16 +22,31 @@ N_FRAMES = 10
 @pytest.fixture
 def tiny_scale(make_tiny_dataset, tmp_path):
     """The cpu protocol, shrunk: a 16x32 tiny dataset (not generated), 2 models, 1 seed, a few steps."""
-    data = make_tiny_dataset(tmp_path / "data", nlat=16, nlon=32, n_frames=N_FRAMES,
-                             splits={"train": [0, 1], "valid": [2], "test": [3]})
-    cfg = B.compose("benchmark", [
-        "scale=cpu", f"scale.results_dir={tmp_path / 'results'}", f"scale.work_dir={tmp_path / 'work'}",
-        "scale.models=[_pointwise_test,sfno]", "scale.seeds=[0]", "scale.lr_sweep=[1e-3,1e-2]", "scale.lr_ladder=[1e-3,1e-2]",
-        "scale.plugins=[tiny_model]",
-        "scale.trainer.epochs=1", "scale.trainer.max_batches_per_epoch=2", "scale.trainer.batch_size=2",
-        "scale.trainer.finetune.epochs=1", "scale.trainer.warmup_steps=1", "scale.trainer.val_max_batches=1",
-        "scale.evaluation.n_steps=3", "scale.evaluation.init_stride=2", "scale.evaluation.batch_size=4",
-    ])
+    data = make_tiny_dataset(
+        tmp_path / "data", nlat=16, nlon=32, n_frames=N_FRAMES, splits={"train": [0, 1], "valid": [2], "test": [3]}
+    )
+    cfg = B.compose(
+        "benchmark",
+        [
+            "scale=cpu",
+            f"scale.results_dir={tmp_path / 'results'}",
+            f"scale.work_dir={tmp_path / 'work'}",
+            "scale.models=[_pointwise_test,sfno]",
+            "scale.seeds=[0]",
+            "scale.lr_sweep=[1e-3,1e-2]",
+            "scale.lr_ladder=[1e-3,1e-2]",
+            "scale.plugins=[tiny_model]",
+            "scale.trainer.epochs=1",
+            "scale.trainer.max_batches_per_epoch=2",
+            "scale.trainer.batch_size=2",
+            "scale.trainer.finetune.epochs=1",
+            "scale.trainer.warmup_steps=1",
+            "scale.trainer.val_max_batches=1",
+            "scale.evaluation.n_steps=3",
+            "scale.evaluation.init_stride=2",
+            "scale.evaluation.batch_size=4",
+        ],
+    )
     OmegaConf.set_struct(cfg, False)
     cfg.scale.datasets = {"tiny_16x32": {"dataset": "solid_body", "path": str(data), "overrides": {}}}
     return cfg
@@ -93,11 +108,16 @@ def test_one_cell_then_skip_then_leaderboard(tiny_scale, tmp_path):
     md = (tmp_path / "results" / "leaderboard.md").read_text()
     assert res["n_cells"] == 2
     cells = LB.load_cells(cfg.scale.results_dir)
-    sections = {"vrmse": md.split("## VRMSE, area-weighted")[1].split("##")[0],
-                "vrmse_well": md.split("## VRMSE, unweighted")[1].split("##")[0]}
+    sections = {
+        "vrmse": md.split("## VRMSE, area-weighted")[1].split("##")[0],
+        "vrmse_well": md.split("## VRMSE, unweighted")[1].split("##")[0],
+    }
     for metric, text in sections.items():
-        rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
-                for line in text.splitlines() if line.startswith("| ") and not line.startswith("| model")}
+        rows = {
+            line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in text.splitlines()
+            if line.startswith("| ") and not line.startswith("| model")
+        }
         for col, part in enumerate(("next_step", "rollout_mean")):
             vals = {c["model"]: c[part][metric]["mean"] for c in cells}
             for m, v in vals.items():
@@ -123,25 +143,42 @@ def test_one_cell_then_skip_then_leaderboard(tiny_scale, tmp_path):
     paths["sfno"].write_text(json.dumps({**other, "data_files_sha256": "0" * 16}))
     LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))
     assert "different versions of its data" in (tmp_path / "results" / "leaderboard.md").read_text()
-    # a recorded equivalence of the two versions (tools/verify_references.py --equivalent-within) turns it into a note
-    eq = {"versions": [digest, "0" * 16], "max_relative_difference": {"persistence": 1e-9, "linear_ar": 3e-8}, "tolerance": 1e-6}
+    # a recorded equivalence of the two versions (benchmarks/grid/verify_references.py --equivalent-within) turns it into a note
+    eq = {
+        "versions": [digest, "0" * 16],
+        "max_relative_difference": {"persistence": 1e-9, "linear_ar": 3e-8},
+        "tolerance": 1e-6,
+    }
     # an equivalence of the earlier digest definition does not cover the current one
-    B.write_json_atomic(cells_mod.equivalence_path(cfg.scale.results_dir, "tiny_16x32"), {"equivalences": [{**eq, "definition": "data_sha256"}]})
+    B.write_json_atomic(
+        cells_mod.equivalence_path(cfg.scale.results_dir, "tiny_16x32"),
+        {"equivalences": [{**eq, "definition": "data_sha256"}]},
+    )
     LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))
     assert "different versions of its data" in (tmp_path / "results" / "leaderboard.md").read_text()
-    B.write_json_atomic(cells_mod.equivalence_path(cfg.scale.results_dir, "tiny_16x32"), {"equivalences": [{**eq, "definition": "data_files_sha256"}]})
+    B.write_json_atomic(
+        cells_mod.equivalence_path(cfg.scale.results_dir, "tiny_16x32"),
+        {"equivalences": [{**eq, "definition": "data_files_sha256"}]},
+    )
     LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))
     md = (tmp_path / "results" / "leaderboard.md").read_text()
-    assert "different versions of its data" not in md and "differ by at most 3.0e-08 relative (`tiny_16x32/data_equivalence.json`" in md
+    assert (
+        "different versions of its data" not in md
+        and "differ by at most 3.0e-08 relative (`tiny_16x32/data_equivalence.json`" in md
+    )
 
 
 def test_error_vs_resolution_plot_needs_two_grids(tmp_path):
     """The resolution plot exists for a family trained at two grids and is skipped at one."""
+
     def entry(nlat, v):
         stats = {"vrmse": {"mean": {"mean": v, "std": 0.1 * v, "n": 3}}}
         return {"nlat": nlat, "nlon": 2 * nlat, "dataset": "fam", "next_step": stats, "rollout_mean": stats}
-    agg = {"fam_16x32": {"dandelion": entry(16, 0.2), "sfno": entry(16, 0.3)},
-           "fam_32x64": {"dandelion": entry(32, 0.1), "sfno": entry(32, 0.4)}}
+
+    agg = {
+        "fam_16x32": {"dandelion": entry(16, 0.2), "sfno": entry(16, 0.3)},
+        "fam_32x64": {"dandelion": entry(32, 0.1), "sfno": entry(32, 0.4)},
+    }
     p = LB.plot_error_vs_resolution(agg, "fam", tmp_path / "two.png")
     assert p is not None and p.stat().st_size > 0
     one = {"fam_16x32": agg["fam_16x32"]}
@@ -149,12 +186,15 @@ def test_error_vs_resolution_plot_needs_two_grids(tmp_path):
     assert not (tmp_path / "one.png").exists()
 
 
-@pytest.mark.parametrize("values, best", [
-    ({"a": 1.0, "b": 2.0}, {"a"}),
-    ({"a": 1.0, "b": 1.0, "c": 3.0}, {"a", "b"}),
-    ({"a": float("nan"), "b": 2.0}, {"b"}),
-    ({"a": float("nan")}, set()),
-])
+@pytest.mark.parametrize(
+    "values, best",
+    [
+        ({"a": 1.0, "b": 2.0}, {"a"}),
+        ({"a": 1.0, "b": 1.0, "c": 3.0}, {"a", "b"}),
+        ({"a": float("nan"), "b": 2.0}, {"b"}),
+        ({"a": float("nan")}, set()),
+    ],
+)
 def test_bold_best(values, best):
     assert LB.bold_best(values) == best
 
@@ -162,18 +202,35 @@ def test_bold_best(values, best):
 def test_aggregate_mean_and_sample_std():
     def cell(seed, v):
         s = {"vrmse": {"h": v, "mean": v}, "vrmse_well": {"h": v, "mean": v}}
-        return {"dataset_key": "d", "model": "m", "seed": seed, "n_parameters": 1, "preset": "tiny", "lr": 1e-3, "steps": 1,
-                "minutes": {"train_wall": 0.0}, "nlat": 8, "nlon": 16, "dataset": "d", "next_step": s, "rollout_mean": s,
-                "curves": {"vrmse": {"mean": [v]}}}
+        return {
+            "dataset_key": "d",
+            "model": "m",
+            "seed": seed,
+            "n_parameters": 1,
+            "preset": "tiny",
+            "lr": 1e-3,
+            "steps": 1,
+            "minutes": {"train_wall": 0.0},
+            "nlat": 8,
+            "nlon": 16,
+            "dataset": "d",
+            "next_step": s,
+            "rollout_mean": s,
+            "curves": {"vrmse": {"mean": [v]}},
+        }
+
     agg = LB.aggregate([cell(0, 1.0), cell(1, 3.0)])
     st = agg["d"]["m"]["next_step"]["vrmse"]["mean"]
     assert st["mean"] == pytest.approx(2.0) and st["std"] == pytest.approx(math.sqrt(2.0)) and st["n"] == 2
 
 
-@pytest.mark.parametrize("only, error", [
-    ({"datasets": ["nope"]}, "only.datasets"),
-    ({"models": ["nope"]}, "only.models"),
-])
+@pytest.mark.parametrize(
+    "only, error",
+    [
+        ({"datasets": ["nope"]}, "only.datasets"),
+        ({"models": ["nope"]}, "only.models"),
+    ],
+)
 def test_only_names_the_fix(only, error):
     cfg = B.compose("benchmark", ["scale=cpu"])
     OmegaConf.set_struct(cfg, False)
@@ -198,12 +255,20 @@ def test_protocols_compose(scale):
     assert len(grid) == len(s.datasets) * len(s.models) * len(s.seeds)
     # every dataset of the suite is on the scale, and each key's overrides are keys of its dataset config
     assert {str(s.datasets[k].dataset) for k in s.datasets} >= {
-        "galewsky", "cahn_hilliard", "chained_turbulence", "held_suarez", "shock_caps", "global_ocean"}
+        "galewsky",
+        "cahn_hilliard",
+        "chained_turbulence",
+        "held_suarez",
+        "shock_caps",
+        "global_ocean",
+    }
     for key in s.datasets:
         spec = B.dataset_spec(cfg, key)
         over = [f"dataset={spec['dataset']}", *B.flatten_overrides(spec["overrides"], "dataset.")]
         dcfg = B.compose("generate", over).dataset
-        assert key.endswith(f"_{dcfg.nlat}x{dcfg.nlon}"), f"{key}: the key names another grid than {dcfg.nlat}x{dcfg.nlon}"
+        assert key.endswith(f"_{dcfg.nlat}x{dcfg.nlon}"), (
+            f"{key}: the key names another grid than {dcfg.nlat}x{dcfg.nlon}"
+        )
 
 
 def test_changed_protocol_makes_cells_stale_and_reuses_only_matching_runs(tiny_scale):
@@ -240,8 +305,14 @@ def test_changed_protocol_makes_cells_stale_and_reuses_only_matching_runs(tiny_s
 
 def test_pending_lists_missing_datasets_and_missing_model_seeds(tmp_path):
     """Every '–' of the leaderboard has a line saying why: a dataset without cells, and a model short of seeds."""
-    scale_cfg = OmegaConf.create({"results_dir": str(tmp_path), "models": ["x", "y"], "seeds": [0, 1, 2],
-                                  "datasets": {"a": {"pending_reason": "slow"}, "b": {}}})
+    scale_cfg = OmegaConf.create(
+        {
+            "results_dir": str(tmp_path),
+            "models": ["x", "y"],
+            "seeds": [0, 1, 2],
+            "datasets": {"a": {"pending_reason": "slow"}, "b": {}},
+        }
+    )
     agg = {"a": {"x": {"seeds": [0, 1, 2]}, "y": {"seeds": [0]}}}
     assert LB._pending(scale_cfg, tmp_path, agg) == {"a: y (seeds 1, 2)": "slow", "b": "not run yet"}
     assert LB._pending(scale_cfg, tmp_path / "elsewhere", agg) == {}
@@ -251,12 +322,20 @@ def test_budget_study_multiplies_both_phases_and_resumes(tiny_scale, tmp_path):
     """dandelion-budget: the x2 run trains twice the cell's steps in each phase at the cell's rate, a second call
     retrains nothing, a record made under other settings is retrained, and a model without a finished cell is
     refused (naming the command) before anything trains."""
-    from dandelion.benchmarks import budget as BU
-    from dandelion.cli import UsageError
+    from dandelion.benchmarks.budget import study as BU
+    from dandelion.cli.common import UsageError
 
     cfg = tiny_scale
-    cfg.update({"datasets": ["tiny_16x32"], "models": ["_pointwise_test"], "seed": 0, "multipliers": [2],
-                "flat_tolerance": 0.05, "only": {"datasets": None, "models": None}})
+    cfg.update(
+        {
+            "datasets": ["tiny_16x32"],
+            "models": ["_pointwise_test"],
+            "seed": 0,
+            "multipliers": [2],
+            "flat_tolerance": 0.05,
+            "only": {"datasets": None, "models": None},
+        }
+    )
     cfg.scale.models = ["_pointwise_test"]
     B.benchmark(cfg)
     cell = json.loads(B.cell_path(cfg.scale.results_dir, "tiny_16x32", "_pointwise_test", 0).read_text())
@@ -285,7 +364,9 @@ def test_budget_study_multiplies_both_phases_and_resumes(tiny_scale, tmp_path):
     assert "| _pointwise_test | 0 |" in md and "| x1 |" in md and "| x2 |" in md
     assert (tmp_path / "results" / "budget_tiny_16x32.png").exists()
     board = LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))
-    assert "](budget/budget.md)" in Path(board["markdown"]).read_text()  # the leaderboard says where the budget study is
+    assert (
+        "](budget/budget.md)" in Path(board["markdown"]).read_text()
+    )  # the leaderboard says where the budget study is
 
     # a record from another cell protocol is not reused: it is made again (its unchanged training run is reused
     # from the run folder, whose name fingerprints the training setup, and scored again)
@@ -311,11 +392,21 @@ def test_budget_study_multiplies_both_phases_and_resumes(tiny_scale, tmp_path):
 
 
 def test_budget_table_marks_divergence_and_compares_with_the_last_finite_budget(tmp_path):
-    from dandelion.benchmarks import budget as BU
+    from dandelion.benchmarks.budget import study as BU
 
     def rec(m, loss):
-        return {"dataset_key": "k", "model": "m", "seed": 0, "multiplier": m, "lr": 1e-3, "steps": 10 * m if loss == loss else -1,
-                "val_loss": loss, "next_step": loss, "rollout_mean": loss, "curve": []}
+        return {
+            "dataset_key": "k",
+            "model": "m",
+            "seed": 0,
+            "multiplier": m,
+            "lr": 1e-3,
+            "steps": 10 * m if loss == loss else -1,
+            "val_loss": loss,
+            "next_step": loss,
+            "rollout_mean": loss,
+            "curve": [],
+        }
 
     md = BU.render(tmp_path, [rec(1, 1.0), rec(2, math.nan), rec(4, 0.5), rec(8, 0.49), rec(16, 0.6)], 0.05).read_text()
     rows = [line for line in md.splitlines() if line.startswith("| m |")]
@@ -325,31 +416,48 @@ def test_budget_table_marks_divergence_and_compares_with_the_last_finite_budget(
 
 
 def test_valid_over_train_reads_the_last_pretraining_epochs_only(tmp_path):
-    from dandelion.benchmarks import budget as BU
+    from dandelion.benchmarks.budget import study as BU
 
     def ep(phase, train, val):
         return {"step": 0, "phase": phase, "train_loss": train, "val_loss": val}
 
     # early epochs (ratio 1), five late ones (ratio 4, one with a NaN validation left out), then the fine-tune (ratio 100)
-    curve = ([ep("pretrain", 1.0, 1.0)] * 10 + [ep("pretrain", 0.5, 2.0)] * 5 + [ep("pretrain", 0.5, math.nan)]
-             + [ep("finetune", 0.01, 1.0)] * 3)
+    curve = (
+        [ep("pretrain", 1.0, 1.0)] * 10
+        + [ep("pretrain", 0.5, 2.0)] * 5
+        + [ep("pretrain", 0.5, math.nan)]
+        + [ep("finetune", 0.01, 1.0)] * 3
+    )
     assert BU.valid_over_train({"curve": curve}) == pytest.approx(4.0)
     # over 15 epochs: the ratio of the mean losses, (10 x 1 + 5 x 2) / (10 x 1 + 5 x 0.5), not the mean of the ratios (2)
     assert BU.valid_over_train({"curve": curve}, n_epochs=15) == pytest.approx(20 / 12.5)
     assert BU.valid_over_train({"curve": [ep("finetune", 1.0, 1.0)]}) is None
-    rec = {"dataset_key": "k", "model": "m", "seed": 0, "multiplier": 1, "lr": 1e-3, "steps": 10, "val_loss": 2.0,
-           "next_step": 0.1, "rollout_mean": 0.2, "curve": curve}
+    rec = {
+        "dataset_key": "k",
+        "model": "m",
+        "seed": 0,
+        "multiplier": 1,
+        "lr": 1e-3,
+        "steps": 10,
+        "val_loss": 2.0,
+        "next_step": 0.1,
+        "rollout_mean": 0.2,
+        "curve": curve,
+    }
     row = next(line for line in BU.render(tmp_path, [rec], 0.05).read_text().splitlines() if line.startswith("| m |"))
     assert "| 4 |" in row
 
 
-@pytest.mark.parametrize("versions, pairs, ok", [
-    ({"a"}, [], True),
-    ({"a", "b"}, [], False),
-    ({"a", "b"}, [("a", "b")], True),
-    ({"a", "c"}, [("a", "b"), ("b", "c")], True),  # linked through b
-    ({"a", "b", "c"}, [("a", "b")], False),
-])
+@pytest.mark.parametrize(
+    "versions, pairs, ok",
+    [
+        ({"a"}, [], True),
+        ({"a", "b"}, [], False),
+        ({"a", "b"}, [("a", "b")], True),
+        ({"a", "c"}, [("a", "b"), ("b", "c")], True),  # linked through b
+        ({"a", "b", "c"}, [("a", "b")], False),
+    ],
+)
 def test_data_versions_are_equivalent_only_when_linked(versions, pairs, ok):
     assert cells_mod.equivalent(versions, [{"versions": list(p)} for p in pairs]) is ok
 
@@ -363,7 +471,9 @@ def test_max_relative_difference_of_two_records():
 
 def test_data_digest_covers_the_data_files_not_the_provenance(make_tiny_dataset, tmp_path):
     """A regeneration by another command (dataset.yaml differs) keeps the digest; a changed trajectory file changes it."""
-    data = make_tiny_dataset(tmp_path / "data", nlat=8, nlon=16, n_frames=4, splits={"train": [0], "valid": [1], "test": [2]})
+    data = make_tiny_dataset(
+        tmp_path / "data", nlat=8, nlon=16, n_frames=4, splits={"train": [0], "valid": [1], "test": [2]}
+    )
     ck = data / "checksums.sha256"
     before = B.data_digest(data)
     lines = ck.read_text().splitlines()

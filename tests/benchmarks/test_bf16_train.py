@@ -4,12 +4,12 @@ import math
 
 import pytest
 import torch
-
 from train_config import train_cfg
-from dandelion.benchmarks.trainer import Trainer
+
 from dandelion.checkpoint import load_checkpoint, load_model
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.forecast import forecast
+from dandelion.training.trainer import Trainer
 
 MODELS = ["dandelion", "sfno", "disco", "flower2d"]
 
@@ -23,7 +23,15 @@ def data(tmp_path_factory):
 
 @pytest.mark.parametrize("name", MODELS)
 def test_training_and_rollout_under_bf16_autocast_on_cpu(data, tmp_path, name):
-    cfg = train_cfg(data, tmp_path / "run", "dataset=solid_body", f"model.name={name}", "trainer.amp=true", "trainer.max_steps=2", "trainer.finetune.epochs=0")
+    cfg = train_cfg(
+        data,
+        tmp_path / "run",
+        "dataset=solid_body",
+        f"model.name={name}",
+        "trainer.amp=true",
+        "trainer.max_steps=2",
+        "trainer.finetune.epochs=0",
+    )
     trainer = Trainer(cfg)
     before = {k: v.clone() for k, v in trainer.bare_model.state_dict().items() if torch.is_tensor(v)}
     grads = []

@@ -1,13 +1,14 @@
 """User mistakes on the command line: one line naming the fix, exit status 2, no traceback, nothing written.
 
 Each job's ``main(argv)`` is called in-process (the console scripts call the same function): the
-checks of :mod:`dandelion.cli` run before hydra creates any folder and before any model or solver.
+checks of :mod:`dandelion.cli.common` run before hydra creates any folder and before any model or solver.
 """
 
 import pytest
 
-from dandelion.benchmarks import bench, benchmark, export, quickstart, report, rollout, train
-from dandelion.datasets import generate, verify
+from dandelion.benchmarks.grid import benchmark
+from dandelion.benchmarks.speed import bench
+from dandelion.cli import export, generate, quickstart, report, rollout, train, verify
 
 
 def _fails(main, argv, capsys) -> str:
@@ -134,14 +135,20 @@ def test_benchmark_unknown_dataset_key(capsys):
 def test_rollout_missing_checkpoint(make_tiny_dataset, tmp_path, capsys):
     data = make_tiny_dataset(tmp_path / "data")
     out = tmp_path / "rollout"
-    err = _fails(rollout.main, [f"checkpoint={tmp_path / 'run' / 'best.pt'}", f"dataset.path={data}", f"output_dir={out}"], capsys)
+    err = _fails(
+        rollout.main,
+        [f"checkpoint={tmp_path / 'run' / 'best.pt'}", f"dataset.path={data}", f"output_dir={out}"],
+        capsys,
+    )
     assert "checkpoint=" in err and "does not exist" in err and "dandelion-train" in err
     assert not out.exists()
 
 
 def test_rollout_misspelt_dataset_folder_suggests_the_sibling(make_tiny_dataset, tmp_path, capsys):
     data = make_tiny_dataset(tmp_path / "galewsky_small")
-    err = _fails(rollout.main, [f"checkpoint={_checkpoint(tmp_path)}", f"dataset.path={tmp_path / 'galewsky_smal'}"], capsys)
+    err = _fails(
+        rollout.main, [f"checkpoint={_checkpoint(tmp_path)}", f"dataset.path={tmp_path / 'galewsky_smal'}"], capsys
+    )
     assert f"did you mean {data}?" in err
 
 
@@ -161,7 +168,7 @@ def test_rollout_folder_without_dataset_yaml(tmp_path, capsys):
 
 
 def test_rollout_well_layout_folder_passes_and_its_missing_split_is_named(tmp_path, capsys):
-    from dandelion.cli import check_dataset_folder
+    from dandelion.cli.common import check_dataset_folder
 
     root = tmp_path / "planetswe"
     for split in ("train", "valid"):
@@ -173,8 +180,9 @@ def test_rollout_well_layout_folder_passes_and_its_missing_split_is_named(tmp_pa
     assert "Well's layout" in err and "data/test" in err
     # the Well's base path (one folder per dataset) is not itself a dataset: the message points one level down
     (tmp_path / "well" / "datasets" / "planetswe").mkdir(parents=True)
-    err = _fails(rollout.main, [f"checkpoint={tmp_path / 'run' / 'best.pt'}",
-                                f"dataset.path={tmp_path / 'well'}"], capsys)
+    err = _fails(
+        rollout.main, [f"checkpoint={tmp_path / 'run' / 'best.pt'}", f"dataset.path={tmp_path / 'well'}"], capsys
+    )
     assert "no dataset.yaml" in err and "Well's layout" in err and "datasets/NAME" in err
 
 
@@ -194,7 +202,7 @@ def test_export_refuses_an_existing_file_before_any_model_call(make_tiny_dataset
     err = _fails(export.main, argv, capsys)
     assert "exists" in err and "overwrite=true" in err
     # the Python entry point refuses it just as early
-    from dandelion.cli import compose_config
+    from dandelion.cli.common import compose_config
 
     with pytest.raises(FileExistsError, match="overwrite=true"):
         export.export(compose_config("export", argv))
@@ -209,7 +217,7 @@ def test_export_missing_output_key(make_tiny_dataset, tmp_path, capsys):
 def test_export_zarr_output_rules(make_tiny_dataset, tmp_path, capsys):
     """format=zarr writes a folder: an existing Zarr store is replaced only with overwrite=true, a foreign
     folder never; an unknown format or convention and chunks without format=zarr fail before any work."""
-    from dandelion.cli import UsageError, check_new_file, compose_config
+    from dandelion.cli.common import UsageError, check_new_file, compose_config
 
     data = make_tiny_dataset(tmp_path / "data")
     ckpt = _checkpoint(tmp_path)
@@ -234,16 +242,20 @@ def test_export_zarr_output_rules(make_tiny_dataset, tmp_path, capsys):
     assert "did you mean format=zarr" in _fails(export.main, base + [f"output={out}", "format=zar"], capsys)
     assert "convention=wb3 is not one of" in _fails(export.main, base + [f"output={out}", "convention=wb3"], capsys)
     assert "format=zarr only" in _fails(export.main, base + [f"output={out}", "chunks={init_time: 2}"], capsys)
-    assert "positive integer" in _fails(export.main, base + [f"output={store}x", "format=zarr", "chunks={init_time: 0}"], capsys)
+    assert "positive integer" in _fails(
+        export.main, base + [f"output={store}x", "format=zarr", "chunks={init_time: 0}"], capsys
+    )
     err = _fails(export.main, base + [f"output={store}x", "format=zarr", "chunks={time: 4}"], capsys)
     assert "no dimension time" in err and "init_time" in err  # time is the wb2 name
-    export.check(compose_config("export", base + [f"output={store}x", "format=zarr", "convention=wb2", "chunks={time: 4}"]))
+    export.check(
+        compose_config("export", base + [f"output={store}x", "format=zarr", "convention=wb2", "chunks={time: 4}"])
+    )
     assert not out.exists()
 
 
 def test_export_passes_max_trajectories_to_the_rollout(make_tiny_dataset, tmp_path, monkeypatch):
     """``max_trajectories`` (configs/export.yaml, checked positive) reaches the rollout, not silently dropped."""
-    from dandelion.cli import compose_config
+    from dandelion.cli.common import compose_config
 
     seen = {}
 
@@ -257,8 +269,15 @@ def test_export_passes_max_trajectories_to_the_rollout(make_tiny_dataset, tmp_pa
     monkeypatch.setattr(export, "WindowDataset", lambda *a, **k: None)
     monkeypatch.setattr(export, "load_model", lambda *a, **k: None)
     monkeypatch.setattr(export, "forecast", fake_forecast)
-    cfg = compose_config("export", [f"checkpoint={_checkpoint(tmp_path)}", f"dataset.path={tmp_path}",
-                                    f"output={tmp_path / 'f.nc'}", "max_trajectories=1"])
+    cfg = compose_config(
+        "export",
+        [
+            f"checkpoint={_checkpoint(tmp_path)}",
+            f"dataset.path={tmp_path}",
+            f"output={tmp_path / 'f.nc'}",
+            "max_trajectories=1",
+        ],
+    )
     with pytest.raises(Stop):
         export.export(cfg)
     assert seen["max_trajectories"] == 1
@@ -315,14 +334,17 @@ def test_quickstart_unknown_key_and_model(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------------------ --help
-@pytest.mark.parametrize("main,own,foreign", [
-    (generate.main, ["dataset:", "batch_size"], ["model:", "trainer:", "scale:", "checkpoint"]),
-    (train.main, ["dataset:", "model:", "trainer:", "experiment:", "run_dir"], ["scale:", "rollouts"]),
-    (benchmark.main, ["scale:", "only:"], ["dataset:", "model:", "trainer:"]),
-    (export.main, ["dataset:", "checkpoint", "overwrite"], ["model:", "trainer:", "scale:"]),
-    (bench.main, ["target", "models:"], ["dataset:", "trainer:", "scale:"]),
-    (report.main, ["scale:", "rollouts"], ["dataset:", "model:", "trainer:"]),
-])
+@pytest.mark.parametrize(
+    "main,own,foreign",
+    [
+        (generate.main, ["dataset:", "batch_size"], ["model:", "trainer:", "scale:", "checkpoint"]),
+        (train.main, ["dataset:", "model:", "trainer:", "experiment:", "run_dir"], ["scale:", "rollouts"]),
+        (benchmark.main, ["scale:", "only:"], ["dataset:", "model:", "trainer:"]),
+        (export.main, ["dataset:", "checkpoint", "overwrite"], ["model:", "trainer:", "scale:"]),
+        (bench.main, ["target", "models:"], ["dataset:", "trainer:", "scale:"]),
+        (report.main, ["scale:", "rollouts"], ["dataset:", "model:", "trainer:"]),
+    ],
+)
 def test_help_lists_only_the_jobs_own_groups(main, own, foreign, capsys):
     main(["--help"])
     text = capsys.readouterr().out

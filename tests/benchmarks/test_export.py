@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from dandelion.benchmarks.export import export_forecasts, forecasts_to_xarray
+from dandelion.export.forecasts import export_forecasts, forecasts_to_xarray
 from dandelion.sphere import SphereGrid
 
 FIELDS = {
@@ -19,7 +19,12 @@ def _forecast(grid, n_traj=2, n_init=3, n_lead=4):
     lon = grid.lon.numpy()[None, :]
     k = np.arange(1, n_lead + 1)[None, None, :, None, None]
     h = np.sin(lat) * k * np.ones((n_traj, n_init, 1, 1, grid.nlon))
-    u = np.cos(lat) * np.ones_like(lon) * np.arange(1, n_traj + 1)[:, None, None, None, None] * np.ones((1, n_init, n_lead, 1, 1))
+    u = (
+        np.cos(lat)
+        * np.ones_like(lon)
+        * np.arange(1, n_traj + 1)[:, None, None, None, None]
+        * np.ones((1, n_init, n_lead, 1, 1))
+    )
     v = np.broadcast_to(lon, h.shape)
     return {"h": h.astype(np.float32), "velocity": np.stack([u, v], -1).astype(np.float32)}
 
@@ -30,8 +35,15 @@ def _write(tmp_path, grid, time_units="s", name="f.nc", **kw):
     init_idx = np.array([3, 5, 7])
     kw.setdefault("overwrite", False)
     path = export_forecasts(
-        _forecast(grid), tmp_path / name, grid=grid, fields=FIELDS, init_time=times[init_idx], lead_time=dt * np.arange(1, 5),
-        time_units=time_units, trajectory=[11, 42], **kw,
+        _forecast(grid),
+        tmp_path / name,
+        grid=grid,
+        fields=FIELDS,
+        init_time=times[init_idx],
+        lead_time=dt * np.arange(1, 5),
+        time_units=time_units,
+        trajectory=[11, 42],
+        **kw,
     )
     return path, times, init_idx
 
@@ -55,7 +67,9 @@ def test_sin_lat_positive_in_north_and_lat_ascending(tmp_path, nlat, nlon, grid)
         assert ds.u.attrs["long_name"].startswith("eastward") and ds.v.attrs["long_name"].startswith("northward")
         for var in ds.data_vars.values():
             assert var.attrs["units"] and var.attrs["long_name"]
-        np.testing.assert_allclose(ds.v.isel(trajectory=0, init_time=0, lead_time=0, lat=0).values, np.deg2rad(ds.lon.values), atol=1e-6)
+        np.testing.assert_allclose(
+            ds.v.isel(trajectory=0, init_time=0, lead_time=0, lat=0).values, np.deg2rad(ds.lon.values), atol=1e-6
+        )
 
 
 def test_valid_times_and_cf_time_attributes(tmp_path):
@@ -79,7 +93,9 @@ def test_nondimensional_time_is_float_with_units(tmp_path):
     path, times, init_idx = _write(tmp_path, sg, time_units="nondimensional")
     with xr.open_dataset(path) as ds:
         assert ds.lead_time.dtype.kind == "f" and ds.lead_time.attrs["units"] == "1"
-        np.testing.assert_allclose((ds.init_time + ds.lead_time).values, times[init_idx[:, None] + np.arange(1, 5)[None, :]])
+        np.testing.assert_allclose(
+            (ds.init_time + ds.lead_time).values, times[init_idx[:, None] + np.arange(1, 5)[None, :]]
+        )
 
 
 def test_refuses_overwrite_and_no_fill_values(tmp_path):
@@ -93,7 +109,9 @@ def test_refuses_overwrite_and_no_fill_values(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left behind
     with xr.open_dataset(path, mask_and_scale=False) as raw:
         for name, var in raw.variables.items():
-            assert "_FillValue" not in var.attrs and "_FillValue" not in var.encoding or var.encoding["_FillValue"] is None, name
+            assert (
+                "_FillValue" not in var.attrs and "_FillValue" not in var.encoding or var.encoding["_FillValue"] is None
+            ), name
     with xr.open_dataset(path) as ds:
         fc = _forecast(sg)
         for name in ("h", "u", "v"):

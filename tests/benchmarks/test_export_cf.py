@@ -1,12 +1,12 @@
-"""CF standard names and long names of exported variables (the table of dandelion.benchmarks.cf_names)."""
+"""CF standard names and long names of exported variables (the table of dandelion.export.cf_names)."""
 
 import numpy as np
 import pytest
 import xarray as xr
 
-from dandelion.benchmarks.cf_names import CF_NAMES, cf_attributes
-from dandelion.benchmarks.export import export_forecasts
 from dandelion.datasets.scenario import available_scenarios, get_scenario
+from dandelion.export.cf_names import CF_NAMES, cf_attributes
+from dandelion.export.forecasts import export_forecasts
 from dandelion.sphere import SphereGrid
 
 # Canonical units of the standard names used (CF Standard Name Table), with the spellings the datasets use.
@@ -29,10 +29,22 @@ def _held_suarez_export(tmp_path, **kw):
     grid = SphereGrid(8, 16)
     shape = (2, 3, 8, 16)  # init, lead, lat, lon (surface fields; the level axis is not the point here)
     rng = np.random.default_rng(0)
-    fc = {"T": 250 + rng.random(shape), "ps": 1e5 + rng.random(shape), "tracer": rng.random(shape),
-          "velocity": rng.standard_normal(shape + (2,))}
-    path = export_forecasts(fc, tmp_path / "hs.nc", grid=grid, fields=HS_FIELDS, init_time=[0.0, 3600.0],
-                            lead_time=[3600.0, 7200.0, 10800.0], truth=fc, **kw)
+    fc = {
+        "T": 250 + rng.random(shape),
+        "ps": 1e5 + rng.random(shape),
+        "tracer": rng.random(shape),
+        "velocity": rng.standard_normal(shape + (2,)),
+    }
+    path = export_forecasts(
+        fc,
+        tmp_path / "hs.nc",
+        grid=grid,
+        fields=HS_FIELDS,
+        init_time=[0.0, 3600.0],
+        lead_time=[3600.0, 7200.0, 10800.0],
+        truth=fc,
+        **kw,
+    )
     return xr.open_dataset(path)
 
 
@@ -59,10 +71,10 @@ def test_unknown_dataset_keeps_plain_long_names_without_standard_names(tmp_path)
 def test_every_registered_dataset_field_is_in_the_table(name):
     """A new dataset adds its row to CF_NAMES (standard name or None, and a long name, per field)."""
     fields = get_scenario(name).fields
-    assert name in CF_NAMES, f"add a row for dataset {name!r} to CF_NAMES in benchmarks/cf_names.py"
+    assert name in CF_NAMES, f"add a row for dataset {name!r} to CF_NAMES in dandelion/export/cf_names.py"
     assert set(fields) <= set(CF_NAMES[name]), f"add the fields {sorted(set(fields) - set(CF_NAMES[name]))} of {name!r}"
     for field, spec in fields.items():
-        for component in ([None] if spec.kind == "scalar" else [0, 1]):
+        for component in [None] if spec.kind == "scalar" else [0, 1]:
             attrs = cf_attributes(name, field, component)
             assert attrs.get("long_name")
             standard = attrs.get("standard_name")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from dandelion.benchmarks.export import forecasts_to_xarray, write_forecasts
+from dandelion.export.forecasts import forecasts_to_xarray, write_forecasts
 from dandelion.sphere import SphereGrid
 
 FIELDS = {
@@ -25,8 +25,15 @@ def _dataset(grid, time_units="s", levels=None):
     v = np.broadcast_to(lon, h.shape) + 0.01 * rng.standard_normal(h.shape)
     fc = {"h": h.astype(np.float32), "velocity": np.stack([u, v], -1).astype(np.float32)}
     dt = 3600.0 if time_units == "s" else 0.25
-    return forecasts_to_xarray(fc, grid=grid, fields=FIELDS, init_time=dt * np.array([3, 5, 7]), lead_time=dt * np.arange(1, 5),
-                               time_units=time_units, trajectory=[4, 9])
+    return forecasts_to_xarray(
+        fc,
+        grid=grid,
+        fields=FIELDS,
+        init_time=dt * np.array([3, 5, 7]),
+        lead_time=dt * np.arange(1, 5),
+        time_units=time_units,
+        trajectory=[4, 9],
+    )
 
 
 @pytest.mark.parametrize("grid", [SphereGrid(9, 16, "equiangular"), SphereGrid(8, 16, "legendre-gauss")])

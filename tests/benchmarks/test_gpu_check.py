@@ -15,8 +15,12 @@ STEPS = ["environment", "tests", "bench_models", "generate", "train"]
 
 
 def test_gpu_check_dry_run(tmp_path):
-    p = subprocess.run([sys.executable, str(ROOT / "tools" / "gpu" / "gpu_check.py"), "--dry-run", "--out", str(tmp_path)],
-                       capture_output=True, text=True, timeout=900)
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "gpu" / "gpu_check.py"), "--dry-run", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     rec = json.loads((tmp_path / "gpu_check.json").read_text())
     failed = {k: v.get("tail") for k, v in rec["steps"].items() if v.get("rc") != 0}
     assert p.returncode == 0 and rec["ok"], failed
@@ -30,11 +34,17 @@ def test_gpu_check_dry_run(tmp_path):
         if dtype == "fp32":
             assert "error" not in r, r.get("error")
             assert r["train_step_peak_bytes"] > 0 and r["saved_activation_bytes"] > 0
-    assert rows[("disco", "fp32")]["disco_optimized_kernel"] is False and "pure-torch" in rows[("disco", "fp32")]["note"]
+    assert (
+        rows[("disco", "fp32")]["disco_optimized_kernel"] is False and "pure-torch" in rows[("disco", "fp32")]["note"]
+    )
     assert any("optimized_kernel=False" in n for n in rec["notes"])
 
     gen = rec["results"]["generate"]
-    assert gen["rc"] == 0 and gen["seconds_per_simulated_day_end_to_end"] > 0 and gen["batch_size"] == gen["n_trajectories"]
+    assert (
+        gen["rc"] == 0
+        and gen["seconds_per_simulated_day_end_to_end"] > 0
+        and gen["batch_size"] == gen["n_trajectories"]
+    )
     train = rec["results"]["train"]
     assert train["rc"] == 0 and train["metrics_tail"] and "last.pt" in train["checkpoints"]
     largest = [r for r in rec["results"]["largest_batch"] if r["dtype"] == "fp32"]

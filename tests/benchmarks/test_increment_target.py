@@ -1,4 +1,4 @@
-"""trainer.target=increment and trainer.inputs=differences (benchmarks/train.py).
+"""trainer.target=increment and trainer.inputs=differences (dandelion/cli/train.py).
 
 Checks the scale against the data it comes from, the channel order of the scale for level and vector
 fields, that a zero output is persistence, that the difference window is an invertible re-expression
@@ -9,19 +9,18 @@ import math
 
 import numpy as np
 import pytest
-import torch
-
 import tiny_model  # noqa: F401  (registers "_pointwise_test")
+import torch
 from train_config import train_cfg
-from dandelion import api
-from dandelion.checkpoint import load_checkpoint
-from dandelion.benchmarks.train import train
-from dandelion.benchmarks.trainer import Trainer
-from dandelion.forecast import difference_window, next_frame, rollout
-from dandelion.channels import ChannelLayout
-from dandelion.datasets.torch_dataset import WindowDataset
-from dandelion.sphere import SphereGrid
 
+from dandelion import api
+from dandelion.channels import ChannelLayout
+from dandelion.checkpoint import load_checkpoint
+from dandelion.cli.train import train
+from dandelion.datasets.torch_dataset import WindowDataset
+from dandelion.forecast import difference_window, next_frame, rollout
+from dandelion.sphere import SphereGrid
+from dandelion.training.trainer import Trainer
 
 _cfg = train_cfg
 
@@ -38,7 +37,9 @@ def test_scaled_increments_of_the_train_split_have_unit_rms(data):
     w = ds.grid.weights.double()  # (nlat, 1) quadrature weights, sum 4 pi
     diffs = []
     for f in range(len(ds.files)):
-        raw = {k: torch.as_tensor(np.asarray(v, dtype=np.float64)) for k, v in ds.read_frames(f, 0, ds.n_frames[f]).items()}
+        raw = {
+            k: torch.as_tensor(np.asarray(v, dtype=np.float64)) for k, v in ds.read_frames(f, 0, ds.n_frames[f]).items()
+        }
         x = layout.encode(raw).double()  # (T, C, nlat, nlon)
         diffs.append((x[1:] - x[:-1]) / s.reshape(1, -1, 1, 1))
     d = torch.cat(diffs)
@@ -53,14 +54,25 @@ def test_scaled_increments_of_the_train_split_have_unit_rms(data):
 def test_scale_follows_the_channel_order_of_level_and_vector_fields():
     grid = SphereGrid(8, 16, "equiangular")
     levels = {"values": [250.0, 500.0, 850.0], "units": "hPa", "fields": ["T", "velocity"]}
-    stats = {"T": {"kind": "scalar", "mean": [220.0, 250.0, 280.0], "std": [5.0, 10.0, 20.0], "delta_mean": [0.0, 0.0, 0.0],
-                   "delta_std": [1.0, 3.0, 2.0]},
-             "ps": {"kind": "scalar", "mean": 1e5, "std": 800.0, "delta_mean": 30.0, "delta_std": 40.0},  # RMS 50
-             "velocity": {"kind": "vector", "rms": [30.0, 15.0, 8.0], "delta_rms": [3.0, 3.0, 4.0]}}
+    stats = {
+        "T": {
+            "kind": "scalar",
+            "mean": [220.0, 250.0, 280.0],
+            "std": [5.0, 10.0, 20.0],
+            "delta_mean": [0.0, 0.0, 0.0],
+            "delta_std": [1.0, 3.0, 2.0],
+        },
+        "ps": {"kind": "scalar", "mean": 1e5, "std": 800.0, "delta_mean": 30.0, "delta_std": 40.0},  # RMS 50
+        "velocity": {"kind": "vector", "rms": [30.0, 15.0, 8.0], "delta_rms": [3.0, 3.0, 4.0]},
+    }
     layout = ChannelLayout({"T": "scalar", "ps": "scalar", "velocity": "vector"}, stats, grid, levels=levels)
     s = dict(zip(layout.channels, layout.increment_scale().tolist()))
     assert len(s) == layout.n_channels == 3 + 1 + 9
-    assert s["T_500hPa"] == pytest.approx(0.3) and s["T_850hPa"] == pytest.approx(0.1) and s["ps"] == pytest.approx(50.0 / 800.0)
+    assert (
+        s["T_500hPa"] == pytest.approx(0.3)
+        and s["T_850hPa"] == pytest.approx(0.1)
+        and s["ps"] == pytest.approx(50.0 / 800.0)
+    )
     for c in "xyz":
         assert s[f"velocity_{c}_250hPa"] == pytest.approx(0.1) and s[f"velocity_{c}_850hPa"] == pytest.approx(0.5)
 
@@ -71,7 +83,9 @@ def test_missing_delta_statistics_are_named():
     with pytest.raises(ValueError, match="delta_mean.*'h'.*trainer.target=frame"):
         layout.increment_scale()
     # a field that never changes: scale 0, its channel is persistence
-    still = ChannelLayout({"h": "scalar"}, {"h": {"kind": "scalar", "mean": 0.0, "std": 1.0, "delta_mean": 0.0, "delta_std": 0.0}}, grid)
+    still = ChannelLayout(
+        {"h": "scalar"}, {"h": {"kind": "scalar", "mean": 0.0, "std": 1.0, "delta_mean": 0.0, "delta_std": 0.0}}, grid
+    )
     assert still.increment_scale().tolist() == [0.0]
 
 
@@ -96,7 +110,7 @@ def test_difference_window_is_an_invertible_re_expression():
     assert torch.equal(d[:, -C:], last)
     s1 = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64).reshape(1, C, 1, 1)
     for k in range(n_in - 1):  # frame k back from the window: last + scale * difference
-        assert torch.allclose(last + s1 * d[:, k * C:(k + 1) * C], x[:, k * C:(k + 1) * C], rtol=0, atol=1e-12)
+        assert torch.allclose(last + s1 * d[:, k * C : (k + 1) * C], x[:, k * C : (k + 1) * C], rtol=0, atol=1e-12)
     assert torch.equal(difference_window(last, C, s), last)  # one frame in: nothing to difference
     first = lambda z: z[:, :C]  # noqa: E731  (a "network" returning what it sees of the oldest frame)
     assert torch.allclose(next_frame(first, x, C, None, s), (x[:, :C] - last) / s1, atol=1e-12)
@@ -136,8 +150,15 @@ def test_checkpoint_carries_the_target_and_inputs_to_rollouts(data, tmp_path):
 
 def test_increment_training_lowers_the_validation_loss(data, tmp_path):
     """The increment target trains: a few steps lower the valid loss from the random initialisation."""
-    cfg = _cfg(data, tmp_path / "run", "trainer.target=increment", "trainer.lr=1e-2", "trainer.epochs=6",
-               "trainer.finetune.epochs=0", "trainer.warmup_steps=1")
+    cfg = _cfg(
+        data,
+        tmp_path / "run",
+        "trainer.target=increment",
+        "trainer.lr=1e-2",
+        "trainer.epochs=6",
+        "trainer.finetune.epochs=0",
+        "trainer.warmup_steps=1",
+    )
     trainer = Trainer(cfg)
     before = trainer.validate()["val_loss"]
     result = trainer.fit()

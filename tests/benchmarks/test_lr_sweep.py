@@ -12,8 +12,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from dandelion.benchmarks import benchmark as B
-from dandelion.benchmarks.references import fit_linear_ar
+from dandelion.benchmarks.grid import benchmark as B
+from dandelion.benchmarks.grid.references import fit_linear_ar
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.forecast import next_frame
 
@@ -38,18 +38,29 @@ def landscape(monkeypatch):
     def fake(cfg, key, model, seed, lr, data_path):
         calls.append((seed, lr))
         loss = math.nan if lr > state["diverge"] else (math.log10(lr) - math.log10(state["optimum"])) ** 2 + 1.0
-        return {"lr": lr, "val_loss": loss, "val_vrmse": loss, "train_loss": loss, "step": 1, "run_dir": f"r{seed}_{lr}",
-                "last": f"r{seed}_{lr}/last.pt", "command": f"train seed={seed} lr={lr}"}
+        return {
+            "lr": lr,
+            "val_loss": loss,
+            "val_vrmse": loss,
+            "train_loss": loss,
+            "step": 1,
+            "run_dir": f"r{seed}_{lr}",
+            "last": f"r{seed}_{lr}/last.pt",
+            "command": f"train seed={seed} lr={lr}",
+        }
 
     monkeypatch.setattr(B, "_train_one", fake)
     return state, calls
 
 
-@pytest.mark.parametrize("optimum, start, tried, inside", [
-    (3e-3, [1e-3, 3e-3, 1e-2], [1e-3, 3e-3, 1e-2], True),            # inside from the start: nothing added
-    (3e-2, [1e-3, 3e-3, 1e-2], [1e-3, 3e-3, 1e-2, 3e-2, 1e-1], True),  # optimum above: widened upwards twice
-    (1e-4 * 1.5, [1e-3, 3e-3], [1e-4, 3e-4, 1e-3, 3e-3], False),      # optimum below the ladder's end: flagged
-])
+@pytest.mark.parametrize(
+    "optimum, start, tried, inside",
+    [
+        (3e-3, [1e-3, 3e-3, 1e-2], [1e-3, 3e-3, 1e-2], True),  # inside from the start: nothing added
+        (3e-2, [1e-3, 3e-3, 1e-2], [1e-3, 3e-3, 1e-2, 3e-2, 1e-1], True),  # optimum above: widened upwards twice
+        (1e-4 * 1.5, [1e-3, 3e-3], [1e-4, 3e-4, 1e-3, 3e-3], False),  # optimum below the ladder's end: flagged
+    ],
+)
 def test_sweep_widens_until_best_is_inside(landscape, optimum, start, tried, inside):
     state, calls = landscape
     state["optimum"] = optimum
@@ -106,8 +117,8 @@ def test_other_seeds_reuse_the_sweep_seed_rate(landscape, monkeypatch, tmp_path)
     seed0 = [lr for s, lr in calls if s == 0]
     seed2 = [lr for s, lr in calls if s == 2]
     assert seed0 == pytest.approx([1e-3, 3e-3, 1e-2, 3e-2])  # the seed-0 sweep, widened once
-    assert seed2 == pytest.approx([1e-2])                   # seed 2: one run at the chosen rate
-    assert captured["ckpt"] == "r2_0.01/last.pt"            # and that run is the one evaluated
+    assert seed2 == pytest.approx([1e-2])  # seed 2: one run at the chosen rate
+    assert captured["ckpt"] == "r2_0.01/last.pt"  # and that run is the one evaluated
 
 
 class _LinearData(torch.utils.data.Dataset):
@@ -170,12 +181,27 @@ def test_linear_ar_ignores_non_finite_land(make_tiny_dataset, tmp_path):
 def test_a_diverging_rate_is_recorded_and_the_sweep_goes_on(make_tiny_dataset, tmp_path):
     """The real trainer raises on a non-finite loss; the sweep records that rate as diverged (reused on a rerun,
     never retrained) and keeps the stable one."""
-    data = make_tiny_dataset(tmp_path / "data", nlat=8, nlon=16, n_frames=8, splits={"train": [0, 1], "valid": [2], "test": [3]})
-    cfg = B.compose("benchmark", [
-        "scale=cpu", f"scale.results_dir={tmp_path / 'results'}", f"scale.work_dir={tmp_path / 'work'}", "scale.preset=tiny",
-        "scale.lr_sweep=[1e-3]", "scale.lr_ladder=[1e-3,1e4]", "scale.trainer.grad_clip=0", "scale.trainer.epochs=1",
-        "scale.trainer.max_batches_per_epoch=2", "scale.trainer.batch_size=2", "scale.trainer.finetune.epochs=0",
-        "scale.trainer.warmup_steps=1", "scale.trainer.val_max_batches=1"])
+    data = make_tiny_dataset(
+        tmp_path / "data", nlat=8, nlon=16, n_frames=8, splits={"train": [0, 1], "valid": [2], "test": [3]}
+    )
+    cfg = B.compose(
+        "benchmark",
+        [
+            "scale=cpu",
+            f"scale.results_dir={tmp_path / 'results'}",
+            f"scale.work_dir={tmp_path / 'work'}",
+            "scale.preset=tiny",
+            "scale.lr_sweep=[1e-3]",
+            "scale.lr_ladder=[1e-3,1e4]",
+            "scale.trainer.grad_clip=0",
+            "scale.trainer.epochs=1",
+            "scale.trainer.max_batches_per_epoch=2",
+            "scale.trainer.batch_size=2",
+            "scale.trainer.finetune.epochs=0",
+            "scale.trainer.warmup_steps=1",
+            "scale.trainer.val_max_batches=1",
+        ],
+    )
     OmegaConf.set_struct(cfg, False)
     cfg.scale.datasets = {"tiny": {"dataset": "solid_body", "path": str(data), "overrides": {}}}
     runs, best, info = B.sweep_lr(cfg, "tiny", "sfno", 0, data)
@@ -192,11 +218,33 @@ def test_other_seeds_take_the_rate_from_the_finished_sweep_cell(landscape, monke
     cfg = _cfg([1e-3, 3e-3, 1e-2])
     cfg.scale.results_dir = str(tmp_path / "results")
     key = "galewsky_32x64"
-    sweep = [{"lr": lr, "val_loss": v, "val_vrmse": v, "train_loss": v, "steps": 1, "stopped": "done", "minutes": 0.0,
-              "run_dir": f"r0_{lr}", "reused": False, "curve": []} for lr, v in ((1e-3, 3.0), (3e-3, 1.0), (1e-2, 2.0))]
+    sweep = [
+        {
+            "lr": lr,
+            "val_loss": v,
+            "val_vrmse": v,
+            "train_loss": v,
+            "steps": 1,
+            "stopped": "done",
+            "minutes": 0.0,
+            "run_dir": f"r0_{lr}",
+            "reused": False,
+            "curve": [],
+        }
+        for lr, v in ((1e-3, 3.0), (3e-3, 1.0), (1e-2, 2.0))
+    ]
     path = B.cell_path(cfg.scale.results_dir, key, "m", 0)
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"protocol_hash": B.protocol_hash(cfg, key), "trainer_resolved": B.resolved_trainer(cfg), "lr": 3e-3,
-                                "sweep": sweep, "lr_selection": {"sweep_seed": 0, "tried": [1e-3, 3e-3, 1e-2], "inside": True}}))
+    path.write_text(
+        json.dumps(
+            {
+                "protocol_hash": B.protocol_hash(cfg, key),
+                "trainer_resolved": B.resolved_trainer(cfg),
+                "lr": 3e-3,
+                "sweep": sweep,
+                "lr_selection": {"sweep_seed": 0, "tried": [1e-3, 3e-3, 1e-2], "inside": True},
+            }
+        )
+    )
     runs, chosen, info = B._sweep_of_cell(cfg, key, "m", 0, None)
     assert calls == [] and chosen["lr"] == 3e-3 and info["from_cell"] == str(path) and len(runs) == 3

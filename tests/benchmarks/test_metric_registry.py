@@ -9,11 +9,11 @@ import torch
 from omegaconf import OmegaConf
 
 from dandelion import metrics as M
-from dandelion.benchmarks.cells import CELL_SCHEMA, cell_path, metric_summaries
-from dandelion.benchmarks.leaderboard import leaderboard
-from dandelion.benchmarks.rollout import evaluate, write_results
+from dandelion.benchmarks.grid.cells import CELL_SCHEMA, cell_path, metric_summaries
+from dandelion.benchmarks.leaderboard.render import leaderboard
 from dandelion.datasets import folder, storage
 from dandelion.datasets.torch_dataset import WindowDataset
+from dandelion.evaluation.rollout import evaluate, write_results
 from dandelion.forecast import Forecaster
 from dandelion.runtime import write_json_atomic
 
@@ -38,20 +38,42 @@ class Persistence(torch.nn.Module):
         self.n_channels = n_channels
 
     def forward(self, x):
-        return x[:, -self.n_channels:]
+        return x[:, -self.n_channels :]
 
 
 def _cell(results, key="tiny_9x16"):
     """A cell record as dandelion-benchmark writes it, around the metric summaries of ``results``."""
     g = results["grid"]
-    return {"schema": CELL_SCHEMA, "protocol_hash": "x", "scale": "cpu", "dataset_key": key, "dataset": results["dataset"],
-            "nlat": g["nlat"], "nlon": g["nlon"], "grid": g["grid"], "reduced": False, "model": "persistence_model", "preset": "tiny",
-            "seed": 0, "n_parameters": 0, "lr": 1e-3, "steps": 0, "selection": "none", "target": "frame",
-            "sweep": [{"lr": 1e-3, "val_loss": 1.0}], "trainer": {"n_in": N_IN}, "trainer_resolved": {},
-            "evaluation": {"n_steps": N_STEPS}, "lead_time": results["lead_time"], "lead_time_hours": results["lead_time_hours"],
-            "minutes": {"train_wall": 0.0, "eval_wall": 0.0}, "machine": {}, "versions": {},
-            "commands": {"benchmark": "dandelion-benchmark scale=cpu", "train": [], "rollout": "dandelion-rollout"},
-            **metric_summaries(results)}
+    return {
+        "schema": CELL_SCHEMA,
+        "protocol_hash": "x",
+        "scale": "cpu",
+        "dataset_key": key,
+        "dataset": results["dataset"],
+        "nlat": g["nlat"],
+        "nlon": g["nlon"],
+        "grid": g["grid"],
+        "reduced": False,
+        "model": "persistence_model",
+        "preset": "tiny",
+        "seed": 0,
+        "n_parameters": 0,
+        "lr": 1e-3,
+        "steps": 0,
+        "selection": "none",
+        "target": "frame",
+        "sweep": [{"lr": 1e-3, "val_loss": 1.0}],
+        "trainer": {"n_in": N_IN},
+        "trainer_resolved": {},
+        "evaluation": {"n_steps": N_STEPS},
+        "lead_time": results["lead_time"],
+        "lead_time_hours": results["lead_time_hours"],
+        "minutes": {"train_wall": 0.0, "eval_wall": 0.0},
+        "machine": {},
+        "versions": {},
+        "commands": {"benchmark": "dandelion-benchmark scale=cpu", "train": [], "rollout": "dandelion-rollout"},
+        **metric_summaries(results),
+    }
 
 
 def test_a_registered_metric_reaches_rollout_cells_and_leaderboard(toy_metric, make_tiny_dataset, tmp_path):

@@ -48,7 +48,10 @@ def test_plain_mean_gives_well_vrmse_bessel(nlat, nlon, grid):
     torch.testing.assert_close(v, torch.full_like(v, math.sqrt((n - 1) / n)), rtol=1e-12, atol=0)
 
 
-@pytest.mark.parametrize("nlat,grid", [(3, "equiangular"), (9, "equiangular"), (33, "equiangular"), (8, "legendre-gauss"), (32, "legendre-gauss")])
+@pytest.mark.parametrize(
+    "nlat,grid",
+    [(3, "equiangular"), (9, "equiangular"), (33, "equiangular"), (8, "legendre-gauss"), (32, "legendre-gauss")],
+)
 def test_area_weights_finite_nonnegative_symmetric(nlat, grid):
     sg = SphereGrid(nlat, 2 * nlat, grid)
     w = M.area_weights(sg)
@@ -108,7 +111,9 @@ def test_vector_error_is_frame_independent(nlat, nlon, grid):
     torch.testing.assert_close(M.vector_rmse(rot(p), rot(t), sg), M.vector_rmse(p, t, sg), rtol=1e-12, atol=0)
     # constant error vector (a, b) -> sqrt(a^2 + b^2)
     e = torch.tensor([3.0, 4.0], dtype=torch.float64)
-    torch.testing.assert_close(M.vector_rmse(t + e, t, sg), torch.full((3,), 5.0, dtype=torch.float64), rtol=1e-12, atol=0)
+    torch.testing.assert_close(
+        M.vector_rmse(t + e, t, sg), torch.full((3,), 5.0, dtype=torch.float64), rtol=1e-12, atol=0
+    )
     # own mean vector -> vector VRMSE 1
     mean = M.weighted_mean(t.movedim(-1, -3), sg)[..., None, None, :]
     v = M.vector_vrmse(mean.expand_as(t), t, sg, eps=0.0)

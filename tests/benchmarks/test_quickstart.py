@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from dandelion.benchmarks.quickstart import compose_quickstart, quickstart
+from dandelion.cli.quickstart import compose_quickstart, quickstart
 
 
 def test_quickstart_config_is_the_documented_default():
@@ -31,7 +31,9 @@ def test_quickstart_fast_end_to_end(tmp_path):
     a second run (same seed, same data) prints the same VRMSE columns: the budget is a number of steps."""
     out = tmp_path / "qs"
     summary = quickstart(compose_quickstart([f"quickstart.output_dir={out}"], fast=True))
-    again = quickstart(compose_quickstart([f"quickstart.output_dir={tmp_path / 'qs2'}", f"dataset.path={out / 'data'}"], fast=True))
+    again = quickstart(
+        compose_quickstart([f"quickstart.output_dir={tmp_path / 'qs2'}", f"dataset.path={out / 'data'}"], fast=True)
+    )
     assert _vrmse_columns(again["table"]) == _vrmse_columns(summary["table"])
     assert [(r["next"], r["mean"]) for r in again["rows"]] == [(r["next"], r["mean"]) for r in summary["rows"]]
     for r in summary["rows"]:
@@ -53,12 +55,14 @@ def test_quickstart_fast_end_to_end(tmp_path):
     assert (out / "results.md").read_text().count("|") > 10
 
 
-
 def test_quickstart_says_loudly_when_the_safety_stop_fires(tmp_path, capsys):
     """A tiny trainer.max_minutes cuts training after its first step: console and table say so."""
     out = tmp_path / "qs"
-    summary = quickstart(compose_quickstart([f"quickstart.output_dir={out}", "trainer.max_minutes=1e-9",
-                                             "quickstart.models=[sfno]"], fast=True))
+    summary = quickstart(
+        compose_quickstart(
+            [f"quickstart.output_dir={out}", "trainer.max_minutes=1e-9", "quickstart.models=[sfno]"], fast=True
+        )
+    )
     (row,) = summary["rows"]
     assert row["stopped"] == "max_minutes" and row["step"] < row["total_steps"]
     line = f"stopped early at step {row['step']} of {row['total_steps']}"

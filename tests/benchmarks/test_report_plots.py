@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from dandelion.benchmarks import report
-from dandelion.benchmarks.export import forecasts_to_xarray
+from dandelion.export.forecasts import forecasts_to_xarray
+from dandelion.reporting import figures as report
 from dandelion.sphere import SphereGrid
 
 
@@ -25,11 +25,19 @@ def figures(monkeypatch):
 def _metrics(scale: float, n: int = 20) -> dict:
     """metrics.json content of a rollout whose VRMSE grows from ``scale`` to 25 * ``scale`` over ``n`` 4-hour leads."""
     curve = list(scale * np.geomspace(1, 25, n))
-    return {"model": "m", "dataset": "galewsky", "split": "test", "n_forecasts": 3, "lead_time_hours": [4.0 * k for k in range(1, n + 1)],
-            "units": {"h": "m", "u": "m/s", "v": "m/s", "velocity": "m/s"},
-            "metrics": {"vrmse": {"h": curve, "velocity": curve, "u": curve, "v": curve, "mean": curve},
-                        "vrmse_well": {"h": curve, "u": curve, "v": curve, "mean": curve},
-                        "acc": {"h": [1.0 - c for c in curve], "u": curve, "v": curve}}}
+    return {
+        "model": "m",
+        "dataset": "galewsky",
+        "split": "test",
+        "n_forecasts": 3,
+        "lead_time_hours": [4.0 * k for k in range(1, n + 1)],
+        "units": {"h": "m", "u": "m/s", "v": "m/s", "velocity": "m/s"},
+        "metrics": {
+            "vrmse": {"h": curve, "velocity": curve, "u": curve, "v": curve, "mean": curve},
+            "vrmse_well": {"h": curve, "u": curve, "v": curve, "mean": curve},
+            "acc": {"h": [1.0 - c for c in curve], "u": curve, "v": curve},
+        },
+    }
 
 
 def test_error_vs_lead_keeps_small_errors_apart(figures):
@@ -62,13 +70,26 @@ def test_maps_title_names_model_dataset_trajectory_and_times_in_one_unit(figures
     shape = (1, 2, 20, 8, 16)
     rng = np.random.default_rng(1)
     fc = {"h": rng.random(shape)}
-    ds = forecasts_to_xarray(fc, grid=grid, fields={"h": {"kind": "scalar", "units": "m", "long_name": "h"}},
-                             init_time=[8 * 3600.0, 12 * 3600.0], lead_time=3600.0 * 4 * np.arange(1, 21), trajectory=[17],
-                             truth=fc, attrs={"dataset": "galewsky", "model": "sfno", "split": "test"})
+    ds = forecasts_to_xarray(
+        fc,
+        grid=grid,
+        fields={"h": {"kind": "scalar", "units": "m", "long_name": "h"}},
+        init_time=[8 * 3600.0, 12 * 3600.0],
+        lead_time=3600.0 * 4 * np.arange(1, 21),
+        trajectory=[17],
+        truth=fc,
+        attrs={"dataset": "galewsky", "model": "sfno", "split": "test"},
+    )
     report.plot_maps(ds, "unused.png", leads=(1, 20), init=1)
     (fig,) = figures
     title = fig._suptitle.get_text()
-    for word in ("sfno", "galewsky", "test split", "trajectory 17", "0.50 d"):  # initialised 12 h = 0.50 d after the start
+    for word in (
+        "sfno",
+        "galewsky",
+        "test split",
+        "trajectory 17",
+        "0.50 d",
+    ):  # initialised 12 h = 0.50 d after the start
         assert word in title
     panel_titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     assert any("+0.17 d" in t for t in panel_titles) and any("+3.33 d" in t for t in panel_titles)

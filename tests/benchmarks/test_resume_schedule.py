@@ -2,16 +2,21 @@
 refused with the fix named; never extra steps at learning rate 0 reported as success."""
 
 import pytest
-import torch
-
 import tiny_model  # noqa: F401  (registers "_pointwise_test")
+import torch
 from train_config import train_cfg
+
 from dandelion.checkpoint import load_checkpoint
-from dandelion.benchmarks.train import train
-from dandelion.benchmarks.trainer import Trainer
+from dandelion.cli.train import train
+from dandelion.training.trainer import Trainer
 
 # 3 train trajectories x 5 windows (9 frames, 4 in 1 out) = 15 windows: 4 batches of 4 per epoch, no fine-tune
-COMMON = ["trainer.finetune.epochs=0", "trainer.max_batches_per_epoch=null", "trainer.warmup_steps=2", "trainer.lr=1e-2"]
+COMMON = [
+    "trainer.finetune.epochs=0",
+    "trainer.max_batches_per_epoch=null",
+    "trainer.warmup_steps=2",
+    "trainer.lr=1e-2",
+]
 
 
 @pytest.fixture
@@ -44,7 +49,9 @@ def test_interrupted_run_resumed_with_a_longer_schedule_replans_the_rest(data, t
     assert first["step"] == 3
     lr_at_stop = load_checkpoint(first["last"])["optimizer"]["param_groups"][0]["lr"]
     assert 0 < lr_at_stop < 1e-2
-    result, lrs = _fit_recording_lr(train_cfg(data, tmp_path / "b", *COMMON, "trainer.epochs=4", f"resume={first['last']}"))
+    result, lrs = _fit_recording_lr(
+        train_cfg(data, tmp_path / "b", *COMMON, "trainer.epochs=4", f"resume={first['last']}")
+    )
     assert result["step"] == 16 and result["stopped"] == "done" and len(lrs) == 13
     # continuous where the checkpoint stopped, then a cosine decay over the NEW plan: decreasing, positive to the end
     assert lrs[0] == pytest.approx(lr_at_stop)
@@ -52,7 +59,9 @@ def test_interrupted_run_resumed_with_a_longer_schedule_replans_the_rest(data, t
     assert all(lr > 0 for lr in lrs)
     assert lrs[-1] < 0.05 * lr_at_stop  # ends near the floor (min_lr_ratio = 0) at the new last step
     ckpt = load_checkpoint(result["last"])
-    assert ckpt["extra"]["total_steps"] == 16 and ckpt["optimizer"]["param_groups"][0]["lr"] == pytest.approx(0.0, abs=1e-12)
+    assert ckpt["extra"]["total_steps"] == 16 and ckpt["optimizer"]["param_groups"][0]["lr"] == pytest.approx(
+        0.0, abs=1e-12
+    )
 
 
 def test_finished_run_is_refused_with_the_fix_then_restarts_on_request(data, tmp_path):
@@ -61,8 +70,16 @@ def test_finished_run_is_refused_with_the_fix_then_restarts_on_request(data, tmp
     assert load_checkpoint(done["last"])["optimizer"]["param_groups"][0]["lr"] == 0.0  # the schedule ended at the floor
     with pytest.raises(ValueError, match="resume_schedule=restart"):
         Trainer(train_cfg(data, tmp_path / "b", *COMMON, "trainer.epochs=3", f"resume={done['last']}"))
-    result, lrs = _fit_recording_lr(train_cfg(data, tmp_path / "c", *COMMON, "trainer.epochs=3", f"resume={done['last']}",
-                                              "trainer.resume_schedule=restart"))
+    result, lrs = _fit_recording_lr(
+        train_cfg(
+            data,
+            tmp_path / "c",
+            *COMMON,
+            "trainer.epochs=3",
+            f"resume={done['last']}",
+            "trainer.resume_schedule=restart",
+        )
+    )
     assert result["step"] == 12 and len(lrs) == 8
     assert all(lr > 0 for lr in lrs) and max(lrs) == pytest.approx(1e-2)  # a new warm-up to trainer.lr, then cosine
     before, after = _weights(done["last"]), _weights(result["last"])
@@ -73,15 +90,27 @@ def test_checkpoint_schedule_kept_on_request_and_same_schedule_unchanged(data, t
     first = train(train_cfg(data, tmp_path / "a", *COMMON, "trainer.epochs=2", "trainer.stop_at_step=3"))
     ckpt_lr = load_checkpoint(first["last"])["optimizer"]["param_groups"][0]["lr"]
     # resume_schedule=checkpoint: the checkpoint's plan (8 steps) bounds the run, which stops when it ends
-    result, lrs = _fit_recording_lr(train_cfg(data, tmp_path / "b", *COMMON, "trainer.epochs=4", f"resume={first['last']}",
-                                              "trainer.resume_schedule=checkpoint"))
+    result, lrs = _fit_recording_lr(
+        train_cfg(
+            data,
+            tmp_path / "b",
+            *COMMON,
+            "trainer.epochs=4",
+            f"resume={first['last']}",
+            "trainer.resume_schedule=checkpoint",
+        )
+    )
     assert result["step"] == 8 and result["stopped"] == "schedule_end" and len(lrs) == 5
     assert lrs[0] == pytest.approx(ckpt_lr) and all(lr > 0 for lr in lrs)
     # same plan: the default resume follows the one schedule
-    same, lrs_same = _fit_recording_lr(train_cfg(data, tmp_path / "c", *COMMON, "trainer.epochs=2", f"resume={first['last']}"))
+    same, lrs_same = _fit_recording_lr(
+        train_cfg(data, tmp_path / "c", *COMMON, "trainer.epochs=2", f"resume={first['last']}")
+    )
     assert same["step"] == 8 and lrs_same == pytest.approx(lrs)
     with pytest.raises(ValueError, match="resume_schedule"):
-        Trainer(train_cfg(data, tmp_path / "d", *COMMON, f"resume={first['last']}", "trainer.resume_schedule=sometimes"))
+        Trainer(
+            train_cfg(data, tmp_path / "d", *COMMON, f"resume={first['last']}", "trainer.resume_schedule=sometimes")
+        )
 
 
 def test_finished_run_resumed_unchanged_reports_its_last_train_loss(data, tmp_path):

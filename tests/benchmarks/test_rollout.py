@@ -14,11 +14,12 @@ import xarray as xr
 
 from dandelion import api
 from dandelion import metrics as M
-from dandelion.benchmarks.compose import compose
-from dandelion.benchmarks.export import export
-from dandelion.benchmarks.report import report
-from dandelion.benchmarks.rollout import evaluate, rollout
 from dandelion.checkpoint import save_checkpoint
+from dandelion.cli.common import compose_config as compose
+from dandelion.cli.export import export
+from dandelion.cli.report import report
+from dandelion.cli.rollout import rollout
+from dandelion.evaluation.rollout import evaluate
 from dandelion.registry import _REGISTRY, register_model
 
 N_FRAMES = 10
@@ -33,13 +34,17 @@ class _Oracle(nn.Module):
     def __init__(self, path, split, n_channels):
         super().__init__()
         data = api.open_dataset(path, split, n_in=N_IN)
-        frames = [data.layout.encode({k: torch.as_tensor(np.asarray(v)) for k, v in data.read_frames(f, 0, data.n_frames[f]).items()}).float()
-                  for f in range(len(data.files))]
+        frames = [
+            data.layout.encode(
+                {k: torch.as_tensor(np.asarray(v)) for k, v in data.read_frames(f, 0, data.n_frames[f]).items()}
+            ).float()
+            for f in range(len(data.files))
+        ]
         self.frames = torch.stack(frames)  # (n_traj, T, C, nlat, nlon)
         self.C = n_channels
 
     def forward(self, x):
-        last = x[:, -self.C:]
+        last = x[:, -self.C :]
         flat = self.frames.flatten(2)
         d = ((flat[None] - last.flatten(1)[:, None, None]) ** 2).sum(-1)  # (B, n_traj, T)
         idx = d.flatten(1).argmin(1)
@@ -58,7 +63,7 @@ class _Persistence(nn.Module):
         self.scale = nn.Parameter(torch.ones(()))
 
     def forward(self, x):
-        return x[:, -self.C:] * self.scale
+        return x[:, -self.C :] * self.scale
 
 
 def _oracle_builder(preset, in_channels, out_channels, nlat, nlon, grid, path=None, split="test"):
@@ -81,15 +86,27 @@ def _checkpoint(file, data, name, grid=None, fields=None, **overrides):
         layout["stats"] = {k: v for k, v in layout["stats"].items() if k in fields}
     C = data.layout.n_channels
     g = grid or data.grid.to_dict()
-    model = (_oracle_builder if name == "test_oracle" else _persistence_builder)(None, N_IN * C, C, g["nlat"], g["nlon"], g["grid"], **overrides)
+    model = (_oracle_builder if name == "test_oracle" else _persistence_builder)(
+        None, N_IN * C, C, g["nlat"], g["nlon"], g["grid"], **overrides
+    )
     spec = {"name": name, "preset": "tiny", "in_channels": N_IN * C, "out_channels": C, "overrides": overrides}
-    return save_checkpoint(file, model=model, config={"trainer": {"n_in": N_IN}}, stats=layout["stats"], grid=g, step=0, epoch=0,
-                           extra={"model_spec": spec, "layout": layout})
+    return save_checkpoint(
+        file,
+        model=model,
+        config={"trainer": {"n_in": N_IN}},
+        stats=layout["stats"],
+        grid=g,
+        step=0,
+        epoch=0,
+        extra={"model_spec": spec, "layout": layout},
+    )
 
 
 @pytest.fixture
 def tiny(make_tiny_dataset, tmp_path):
-    path = make_tiny_dataset(tmp_path / "data", nlat=9, nlon=16, n_frames=N_FRAMES, splits={"train": [0, 1], "valid": [2], "test": [3, 4]})
+    path = make_tiny_dataset(
+        tmp_path / "data", nlat=9, nlon=16, n_frames=N_FRAMES, splits={"train": [0, 1], "valid": [2], "test": [3, 4]}
+    )
     return path, api.open_dataset(path, "test", n_in=N_IN)
 
 
@@ -123,9 +140,18 @@ def test_persistence_matches_hand_computed_errors(tiny, tmp_path):
         np.testing.assert_allclose(fc.truth["h"][0, 1, k - 1], raw["h"][i + k])
         np.testing.assert_allclose(fc.fields["h"][0, 1, k - 1], raw["h"][i], rtol=1e-5)
     res = evaluate(model, data, n_steps=n_steps, init_stride=2)["results"]
-    expected = [np.mean([M.area_weighted_rmse(torch.as_tensor(fc.fields["h"][:, :, k], dtype=torch.float64),
-                                              torch.as_tensor(fc.truth["h"][:, :, k], dtype=torch.float64), data.grid).numpy()])
-                for k in range(n_steps)]
+    expected = [
+        np.mean(
+            [
+                M.area_weighted_rmse(
+                    torch.as_tensor(fc.fields["h"][:, :, k], dtype=torch.float64),
+                    torch.as_tensor(fc.truth["h"][:, :, k], dtype=torch.float64),
+                    data.grid,
+                ).numpy()
+            ]
+        )
+        for k in range(n_steps)
+    ]
     np.testing.assert_allclose(res["metrics"]["rmse"]["h"], expected, rtol=1e-6)
     assert res["metrics"]["rmse"]["h"][0] > 0
 
@@ -139,7 +165,9 @@ def test_mismatched_grid_and_fields_refused(tiny, tmp_path):
     # a resolution-free model may be run at another resolution when asked
     model = api.load_model(ckpt, dataset=data, allow_resolution_change=True)
     assert model.grid.shape == data.grid.shape
-    lg = _checkpoint(tmp_path / "lg.pt", data, "test_persistence", grid={"nlat": 9, "nlon": 16, "grid": "legendre-gauss"})
+    lg = _checkpoint(
+        tmp_path / "lg.pt", data, "test_persistence", grid={"nlat": 9, "nlon": 16, "grid": "legendre-gauss"}
+    )
     with pytest.raises(ValueError, match="grid differ"):
         api.load_model(lg, dataset=data)
     wrong = _checkpoint(tmp_path / "f.pt", data, "test_persistence", fields={"h": "scalar"})
@@ -158,8 +186,20 @@ def test_rollout_export_report_cli_in_process(tiny, tmp_path):
     path, data = tiny
     ckpt = _checkpoint(tmp_path / "run" / "best.pt", data, "test_persistence")
     out = tmp_path / "roll"
-    cfg = compose("rollout", [f"checkpoint={ckpt}", "dataset=galewsky", f"dataset.path={path}", "n_steps=3", f"output_dir={out}",
-                               "save_forecasts=true", "include_truth=true", "spectra_leads=[1,3]", "progress=false"])
+    cfg = compose(
+        "rollout",
+        [
+            f"checkpoint={ckpt}",
+            "dataset=galewsky",
+            f"dataset.path={path}",
+            "n_steps=3",
+            f"output_dir={out}",
+            "save_forecasts=true",
+            "include_truth=true",
+            "spectra_leads=[1,3]",
+            "progress=false",
+        ],
+    )
     r = rollout(cfg)
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["summary"]["next_step"]["vrmse"]["h"] == pytest.approx(r["results"]["metrics"]["vrmse"]["h"][0])
@@ -212,12 +252,28 @@ def test_cli_subprocess_smoke(tiny, tmp_path, entry):
     env = {**os.environ, "PYTHONPATH": str(plug), "OMP_NUM_THREADS": "1"}
     bindir = Path(sys.executable).parent
     if entry == "rollout":
-        args = [str(bindir / "dandelion-rollout"), f"checkpoint={ckpt}", f"dataset.path={path}", "n_steps=2", "max_inits=1",
-                f"output_dir={tmp_path / 'o'}", "plots=false", "progress=false", "plugins=[e2_persistence_plugin]"]
+        args = [
+            str(bindir / "dandelion-rollout"),
+            f"checkpoint={ckpt}",
+            f"dataset.path={path}",
+            "n_steps=2",
+            "max_inits=1",
+            f"output_dir={tmp_path / 'o'}",
+            "plots=false",
+            "progress=false",
+            "plugins=[e2_persistence_plugin]",
+        ]
         target = tmp_path / "o" / "metrics.json"
     else:
-        args = [str(bindir / "dandelion-export"), f"checkpoint={ckpt}", f"dataset.path={path}", "n_steps=2", "max_inits=1",
-                f"output={tmp_path / 'f.nc'}", "plugins=[e2_persistence_plugin]"]
+        args = [
+            str(bindir / "dandelion-export"),
+            f"checkpoint={ckpt}",
+            f"dataset.path={path}",
+            "n_steps=2",
+            "max_inits=1",
+            f"output={tmp_path / 'f.nc'}",
+            "plugins=[e2_persistence_plugin]",
+        ]
         target = tmp_path / "f.nc"
     p = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -255,13 +311,17 @@ def test_stability_counts_blown_up_forecasts_and_gives_the_median(tiny, tmp_path
 def test_stability_counts_a_forecast_from_its_first_blow_up_on():
     """A forecast that exceeds the threshold once stays counted at later leads (even where its VRMSE dips again),
     a non-finite one counts too, and the median is over all forecasts with non-finite values ranked highest."""
-    from dandelion.benchmarks.rollout import UNSTABLE_VRMSE, _stability
+    from dandelion.evaluation.rollout import UNSTABLE_VRMSE, _stability
 
     big = 2 * UNSTABLE_VRMSE
-    v = np.array([[0.1, 0.2, 0.3],
-                  [0.1, big, 0.5],            # blows up at lead 2, dips below the threshold at lead 3
-                  [0.2, 0.3, float("nan")],   # not finite at lead 3
-                  [0.3, 0.4, 0.6]])
+    v = np.array(
+        [
+            [0.1, 0.2, 0.3],
+            [0.1, big, 0.5],  # blows up at lead 2, dips below the threshold at lead 3
+            [0.2, 0.3, float("nan")],  # not finite at lead 3
+            [0.3, 0.4, 0.6],
+        ]
+    )
     st = _stability(v)
     assert st["unstable_by_lead"] == [0, 1, 2] and st["n_unstable"] == 2 and st["first_unstable_lead_step"] == 2
     assert st["median_vrmse"] == pytest.approx([0.15, 0.35, 0.55])

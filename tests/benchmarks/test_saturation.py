@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from dandelion.benchmarks import budget as BU
-from dandelion.benchmarks.saturation import fit_saturation, flat_budget, saturating_power_law
+from dandelion.benchmarks.budget import study as BU
+from dandelion.benchmarks.budget.saturation import fit_saturation, flat_budget, saturating_power_law
 
 S0 = 1200.0
 BUDGETS = S0 * 2.0 ** np.arange(5)  # x1 .. x16
@@ -81,16 +81,48 @@ def test_fit_refuses_too_few_or_bad_points():
 
 def test_budget_report_shows_the_fit_only_where_no_doubling_is_flat(tmp_path):
     """budget.md gets a fit row for a series of 4 still-improving budgets, none for one already flat or too short."""
+
     def recs(model, losses):
-        return [{"dataset_key": "d", "model": model, "seed": 0, "lr": 1e-3, "multiplier": 2 ** k, "steps": int(S0) * 2 ** k,
-                 "val_loss": float(v), "next_step": 0.1, "rollout_mean": 0.2, "curve": []} for k, v in enumerate(losses)]
+        return [
+            {
+                "dataset_key": "d",
+                "model": model,
+                "seed": 0,
+                "lr": 1e-3,
+                "multiplier": 2**k,
+                "steps": int(S0) * 2**k,
+                "val_loss": float(v),
+                "next_step": 0.1,
+                "rollout_mean": 0.2,
+                "curve": [],
+            }
+            for k, v in enumerate(losses)
+        ]
+
     improving = saturating_power_law(BUDGETS[:4], 0.002, 0.004, 0.9, S0)
     rising = [0.01, 0.005, 0.009, 0.004]  # a 'rose' at x4 (an unstable rate): not a learning curve
     diverged = list(improving[:2]) + [float("nan")] + list(improving[2:])  # x4 diverged: four finite budgets remain
-    records = (recs("a", improving) + recs("b", [0.01, 0.008, 0.0079, 0.0078]) + recs("c", improving[:3]) + recs("d", rising)
-               + recs("e", [0.01]) + recs("f", diverged) + recs("g", 0.1 * (BUDGETS[:4] / S0) ** -1.0))
-    records[4]["stability"] = {"n_unstable": 3, "n_forecasts": 36, "first_unstable_lead_step": 17, "median_vrmse_1_20": 0.62}
-    records[5]["stability"] = {"n_unstable": 36, "n_forecasts": 36, "first_unstable_lead_step": 2, "median_vrmse_1_20": float("inf")}
+    records = (
+        recs("a", improving)
+        + recs("b", [0.01, 0.008, 0.0079, 0.0078])
+        + recs("c", improving[:3])
+        + recs("d", rising)
+        + recs("e", [0.01])
+        + recs("f", diverged)
+        + recs("g", 0.1 * (BUDGETS[:4] / S0) ** -1.0)
+    )
+    records[4]["stability"] = {
+        "n_unstable": 3,
+        "n_forecasts": 36,
+        "first_unstable_lead_step": 17,
+        "median_vrmse_1_20": 0.62,
+    }
+    records[5]["stability"] = {
+        "n_unstable": 36,
+        "n_forecasts": 36,
+        "first_unstable_lead_step": 2,
+        "median_vrmse_1_20": float("inf"),
+    }
     records[6]["rollout_mean"] = float("nan")  # a record without the stability record whose rollouts blew up
     md = BU.render(tmp_path, records, 0.05).read_text()
     lines = md.splitlines()
@@ -100,7 +132,9 @@ def test_budget_report_shows_the_fit_only_where_no_doubling_is_flat(tmp_path):
     fit_rows = [line for line in md.splitlines() if line.startswith("| ") and " steps (x" in line]
     assert [row.split("|")[1].strip() for row in fit_rows] == ["a", "f"]
     (no_floor,) = [line for line in md.splitlines() if line.startswith("| g | 0 |") and "x1, x2, x4, x8" in line]
-    assert "| beyond x1000 (x" in no_floor or "| never |" in no_floor  # a pure power law: no budget within reach is flat
+    assert (
+        "| beyond x1000 (x" in no_floor or "| never |" in no_floor
+    )  # a pure power law: no budget within reach is flat
     assert "| x1, x2, x8, x16 |" in fit_rows[1]  # the diverged x4 is left out of the fit, not counted as a point
     truth = flat_budget(0.002, 0.004, 0.9, S0, 0.05)
     shown = float(fit_rows[0].split("|")[8].split(" steps")[0].replace(",", ""))

@@ -10,19 +10,19 @@ import sys
 from pathlib import Path
 
 import pytest
+import tiny_model  # noqa: F401  (registers "_pointwise_test")
 import torch
 import yaml
-
-import tiny_model  # noqa: F401  (registers "_pointwise_test")
 from train_config import train_cfg
-from dandelion.benchmarks.compose import compose
-from dandelion.benchmarks.schedule import EpochSampler, WarmupCosine
-from dandelion.benchmarks.train import _check_torchrun_argv, train
-from dandelion.benchmarks.trainer import Trainer, parameter_hash
+
 from dandelion.checkpoint import layout_from_checkpoint, load_checkpoint, model_from_checkpoint
+from dandelion.cli.common import compose_config as compose
+from dandelion.cli.train import _check_torchrun_argv, train
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.forecast import next_frame, rollout
 from dandelion.metrics import area_weighted_mse, loss_weights
+from dandelion.training.schedule import EpochSampler, WarmupCosine
+from dandelion.training.trainer import Trainer, parameter_hash
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 
@@ -41,7 +41,10 @@ def test_cli_compose_trains_and_writes_loadable_checkpoints(data, tmp_path):
     assert result["step"] == 6 and result["stopped"] == "done"
     for name in ("best", "last"):
         ckpt = torch.load(result[name], weights_only=True)  # plain types and tensors only
-        assert isinstance(ckpt["config_yaml"], str) and yaml.safe_load(ckpt["config_yaml"])["model"]["name"] == "_pointwise_test"
+        assert (
+            isinstance(ckpt["config_yaml"], str)
+            and yaml.safe_load(ckpt["config_yaml"])["model"]["name"] == "_pointwise_test"
+        )
         assert ckpt["grid"] == {"nlat": 9, "nlon": 16, "grid": "equiangular"}
         assert set(ckpt["stats"]) == {"h", "velocity"} and "torch" in ckpt["versions"]
     # the reloaded final model reproduces the validation loss the trainer reported
@@ -54,8 +57,13 @@ def test_cli_compose_trains_and_writes_loadable_checkpoints(data, tmp_path):
     y = torch.stack([b["y"][:, :] for b in batches])[:, 0]
     scale = valid.layout.increment_scale()
     with torch.no_grad():
-        pred = next_frame(model, x, valid.layout.n_channels, scale if ckpt["extra"]["target"] == "increment" else None,
-                          scale if ckpt["extra"]["inputs"] == "differences" else None)
+        pred = next_frame(
+            model,
+            x,
+            valid.layout.n_channels,
+            scale if ckpt["extra"]["target"] == "increment" else None,
+            scale if ckpt["extra"]["inputs"] == "differences" else None,
+        )
         w = loss_weights(valid.grid).float()
         if ckpt["extra"]["target"] == "increment":  # the loss is in units of the normalised increment
             w = w / scale.float().reshape(-1, 1, 1) ** 2
@@ -100,8 +108,15 @@ def test_rollout_feeds_predictions_back():
 
 
 def test_training_reduces_the_validation_loss(data, tmp_path):
-    cfg = _cfg(data, tmp_path / "run", "trainer.target=frame", "trainer.lr=1e-2", "trainer.epochs=6", "trainer.finetune.epochs=0",
-               "trainer.warmup_steps=1")
+    cfg = _cfg(
+        data,
+        tmp_path / "run",
+        "trainer.target=frame",
+        "trainer.lr=1e-2",
+        "trainer.epochs=6",
+        "trainer.finetune.epochs=0",
+        "trainer.warmup_steps=1",
+    )
     trainer = Trainer(cfg)
     before = trainer.validate()["val_loss"]
     result = trainer.fit()
@@ -142,7 +157,12 @@ def _state(path):
 
 def test_resume_is_bit_identical(data, tmp_path):
     """4 steps straight == 2 steps, save, resume, 2 steps (parameters, optimiser state, learning rate)."""
-    common = ["trainer.batch_size=4", "trainer.max_batches_per_epoch=null", "trainer.max_steps=4", "trainer.warmup_steps=1"]
+    common = [
+        "trainer.batch_size=4",
+        "trainer.max_batches_per_epoch=null",
+        "trainer.max_steps=4",
+        "trainer.warmup_steps=1",
+    ]
     # 3 train trajectories x 4 windows = 12 windows: 3 batches per epoch; step 4 is in the fine-tune phase
     straight = train(_cfg(data, tmp_path / "a", *common))
     first = train(_cfg(data, tmp_path / "b", *common, "trainer.stop_at_step=2"))
@@ -169,7 +189,9 @@ def test_resume_is_bit_identical(data, tmp_path):
 
 @pytest.mark.parametrize("allow,dependent,ok", [(False, False, False), (True, False, True), (True, True, False)])
 def test_model_from_checkpoint_resolution_change(data, tmp_path, allow, dependent, ok):
-    result = train(_cfg(data, tmp_path / "run", "trainer.max_steps=1", f"+model.overrides.resolution_dependent={dependent}"))
+    result = train(
+        _cfg(data, tmp_path / "run", "trainer.max_steps=1", f"+model.overrides.resolution_dependent={dependent}")
+    )
     ckpt = load_checkpoint(result["last"])
     assert model_from_checkpoint(ckpt).resolution_dependent is dependent
     if ok:
@@ -191,9 +213,21 @@ def test_dandelion_train_under_torchrun_two_ranks(data, tmp_path):
     hashes.mkdir()
     env = {**os.environ, "PYTHONPATH": str(HELPERS), "OMP_NUM_THREADS": "1", "DANDELION_TEST_HASH_DIR": str(hashes)}
     run = tmp_path / "ddp"
-    cmd = [str(bindir / "torchrun"), "--standalone", "--nproc_per_node=2", str(bindir / "dandelion-train"), f"dataset.path={data}",
-           f"run_dir={run}", "model.name=_pointwise_test", "plugins=[tiny_model]", "trainer=quick", "trainer.max_steps=3",
-           "trainer.batch_size=2", "device=cpu", "trainer.progress=false"]
+    cmd = [
+        str(bindir / "torchrun"),
+        "--standalone",
+        "--nproc_per_node=2",
+        str(bindir / "dandelion-train"),
+        f"dataset.path={data}",
+        f"run_dir={run}",
+        "model.name=_pointwise_test",
+        "plugins=[tiny_model]",
+        "trainer=quick",
+        "trainer.max_steps=3",
+        "trainer.batch_size=2",
+        "device=cpu",
+        "trainer.progress=false",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=400)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert sorted(p.name for p in hashes.iterdir()) == ["rank0.txt", "rank1.txt"]

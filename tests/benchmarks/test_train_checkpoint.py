@@ -1,10 +1,10 @@
 """Checkpoints: atomic writes, plain contents that load with weights_only=True, wrappers stripped."""
 
 import pytest
+import tiny_model
 import torch
 import torch.nn as nn
 
-import tiny_model
 from dandelion import build_model
 from dandelion import checkpoint as ck
 
@@ -41,8 +41,9 @@ def test_contents_are_plain_and_wrappers_are_stripped(tmp_path):
     opt = torch.optim.AdamW(model.parameters())
     model(torch.randn(1, 8, 9, 16)).sum().backward()
     opt.step()
-    path = ck.save_checkpoint(tmp_path / "a.pt", model=Wrapper(model), optimizer=opt, config=CONFIG, stats=STATS, grid=GRID,
-                              step=3, epoch=1)
+    path = ck.save_checkpoint(
+        tmp_path / "a.pt", model=Wrapper(model), optimizer=opt, config=CONFIG, stats=STATS, grid=GRID, step=3, epoch=1
+    )
     ckpt = ck.load_checkpoint(path)
     assert not any(k.startswith("module.") for k in ckpt["model"])
     assert all(isinstance(v, (torch.Tensor, str, int, float, bool, type(None))) for v in _walk(ckpt))
@@ -64,7 +65,9 @@ def test_rng_state_round_trip():
 
 
 def test_save_is_atomic(tmp_path, monkeypatch):
-    path = ck.save_checkpoint(tmp_path / "last.pt", model=_model(), config=CONFIG, stats=STATS, grid=GRID, step=1, epoch=0)
+    path = ck.save_checkpoint(
+        tmp_path / "last.pt", model=_model(), config=CONFIG, stats=STATS, grid=GRID, step=1, epoch=0
+    )
     before = path.read_bytes()
 
     def broken_save(obj, f, *a, **k):
@@ -91,8 +94,16 @@ def test_checkpoint_without_grid_record_loads_and_is_still_checked(tmp_path):
     spec = {"name": "dandelion", "preset": "tiny", "in_channels": 8, "out_channels": 2, "overrides": {}}
     torch.manual_seed(0)
     model = build_model("dandelion", "tiny", 8, 2, 9, 16, "equiangular")
-    path = ck.save_checkpoint(tmp_path / "old.pt", model=model, config=CONFIG, stats=STATS, grid=GRID, step=1, epoch=0,
-                              extra={"model_spec": spec})
+    path = ck.save_checkpoint(
+        tmp_path / "old.pt",
+        model=model,
+        config=CONFIG,
+        stats=STATS,
+        grid=GRID,
+        step=1,
+        epoch=0,
+        extra={"model_spec": spec},
+    )
     ckpt = ck.load_checkpoint(path)
     del ckpt["model"]["_extra_state"]  # the older format
     x = torch.randn(1, 8, 9, 16)
@@ -101,4 +112,7 @@ def test_checkpoint_without_grid_record_loads_and_is_still_checked(tmp_path):
     # the filled-in record is the checkpoint's grid: another grid type is refused unless asked for
     with pytest.raises(ValueError, match="legendre-gauss"):
         ck.model_from_checkpoint(ckpt, nlat=8, grid="legendre-gauss")
-    assert ck.model_from_checkpoint(ckpt, nlat=8, grid="legendre-gauss", allow_resolution_change=True).grid == "legendre-gauss"
+    assert (
+        ck.model_from_checkpoint(ckpt, nlat=8, grid="legendre-gauss", allow_resolution_change=True).grid
+        == "legendre-gauss"
+    )

@@ -6,15 +6,15 @@ import math
 
 import numpy as np
 import pytest
-import xarray as xr
-from hydra import compose, initialize_config_module
-
 import tiny_model  # noqa: F401  (registers "_pointwise_test")
 import tiny_well
+import xarray as xr
+from hydra import compose, initialize_config_module
 from train_config import train_cfg
-from dandelion.benchmarks.export import export
-from dandelion.benchmarks.rollout import rollout
-from dandelion.benchmarks.train import train
+
+from dandelion.cli.export import export
+from dandelion.cli.rollout import rollout
+from dandelion.cli.train import train
 from dandelion.datasets.well import STATS_CACHE, UnsupportedGridError
 from dandelion.sphere import SphereGrid
 
@@ -34,19 +34,48 @@ def test_well_layout_folder_trains_rolls_out_and_exports(tmp_path):
     assert (root / STATS_CACHE).is_file()  # our area-weighted statistics, computed once from data/train
 
     out = tmp_path / "roll"
-    r = rollout(_compose("rollout", [f"checkpoint={result['best']}", f"dataset.path={root}", "n_steps=2", f"output_dir={out}",
-                                     "progress=false", "spectra_leads=[1]"]))
+    r = rollout(
+        _compose(
+            "rollout",
+            [
+                f"checkpoint={result['best']}",
+                f"dataset.path={root}",
+                "n_steps=2",
+                f"output_dir={out}",
+                "progress=false",
+                "spectra_leads=[1]",
+            ],
+        )
+    )
     metrics = json.loads((out / "metrics.json").read_text())
     assert np.isfinite(metrics["summary"]["next_step"]["vrmse"]["height"])
-    assert r["results"]["metrics"]["vrmse"]["height"][0] == pytest.approx(metrics["summary"]["next_step"]["vrmse"]["height"])
+    assert r["results"]["metrics"]["vrmse"]["height"][0] == pytest.approx(
+        metrics["summary"]["next_step"]["vrmse"]["height"]
+    )
 
     store = tmp_path / "pswe.zarr"
-    e = export(_compose("export", [f"checkpoint={result['best']}", f"dataset.path={root}", f"output={store}", "n_steps=2",
-                                   "max_inits=2", "include_truth=true", "format=zarr", "convention=wb2"]))
+    e = export(
+        _compose(
+            "export",
+            [
+                f"checkpoint={result['best']}",
+                f"dataset.path={root}",
+                f"output={store}",
+                "n_steps=2",
+                "max_inits=2",
+                "include_truth=true",
+                "format=zarr",
+                "convention=wb2",
+            ],
+        )
+    )
     assert e["n_forecasts"] == 2  # one test trajectory, two initial frames
     with xr.open_zarr(store) as ds:
         assert ds.height.dims == ("trajectory", "time", "prediction_timedelta", "latitude", "longitude")
-        assert ds.prediction_timedelta.values.tolist() == [tiny_well.DT, 2 * tiny_well.DT]  # the Well's hourly step, non-dimensional
+        assert ds.prediction_timedelta.values.tolist() == [
+            tiny_well.DT,
+            2 * tiny_well.DT,
+        ]  # the Well's hourly step, non-dimensional
         # the truth written is the test trajectory's analytic field at latitude ascending, with u east and v north
         colat = np.deg2rad(90.0 - ds.latitude.values)
         h, u, v = tiny_well.analytic(colat, np.deg2rad(ds.longitude.values), 4, T)

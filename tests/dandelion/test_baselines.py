@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import math
 
 import pytest
 import torch
@@ -83,12 +82,23 @@ def test_complex_parameters_count_twice():
 
 def test_speed_helper_and_parameter_table_count_the_same_real_scalars():
     """``dandelion-bench`` rows (speed tables) and ``parameter_count`` (parameter tables) quote one number for SFNO."""
-    from dandelion.benchmarks.bench_models import measure_group
+    from dandelion.benchmarks.speed.models import measure_group
 
     sfno = _build("sfno")
     n_real = sum(p.numel() * (2 if p.is_complex() else 1) for p in sfno.parameters())
-    spec = {"preset": "tiny", "nlat": 32, "nlon": 64, "grid": "equiangular", "batch": 1, "dtype": "fp32", "device": "cpu",
-            "in_channels": C_IN, "out_channels": C_OUT, "n_warmup": 0, "n_repeat": 1}
+    spec = {
+        "preset": "tiny",
+        "nlat": 32,
+        "nlon": 64,
+        "grid": "equiangular",
+        "batch": 1,
+        "dtype": "fp32",
+        "device": "cpu",
+        "in_channels": C_IN,
+        "out_channels": C_OUT,
+        "n_warmup": 0,
+        "n_repeat": 1,
+    }
     (row,) = measure_group(["sfno"], spec)
     assert row["n_parameters"] == n_real == parameter_count("sfno", "tiny", 32, 64)["n_parameters"]
 

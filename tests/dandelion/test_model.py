@@ -109,7 +109,10 @@ def test_pool_lmax_default_and_refusals():
     m = build_model("dandelion", "small", 16, 4, 64, 128, "equiangular")
     grids = [coarse_grid(SphereGrid(64, 128), k) for k in range(3)]
     assert m.pool_lmax == [pooling_band_limit(grids[k], grids[k + 1]) for k in range(2)]
-    assert m.pool_lmax == [32, 16]  # a 32x64 (then 16x32) Legendre-Gauss level resolves degrees and orders below 32 (16)
+    assert m.pool_lmax == [
+        32,
+        16,
+    ]  # a 32x64 (then 16x32) Legendre-Gauss level resolves degrees and orders below 32 (16)
     same = build_model("dandelion", "small", 16, 4, 64, 128, "equiangular", pool_lmax=m.pool_lmax)
     same.load_state_dict(m.state_dict())
     x = smooth_input(SphereGrid(64, 128), 16)
@@ -162,7 +165,9 @@ def test_checkpoint_blocks_recomputes_the_same_numbers(cond_dim):
     results = []
     for checkpoint in (False, True):
         torch.manual_seed(0)
-        m = build_model("dandelion", "tiny", 16, 4, 16, 32, "equiangular", cond_dim=cond_dim, checkpoint_blocks=checkpoint)
+        m = build_model(
+            "dandelion", "tiny", 16, 4, 16, 32, "equiangular", cond_dim=cond_dim, checkpoint_blocks=checkpoint
+        )
         if cond_dim:  # FiLM starts at zero; give it weights so that the conditioning path is exercised
             for blk in m.modules():
                 if getattr(blk, "film", None) is not None:

@@ -9,7 +9,13 @@ from torch_harmonics import InverseRealSHT
 from dandelion.pooling import SpectralDownsample, SpectralUpsample, coarse_grid, pooling_band_limit
 from dandelion.sphere import SphereGrid
 
-FINE = [(32, 64, "equiangular"), (33, 64, "equiangular"), (32, 64, "legendre-gauss"), (31, 64, "legendre-gauss"), (65, 128, "equiangular")]
+FINE = [
+    (32, 64, "equiangular"),
+    (33, 64, "equiangular"),
+    (32, 64, "legendre-gauss"),
+    (31, 64, "legendre-gauss"),
+    (65, 128, "equiangular"),
+]
 
 
 def band_limited(grid, band, batch=3, seed=0):
@@ -101,7 +107,9 @@ def test_resample_backward_is_the_adjoint_of_sht_then_isht(nlat, nlon, grid):
         assert torch.autograd.gradcheck(m, (x,))
 
 
-@pytest.mark.parametrize("nlat,nlon,grid", [(64, 128, "equiangular"), (33, 64, "equiangular"), (48, 96, "legendre-gauss")])
+@pytest.mark.parametrize(
+    "nlat,nlon,grid", [(64, 128, "equiangular"), (33, 64, "equiangular"), (48, 96, "legendre-gauss")]
+)
 def test_resample_table_has_no_float32_subnormals(nlat, nlon, grid):
     """High orders next to the poles give Legendre products far below float32's normal range; the
     table holds them as exact zeros (subnormal operands slow the CPU matrix product several times)."""

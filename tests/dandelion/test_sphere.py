@@ -72,7 +72,10 @@ def test_equiangular_has_poles_gauss_does_not():
     assert analysis_lmax(33, "equiangular") == 17 and analysis_lmax(32, "legendre-gauss") == 32
 
 
-@pytest.mark.parametrize("args,match", [((16, 32, "gaussian"), "unknown grid"), ((2, 32, "equiangular"), "too small"), ((16, 0, "equiangular"), "nlon")])
+@pytest.mark.parametrize(
+    "args,match",
+    [((16, 32, "gaussian"), "unknown grid"), ((2, 32, "equiangular"), "too small"), ((16, 0, "equiangular"), "nlon")],
+)
 def test_bad_input(args, match):
     with pytest.raises(ValueError, match=match):
         SphereGrid(*args)

@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from dandelion.sphere import SphereGrid
 from dandelion.kernels import WarpSample
+from dandelion.sphere import SphereGrid
 from dandelion.warp import SphereSampler, TangentWarpS2, _GhostPad, exp_map, sample_sphere
 
 F64 = torch.float64
@@ -20,7 +20,23 @@ F64 = torch.float64
 def harmonic_poly(xyz, coeffs):
     """Sum of the 15 real harmonic polynomials of degree 1..3 (zero mean on the sphere)."""
     x, y, z = xyz
-    basis = [x, y, z, x * y, y * z, x * z, x * x - y * y, 3 * z * z - 1, x * (x * x - 3 * y * y), y * (3 * x * x - y * y), z * (x * x - y * y), x * y * z, x * (5 * z * z - 1), y * (5 * z * z - 1), z * (5 * z * z - 3)]
+    basis = [
+        x,
+        y,
+        z,
+        x * y,
+        y * z,
+        x * z,
+        x * x - y * y,
+        3 * z * z - 1,
+        x * (x * x - 3 * y * y),
+        y * (3 * x * x - y * y),
+        z * (x * x - y * y),
+        x * y * z,
+        x * (5 * z * z - 1),
+        y * (5 * z * z - 1),
+        z * (5 * z * z - 3),
+    ]
     return sum(c * b for c, b in zip(coeffs, basis))
 
 
@@ -118,7 +134,17 @@ def test_exp_map_rejects_bad_layout():
 
 
 # ----------------------------------------------------------------------------- identity at zero displacement
-@pytest.mark.parametrize("nlat,nlon,grid", [(17, 32, "equiangular"), (16, 32, "equiangular"), (33, 64, "equiangular"), (16, 32, "legendre-gauss"), (15, 30, "legendre-gauss"), (9, 18, "equiangular")])
+@pytest.mark.parametrize(
+    "nlat,nlon,grid",
+    [
+        (17, 32, "equiangular"),
+        (16, 32, "equiangular"),
+        (33, 64, "equiangular"),
+        (16, 32, "legendre-gauss"),
+        (15, 30, "legendre-gauss"),
+        (9, 18, "equiangular"),
+    ],
+)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_zero_displacement_is_identity(nlat, nlon, grid, dtype):
     grid_ = SphereGrid(nlat, nlon, grid)
@@ -134,7 +160,12 @@ def test_zero_displacement_is_identity(nlat, nlon, grid, dtype):
 
 
 # ----------------------------------------------------------------------------- rotation check
-ROT_CASES = [(32, 64, "equiangular", 1e-2), (32, 64, "legendre-gauss", 1e-2), (128, 256, "equiangular", 2e-3), (128, 256, "legendre-gauss", 2e-3)]
+ROT_CASES = [
+    (32, 64, "equiangular", 1e-2),
+    (32, 64, "legendre-gauss", 1e-2),
+    (128, 256, "equiangular", 2e-3),
+    (128, 256, "legendre-gauss", 2e-3),
+]
 
 
 @pytest.mark.parametrize("nlat,nlon,grid,tol", ROT_CASES)
@@ -184,7 +215,9 @@ def test_legendre_gauss_ring_inside_first_row(nlat, nlon):
     pts = torch.randn(3, 4000, generator=gen, dtype=F64)
     pts = pts / pts.norm(dim=0)
     c, lo = colat_lon(pts)
-    ref = sample_sphere(fg, c[None, None].float(), lo[None, None].float(), g)[0, 0, 0].double() - harmonic_poly(pts, COEFFS)
+    ref = sample_sphere(fg, c[None, None].float(), lo[None, None].float(), g)[0, 0, 0].double() - harmonic_poly(
+        pts, COEFFS
+    )
     global_rms = ref.square().mean().sqrt()
     assert (ring_rms <= 3 * global_rms).all(), f"ring RMS {ring_rms.tolist()} vs global RMS {float(global_rms):.2e}"
 
@@ -230,7 +263,9 @@ def test_no_nan_gradients_across_poles(dtype):
     g = SphereGrid(17, 32, "equiangular")
     layer = TangentWarpS2(g, channels=4, heads=4, hidden=4, init_radius=0.1).to(dtype)
     colat = g.colat.to(dtype)[:, None].expand(17, 32)
-    d_n = torch.stack([colat, colat + 0.2, colat * 0, -(math.pi - colat) - 0.1])  # to the pole, across it, none, across the south pole
+    d_n = torch.stack(
+        [colat, colat + 0.2, colat * 0, -(math.pi - colat) - 0.1]
+    )  # to the pole, across it, none, across the south pole
     d_e = torch.stack([colat * 0, 0.05 + colat * 0, colat * 0, colat * 0 + 1e-9])
     d_e = d_e.clone().requires_grad_(True)
     d_n = d_n.clone().requires_grad_(True)
@@ -259,12 +294,16 @@ def test_walk_through_pole_lands_on_far_side():
     rows, cols = sampler.displaced_index(torch.zeros_like(d_n), d_n)
     got = sampler.sample_index(field, rows, cols)[0]
     lon = g.lon + math.pi
-    expected = torch.stack([math.sin(a) * torch.cos(lon), math.sin(a) * torch.sin(lon), torch.full_like(lon, math.cos(a))])[:, None, :].expand(3, 33, 64)
+    expected = torch.stack(
+        [math.sin(a) * torch.cos(lon), math.sin(a) * torch.sin(lon), torch.full_like(lon, math.cos(a))]
+    )[:, None, :].expand(3, 33, 64)
     # bilinear interpolation of the position vector: error O(h^2)
     torch.testing.assert_close(got, expected, atol=2e-3, rtol=0)
 
 
-@pytest.mark.parametrize("nlat,nlon,grid", [(9, 16, "equiangular"), (8, 15, "legendre-gauss"), (7, 12, "legendre-gauss")])
+@pytest.mark.parametrize(
+    "nlat,nlon,grid", [(9, 16, "equiangular"), (8, 15, "legendre-gauss"), (7, 12, "legendre-gauss")]
+)
 def test_ghost_pad_layout_and_gradient(nlat, nlon, grid):
     """The padded image holds the data, the wrapped column and the ghost rows at lon + pi; its backward is the adjoint."""
     s = SphereSampler(SphereGrid(nlat, nlon, grid), dtype=F64)
@@ -273,8 +312,12 @@ def test_ghost_pad_layout_and_gradient(nlat, nlon, grid):
     assert torch.equal(img[:, 1 : nlat + 1, :nlon], f.detach())
     assert torch.equal(img[:, : nlat + 2, nlon], img[:, : nlat + 2, 0])
     # the row and column that bilinear sampling reads with weight 0 are zero (finite)
-    assert torch.equal(img[:, nlat + 2 : nlat + 3, : nlon + 2], torch.zeros_like(img[:, nlat + 2 : nlat + 3, : nlon + 2]))
-    assert torch.equal(img[:, : nlat + 2, nlon + 1 : nlon + 2], torch.zeros_like(img[:, : nlat + 2, nlon + 1 : nlon + 2]))
+    assert torch.equal(
+        img[:, nlat + 2 : nlat + 3, : nlon + 2], torch.zeros_like(img[:, nlat + 2 : nlat + 3, : nlon + 2])
+    )
+    assert torch.equal(
+        img[:, : nlat + 2, nlon + 1 : nlon + 2], torch.zeros_like(img[:, : nlat + 2, nlon + 1 : nlon + 2])
+    )
     j = torch.arange(nlon)
     if nlon % 2 == 0:
         torch.testing.assert_close(img[:, 0, :nlon], f.detach()[:, s.gn, (j + nlon // 2) % nlon])
@@ -282,7 +325,9 @@ def test_ghost_pad_layout_and_gradient(nlat, nlon, grid):
         mid = 0.5 * (f.detach()[:, s.gs, (j + nlon // 2) % nlon] + f.detach()[:, s.gs, (j + nlon // 2 + 1) % nlon])
         torch.testing.assert_close(img[:, nlat + 1, :nlon], mid)
     # the rest of the power-of-two image is never read (left uninitialised): check the read part
-    assert torch.autograd.gradcheck(lambda t: _GhostPad.apply(t, s.gn, s.gs, s.hp, s.wp)[:, : nlat + 3, : nlon + 2], (f,))
+    assert torch.autograd.gradcheck(
+        lambda t: _GhostPad.apply(t, s.gn, s.gs, s.hp, s.wp)[:, : nlat + 3, : nlon + 2], (f,)
+    )
 
 
 @pytest.mark.parametrize("nlat,nlon,grid", [(7, 8, "equiangular"), (6, 9, "equiangular"), (6, 8, "legendre-gauss")])
@@ -293,7 +338,9 @@ def test_fused_warp_sample_gradcheck(nlat, nlon, grid):
     v = torch.randn(3, 2, nlat, nlon, generator=g, dtype=F64, requires_grad=True)
     de = (0.3 * torch.randn(3, nlat, nlon, generator=g, dtype=F64)).requires_grad_()
     dn = (0.3 * torch.randn(3, nlat, nlon, generator=g, dtype=F64)).requires_grad_()
-    assert torch.autograd.gradcheck(lambda v, a, b: WarpSample.apply(v, torch.stack([a, b], dim=1), s), (v, de, dn), atol=1e-6)
+    assert torch.autograd.gradcheck(
+        lambda v, a, b: WarpSample.apply(v, torch.stack([a, b], dim=1), s), (v, de, dn), atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("scale", [0.0, 1e-9, 1e-4, 0.3, 2.0])
@@ -373,10 +420,8 @@ def test_compiled_kernels_match_eager(monkeypatch):
     The tiny Dandelion covers both sampler paths (equiangular data grid, Legendre-Gauss level 1) and
     the norms; a compiled warp of zero displacement returns its input to rounding.
     """
-    from dandelion import kernels
+    from dandelion import kernels, norm
     from dandelion.model import Dandelion
-
-    from dandelion import norm
 
     monkeypatch.setattr(kernels, "_COMPILED", {})
     monkeypatch.setattr(kernels, "_COMPILE_FAILED", [])
@@ -415,8 +460,13 @@ def _refuses_up_front(fn, **kw):  # torch.compile itself raising (unsupported Py
     raise RuntimeError("torch.compile is not supported on this Python (simulated)")
 
 
-@pytest.mark.parametrize("compile_stub,message", [(_fails_when_run, r"no C\+\+ compiler \(simulated\).*eager kernels"),
-                                                  (_refuses_up_front, r"not supported on this Python \(simulated\).*eager kernels")])
+@pytest.mark.parametrize(
+    "compile_stub,message",
+    [
+        (_fails_when_run, r"no C\+\+ compiler \(simulated\).*eager kernels"),
+        (_refuses_up_front, r"not supported on this Python \(simulated\).*eager kernels"),
+    ],
+)
 def test_compile_failure_falls_back_to_eager_with_a_warning(monkeypatch, compile_stub, message):
     """A torch.compile that fails, when run or when called: one RuntimeWarning naming it, then the exact eager result (warp and norm)."""
     from dandelion import kernels

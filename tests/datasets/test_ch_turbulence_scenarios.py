@@ -11,7 +11,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from dandelion.benchmarks.compose import compose
+from dandelion.cli.common import compose_config as compose
 from dandelion.datasets import chained_turbulence as ct_scenario
 from dandelion.datasets import folder, statistics, storage
 from dandelion.datasets.chained_turbulence import ic_generator
@@ -25,10 +25,21 @@ from dandelion.sphere import SphereGrid
 
 TINY = {
     "cahn_hilliard": {"nlat": 17, "nlon": 32, "lmax": 12, "n_trajectories": 5, "n_frames": 3, "dt_frame": 1.0},
-    "chained_turbulence": {"nlat": 17, "nlon": 32, "lmax": 16, "n_trajectories": 5, "n_frames": 3,
-                           "spinup_tau": 0.4, "dt_frame": 0.2, "amplitude": 2.0},
+    "chained_turbulence": {
+        "nlat": 17,
+        "nlon": 32,
+        "lmax": 16,
+        "n_trajectories": 5,
+        "n_frames": 3,
+        "spinup_tau": 0.4,
+        "dt_frame": 0.2,
+        "amplitude": 2.0,
+    },
 }
-SIM_CLASS = {"cahn_hilliard": ch_solver.CahnHilliardSimulation, "chained_turbulence": ct_solver.ChainedTurbulenceSimulation}
+SIM_CLASS = {
+    "cahn_hilliard": ch_solver.CahnHilliardSimulation,
+    "chained_turbulence": ct_solver.ChainedTurbulenceSimulation,
+}
 NAMES = list(TINY)
 
 
@@ -94,11 +105,29 @@ def test_every_kept_chained_turbulence_cell_has_two_unstable_degrees():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_hydra_overrides_reach_the_scenario(name, tmp_path):
-    c = compose("generate", [f"dataset={name}", f"dataset.path={tmp_path}", "dataset.nlat=33", "dataset.nlon=64", "dataset.lmax=20",
-                             "dataset.n_frames=5", "dataset.seed=3", "dataset.grid=legendre-gauss"])
+    c = compose(
+        "generate",
+        [
+            f"dataset={name}",
+            f"dataset.path={tmp_path}",
+            "dataset.nlat=33",
+            "dataset.nlon=64",
+            "dataset.lmax=20",
+            "dataset.n_frames=5",
+            "dataset.seed=3",
+            "dataset.grid=legendre-gauss",
+        ],
+    )
     s = build_scenario(OmegaConf.to_container(c.dataset, resolve=True))
     assert (s.name, s.grid.nlat, s.grid.nlon, s.grid.grid, s.solver_lmax, s.n_frames, s.cfg["seed"]) == (
-        name, 33, 64, "legendre-gauss", 20, 5, 3)
+        name,
+        33,
+        64,
+        "legendre-gauss",
+        20,
+        5,
+        3,
+    )
     assert s.reduced and s.stored_lmax == 20
 
 
@@ -111,8 +140,10 @@ def test_folder_verifies_and_describes_itself(made, name):
     assert meta["complete"] and meta["reduced"] and meta["name"] == name and meta["time_units"] == "nondimensional"
     field = {"cahn_hilliard": "phi", "chained_turbulence": "vorticity"}[name]
     assert list(meta["fields"]) == [field]
-    scal = {"cahn_hilliard": {"epsilon", "mean_init", "variance", "radius", "seed", "D", "a"},
-            "chained_turbulence": {"r_over_lambda", "kappa_lambda", "seed", "R", "tau", "Lambda", "kappa"}}[name]
+    scal = {
+        "cahn_hilliard": {"epsilon", "mean_init", "variance", "radius", "seed", "D", "a"},
+        "chained_turbulence": {"r_over_lambda", "kappa_lambda", "seed", "R", "tau", "Lambda", "kappa"},
+    }[name]
     dt = TINY[name]["dt_frame"]
     for p in folder.list_split(root, "train") + folder.list_split(root, "valid") + folder.list_split(root, "test"):
         with storage.open_trajectory(p) as f:
@@ -133,7 +164,9 @@ def test_cahn_hilliard_frames_keep_the_mean_and_start_from_the_noise(made):
             tid = int(f.attrs["trajectory_id"])
         par = s.parameters(tid)
         np.testing.assert_allclose(grid.mean(phi).numpy(), par["mean_init"], atol=1e-6)
-        sim = s.build_simulation({k: torch.tensor([v], dtype=torch.float64) for k, v in par.items()}, lmax=12, device="cpu")
+        sim = s.build_simulation(
+            {k: torch.tensor([v], dtype=torch.float64) for k, v in par.items()}, lmax=12, device="cpu"
+        )
         np.testing.assert_allclose(phi[0].numpy(), sim.fields(grid)["phi"][0].numpy(), atol=1e-6)
 
 
@@ -216,8 +249,12 @@ def test_splits_disjoint_and_stats_from_train_only(made, name):
     assert sorted(ids) == list(range(5)) and len(set(ids)) == 5
     meta = folder.load_metadata(root)
     stats = folder.load_stats(root)
-    ours = {k: v for k, v in stats.items() if k in meta["fields"]}  # the Well's keys beside ours are tested in test_well_compat
+    ours = {
+        k: v for k, v in stats.items() if k in meta["fields"]
+    }  # the Well's keys beside ours are tested in test_well_compat
     assert statistics.compute_stats(folder.list_split(root, "train"), meta["fields"]) == ours
     field = next(iter(meta["fields"]))
-    everything = statistics.compute_stats([p for s in folder.SPLITS for p in folder.list_split(root, s)], meta["fields"])
+    everything = statistics.compute_stats(
+        [p for s in folder.SPLITS for p in folder.list_split(root, s)], meta["fields"]
+    )
     assert everything[field]["std"] != stats[field]["std"]

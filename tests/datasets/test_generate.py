@@ -14,12 +14,12 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from dandelion.benchmarks.compose import compose
+from dandelion.cli.common import compose_config as compose
+from dandelion.cli.verify import main as verify_main
 from dandelion.datasets import folder, solid_body, statistics, storage
 from dandelion.datasets.generate import build_scenario, generate
 from dandelion.datasets.scenario import get_scenario, trajectory_rng
 from dandelion.datasets.solid_body import rotate
-from dandelion.datasets.verify import main as verify_main
 from dandelion.datasets.verify import verify
 from dandelion.datasets.well_format import well_stats
 from dandelion.sphere import SphereGrid
@@ -45,11 +45,17 @@ def test_folder_layout_and_metadata(tmp_path):
     splits = folder.load_splits(root)
     assert meta["complete"] is True and meta["reduced"] is False
     assert (meta["nlat"], meta["nlon"], meta["grid"], meta["lmax"], meta["n_frames"]) == (16, 32, "equiangular", 3, 6)
-    assert meta["fields"]["velocity"] == {"kind": "vector", "units": "1", "long_name": "solid-body rotation velocity",
-                                          "components": ["u", "v"]}
+    assert meta["fields"]["velocity"] == {
+        "kind": "vector",
+        "units": "1",
+        "long_name": "solid-body rotation velocity",
+        "components": ["u", "v"],
+    }
     assert set(meta["versions"]) >= {"dandelion", "torch", "torch_harmonics", "numpy", "h5py"} and meta["command"]
     omegas = [0.5 if i < 4 else 1.0 for i in folder.load_splits(root)["train"]]  # ids 0-3: omega 0.5, 4-7: 1.0
-    np.testing.assert_allclose([meta["parameter_stats"]["omega"][k] for k in ("mean", "std")], [np.mean(omegas), np.std(omegas)])
+    np.testing.assert_allclose(
+        [meta["parameter_stats"]["omega"][k] for k in ("mean", "std")], [np.mean(omegas), np.std(omegas)]
+    )
     assert sorted(splits["train"] + splits["valid"] + splits["test"]) == list(range(8))
     assert "own simulation" in splits["note"]
     listed = sorted(f"{s}/traj_{i:06d}.h5" for s in folder.SPLITS for i in splits[s])
@@ -112,7 +118,13 @@ def test_sweep_is_row_major_seed_fastest():
     s = get_scenario("solid_body")({"n_seeds": 3})
     assert s.n_sweep == 6
     assert [(s.sweep_index(i)["omega"], s.sweep_index(i)["seed"]) for i in range(6)] == [
-        (0.5, 0), (0.5, 1), (0.5, 2), (1.0, 0), (1.0, 1), (1.0, 2)]
+        (0.5, 0),
+        (0.5, 1),
+        (0.5, 2),
+        (1.0, 0),
+        (1.0, 1),
+        (1.0, 2),
+    ]
     with pytest.raises(ValueError, match="n_trajectories=7 is outside 1..6"):
         get_scenario("solid_body")({"n_seeds": 3, "n_trajectories": 7})
 
@@ -207,19 +219,33 @@ def test_stats_come_from_the_train_split_only(tmp_path):
     stats = folder.load_stats(root)
     train = folder.list_split(root, "train")
     fields = folder.load_metadata(root)["fields"]
-    np.testing.assert_equal(statistics.compute_stats(train, fields), {k: stats[k] for k in fields})  # our per-field entries
-    np.testing.assert_equal(well_stats(train, fields), {k: v for k, v in stats.items() if k not in fields})  # the Well's
+    np.testing.assert_equal(
+        statistics.compute_stats(train, fields), {k: stats[k] for k in fields}
+    )  # our per-field entries
+    np.testing.assert_equal(
+        well_stats(train, fields), {k: v for k, v in stats.items() if k not in fields}
+    )  # the Well's
     # overwrite every valid/test file with wildly different values of the same layout
     for split in ("valid", "test"):
         for p in folder.list_split(root, split):
             with storage.open_trajectory(p) as f:
                 T, tid = f["dimensions/time"].shape[0], int(f.attrs["trajectory_id"])
             grid = SphereGrid(16, 32)
-            with storage.TrajectoryWriter(p, dataset_name="solid_body", grid=grid, lmax=3, trajectory_id=tid,
-                                          times=np.arange(T) * 0.125, time_units="nondimensional", scalars={},
-                                          fields=folder.load_metadata(root)["fields"]) as w:
+            with storage.TrajectoryWriter(
+                p,
+                dataset_name="solid_body",
+                grid=grid,
+                lmax=3,
+                trajectory_id=tid,
+                times=np.arange(T) * 0.125,
+                time_units="nondimensional",
+                scalars={},
+                fields=folder.load_metadata(root)["fields"],
+            ) as w:
                 for k in range(T):
-                    w.write_frame(k, {"h": np.full(grid.shape, 1e3 * (k + 1)), "velocity": np.full(grid.shape + (2,), 1e3)})
+                    w.write_frame(
+                        k, {"h": np.full(grid.shape, 1e3 * (k + 1)), "velocity": np.full(grid.shape + (2,), 1e3)}
+                    )
     generate(cfg(tmp_path / "d", n_trajectories=8))  # re-finalise
     assert folder.load_stats(root) == stats
     # while a changed train file does change them
@@ -227,9 +253,17 @@ def test_stats_come_from_the_train_split_only(tmp_path):
     with storage.open_trajectory(p) as f:
         T = f["dimensions/time"].shape[0]
     grid = SphereGrid(16, 32)
-    with storage.TrajectoryWriter(p, dataset_name="solid_body", grid=grid, lmax=3, trajectory_id=int(p.stem[5:]),
-                                  times=np.arange(T) * 0.125, time_units="nondimensional", scalars={},
-                                  fields=folder.load_metadata(root)["fields"]) as w:
+    with storage.TrajectoryWriter(
+        p,
+        dataset_name="solid_body",
+        grid=grid,
+        lmax=3,
+        trajectory_id=int(p.stem[5:]),
+        times=np.arange(T) * 0.125,
+        time_units="nondimensional",
+        scalars={},
+        fields=folder.load_metadata(root)["fields"],
+    ) as w:
         for k in range(T):
             w.write_frame(k, {"h": np.full(grid.shape, 1e3), "velocity": np.zeros(grid.shape + (2,))})
     assert statistics.compute_stats(train, folder.load_metadata(root)["fields"])["h"]["mean"] != stats["h"]["mean"]
@@ -276,8 +310,19 @@ def test_rotate_is_a_rotation():
 
 # ---------------------------------------------------------------------------------------------- hydra
 def test_hydra_compose_runs_generation(tmp_path):
-    c = compose("generate", ["dataset=solid_body", f"dataset.path={tmp_path / 'h'}", "dataset.n_trajectories=3",
-                            "dataset.n_frames=2", "dataset.seed=4", "batch_size=2", "progress=false", "device=cpu"])
+    c = compose(
+        "generate",
+        [
+            "dataset=solid_body",
+            f"dataset.path={tmp_path / 'h'}",
+            "dataset.n_trajectories=3",
+            "dataset.n_frames=2",
+            "dataset.seed=4",
+            "batch_size=2",
+            "progress=false",
+            "device=cpu",
+        ],
+    )
     root = generate(c)
     meta = folder.load_metadata(root)
     assert meta["n_trajectories"] == 3 and meta["config"]["dataset"]["seed"] == 4 and meta["config"]["batch_size"] == 2
@@ -285,13 +330,32 @@ def test_hydra_compose_runs_generation(tmp_path):
 
 
 def test_hydra_galewsky_overrides_reach_the_scenario(tmp_path):
-    c = compose("generate", ["dataset=galewsky", f"dataset.path={tmp_path}", "dataset.nlat=32", "dataset.nlon=64",
-                            "dataset.grid=legendre-gauss", "dataset.lmax=21", "dataset.n_trajectories=4", "dataset.n_frames=3",
-                            "dataset.seed=7", "device=cpu"])
+    c = compose(
+        "generate",
+        [
+            "dataset=galewsky",
+            f"dataset.path={tmp_path}",
+            "dataset.nlat=32",
+            "dataset.nlon=64",
+            "dataset.grid=legendre-gauss",
+            "dataset.lmax=21",
+            "dataset.n_trajectories=4",
+            "dataset.n_frames=3",
+            "dataset.seed=7",
+            "device=cpu",
+        ],
+    )
     assert c.device == "cpu"
     s = build_scenario(OmegaConf.to_container(c.dataset, resolve=True))
     assert (s.grid.nlat, s.grid.nlon, s.grid.grid, s.solver_lmax, s.n_trajectories, s.n_frames, s.cfg["seed"]) == (
-        32, 64, "legendre-gauss", 21, 4, 3, 7)
+        32,
+        64,
+        "legendre-gauss",
+        21,
+        4,
+        3,
+        7,
+    )
     assert s.stored_lmax == 21
 
 
@@ -303,11 +367,25 @@ def _script(name):
 def test_console_scripts_smoke(tmp_path):
     root = tmp_path / "cli"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    r = subprocess.run(_script("dandelion-generate") + ["dataset=solid_body", f"dataset.path={root}",
-                                                        "dataset.n_trajectories=3", "dataset.n_frames=2", "progress=false"],
-                       capture_output=True, text=True, env=env, timeout=300)
+    r = subprocess.run(
+        _script("dandelion-generate")
+        + [
+            "dataset=solid_body",
+            f"dataset.path={root}",
+            "dataset.n_trajectories=3",
+            "dataset.n_frames=2",
+            "progress=false",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
-    assert "dandelion-generate" in folder.load_metadata(root)["command"] or "generate" in folder.load_metadata(root)["command"]
+    assert (
+        "dandelion-generate" in folder.load_metadata(root)["command"]
+        or "generate" in folder.load_metadata(root)["command"]
+    )
     victim = folder.list_split(root, "train")[0]
     victim.write_bytes(victim.read_bytes()[:-500])
     r = subprocess.run(_script("dandelion-verify") + [str(root)], capture_output=True, text=True, env=env, timeout=300)
@@ -347,7 +425,9 @@ def test_sharded_ranks_make_the_same_dataset(tmp_path, monkeypatch):
         generate(cfg(tmp_path / "sharded"))
         if rank:
             assert not (tmp_path / "sharded" / "stats.yaml").exists()
-            assert len(traj_files(tmp_path / "sharded")) == len(range(rank, 8, 3)) + sum(len(range(r, 8, 3)) for r in range(rank + 1, 3))
+            assert len(traj_files(tmp_path / "sharded")) == len(range(rank, 8, 3)) + sum(
+                len(range(r, 8, 3)) for r in range(rank + 1, 3)
+            )
     root = tmp_path / "sharded"
     assert file_hashes(root) == file_hashes(ref)
     assert folder.load_stats(root) == folder.load_stats(ref) and verify(root) == []

@@ -14,8 +14,16 @@ from dandelion.datasets.verify import verify
 
 
 def cfg(path, **dataset):
-    d = {"name": "global_ocean", "path": str(path), "nlat": 16, "nlon": 32, "n_trajectories": 3, "n_frames": 3,
-         "spinup_days": 2.0, "frame_days": 2.0}
+    d = {
+        "name": "global_ocean",
+        "path": str(path),
+        "nlat": 16,
+        "nlon": 32,
+        "n_trajectories": 3,
+        "n_frames": 3,
+        "spinup_days": 2.0,
+        "frame_days": 2.0,
+    }
     d.update(dataset)
     return {"dataset": d, "device": "cpu", "batch_size": 3, "progress": False}
 
@@ -23,9 +31,13 @@ def cfg(path, **dataset):
 def test_sweep_axes_follow_the_card():
     s = get_scenario("global_ocean")({})
     assert s.n_sweep == 243 and s.n_frames == 1189 and s.cfg["spinup_days"] == 360.0
-    assert s.axes() == {"gm_background_k": [250.0, 1000.0, 2500.0], "visc_ah": [1.5e5, 3.0e5, 5.0e5],
-                        "diff_kr": [1e-5, 3e-5, 1e-4], "tau_theta_relax": [30.0, 60.0, 120.0],
-                        "tau_salt_relax": [90.0, 180.0, 360.0]}
+    assert s.axes() == {
+        "gm_background_k": [250.0, 1000.0, 2500.0],
+        "visc_ah": [1.5e5, 3.0e5, 5.0e5],
+        "diff_kr": [1e-5, 3e-5, 1e-4],
+        "tau_theta_relax": [30.0, 60.0, 120.0],
+        "tau_salt_relax": [90.0, 180.0, 360.0],
+    }
     assert s.sweep_index(1) == {**{k: v[0] for k, v in s.axes().items()}, "tau_salt_relax": 180.0, "seed": 0}
     assert get_scenario("global_ocean")({"spinup_days": 30}).spinup() == 30 * 86400.0
 
@@ -87,8 +99,19 @@ def test_verify_flags_a_missing_mask(ocean_set, tmp_path):
 
 
 def test_unmasked_dataset_has_no_mask_group(tmp_path):
-    root = generate({"dataset": {"name": "solid_body", "path": str(tmp_path / "s"), "nlat": 8, "nlon": 16,
-                                 "n_trajectories": 2, "n_frames": 2}, "progress": False})
+    root = generate(
+        {
+            "dataset": {
+                "name": "solid_body",
+                "path": str(tmp_path / "s"),
+                "nlat": 8,
+                "nlon": 16,
+                "n_trajectories": 2,
+                "n_frames": 2,
+            },
+            "progress": False,
+        }
+    )
     for p in root.glob("*/traj_*.h5"):
         with storage.open_trajectory(p) as f:
             assert "mask" not in f and storage.read_mask(f) is None
@@ -107,3 +130,31 @@ def test_an_unstable_step_is_refused_before_anything_is_written(tmp_path):
         check(cfg(path, dt=3.0 * 86400.0))
     assert not path.exists()
     assert check(cfg(path, dt=600.0)) == path.resolve()
+
+
+def test_land_cells_hold_zero_only_where_wholly_dry(ocean_set):
+    """The stored value of a cell is the mean over its ocean part: 0 only where it holds no ocean at all; a
+    partly wet cell marked land (``0 < wet_fraction < 0.5``, ``mask/wet = 0``) holds that ocean mean, not 0."""
+    p = sorted(ocean_set.glob("*/traj_*.h5"))[0]
+    with storage.open_trajectory(p) as f:
+        frac = f["mask/wet_fraction"][()]
+        theta = f["t0_fields/theta"][0]
+    partly = (frac > 0) & (frac < 0.5)
+    assert partly.any() and (frac == 0).any()
+    assert np.all(theta[:, frac == 0] == 0)
+    assert np.all((theta[:, partly] > -3) & (theta[:, partly] < 31) & (theta[:, partly] != 0))
+
+
+def test_redi_diffusivity_is_gm_background_k():
+    """Redi = GM (Griffies 1998): each trajectory's isopycnal tracer diffusivity is its gm_background_k."""
+    import torch
+
+    from dandelion.solvers.ocean_simulation import OceanSimulation
+
+    s = get_scenario("global_ocean")({"nlat": 16, "nlon": 32})
+    gm = torch.tensor(s.axes()["gm_background_k"], dtype=torch.float64)
+    params = {
+        k: (gm if k == "gm_background_k" else torch.full((3,), v[1], dtype=torch.float64)) for k, v in s.axes().items()
+    }
+    sim = OceanSimulation(params, nlat=16, nlon=32, settings=s.settings())
+    assert torch.equal(sim.model.kappa_T.reshape(-1), gm)

@@ -30,7 +30,9 @@ def test_sweep_order_and_seeded_noise_is_per_trajectory():
     assert s.parameters(7) == get_scenario("held_suarez")(TINY).parameters(7)  # regenerates alone
 
 
-@pytest.mark.parametrize("bad,match", [(dict(dt=1000.0), "divide"), (dict(dt=-5.0), "positive"), (dict(n_levels=1), "n_levels")])
+@pytest.mark.parametrize(
+    "bad,match", [(dict(dt=1000.0), "divide"), (dict(dt=-5.0), "positive"), (dict(n_levels=1), "n_levels")]
+)
 def test_invalid_settings_raise(bad, match):
     with pytest.raises(ValueError, match=match):
         get_scenario("held_suarez")({**TINY, **bad})
@@ -59,9 +61,21 @@ def test_unstable_step_of_the_cli_fails_up_front(tmp_path):
     import subprocess
     import sys
 
-    cmd = [sys.executable, "-c", "from dandelion.datasets.generate import main; main()", "dataset=held_suarez",
-           f"dataset.path={tmp_path / 'hs'}", "dataset.nlat=16", "dataset.nlon=32", "dataset.lmax=16",
-           "dataset.n_trajectories=2", "dataset.n_frames=12", "dataset.spinup_days=0", "dataset.dt=21600", "progress=false"]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from dandelion.cli.generate import main; main()",
+        "dataset=held_suarez",
+        f"dataset.path={tmp_path / 'hs'}",
+        "dataset.nlat=16",
+        "dataset.nlon=32",
+        "dataset.lmax=16",
+        "dataset.n_trajectories=2",
+        "dataset.n_frames=12",
+        "dataset.spinup_days=0",
+        "dataset.dt=21600",
+        "progress=false",
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert r.returncode != 0
     assert "inertial f*dt in trajectory 0" in r.stderr + r.stdout

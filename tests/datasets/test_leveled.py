@@ -7,23 +7,23 @@ import shutil
 
 import numpy as np
 import pytest
-import torch
-import xarray as xr
-
 import tiny_leveled as tl
 import tiny_model  # noqa: F401  (registers "_pointwise_test")
+import torch
+import xarray as xr
 from train_config import train_cfg
+
 from dandelion import api
-from dandelion.benchmarks.compose import compose
-from dandelion.benchmarks.report import plot_maps
-from dandelion.benchmarks.rollout import evaluate
-from dandelion.benchmarks.train import train
 from dandelion.channels import ChannelLayout
 from dandelion.checkpoint import layout_from_checkpoint, load_checkpoint
+from dandelion.cli.common import compose_config as compose
+from dandelion.cli.train import train
 from dandelion.datasets import folder, storage
 from dandelion.datasets.generate import generate
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.datasets.verify import verify
+from dandelion.evaluation.rollout import evaluate
+from dandelion.reporting.figures import plot_maps
 from dandelion.runtime import write_yaml_atomic
 from dandelion.solvers.held_suarez import PRESSURE_LEVELS_HPA
 from dandelion.sphere import SphereGrid
@@ -45,7 +45,11 @@ def test_file_layout_and_read_squeezes_surface(leveled):
         assert lev[()].tolist() == tl.LEVELS and lev.attrs["units"] == "hPa"
         T, ps, vel = f["t0_fields"]["T"], f["t0_fields"]["ps"], f["t1_fields"]["velocity"]
         assert T.shape == (1, 6, L, 9, 16) and vel.shape == (1, 6, L, 9, 16, 2) and ps.shape == (1, 6, 1, 9, 16)
-        assert list(T.attrs["dim_varying"]) == [True, True, True] and list(ps.attrs["dim_varying"]) == [False, True, True]
+        assert list(T.attrs["dim_varying"]) == [True, True, True] and list(ps.attrs["dim_varying"]) == [
+            False,
+            True,
+            True,
+        ]
         assert T.chunks == (1, 1, L, 9, 16) and vel.chunks == (1, 1, L, 9, 16, 2)  # one frame, whole sphere, all levels
     got = storage.read_fields(path)
     want = tl.analytic_fields(SphereGrid(9, 16), 0, 6)
@@ -86,8 +90,18 @@ def test_writer_refuses_bad_levels(tmp_path, kwargs, match):
     args = dict(levels=tl.LEVELS, level_fields=["T"])
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
-        storage.TrajectoryWriter(tmp_path / "x.h5", dataset_name="x", grid=SphereGrid(9, 16), lmax=5, trajectory_id=0,
-                                 times=[0.0], time_units="s", scalars={}, fields=tl.FIELDS, **args)
+        storage.TrajectoryWriter(
+            tmp_path / "x.h5",
+            dataset_name="x",
+            grid=SphereGrid(9, 16),
+            lmax=5,
+            trajectory_id=0,
+            times=[0.0],
+            time_units="s",
+            scalars={},
+            fields=tl.FIELDS,
+            **args,
+        )
     assert not list(tmp_path.iterdir())
 
 
@@ -105,7 +119,9 @@ def test_channel_fold_order_normalisation_and_round_trip(leveled):
     x = item["x"].double().reshape(2, lay.n_channels, 9, 16)
     xyz = grid.xyz.double()
     for lev in range(L):  # frame 0 (traj 0): per-level z-score, component-major Cartesian wind / per-level RMS
-        np.testing.assert_allclose(x[0, lev], (raw["T"][0, lev] - st["T"]["mean"][lev]) / st["T"]["std"][lev], atol=2e-5)
+        np.testing.assert_allclose(
+            x[0, lev], (raw["T"][0, lev] - st["T"]["mean"][lev]) / st["T"]["std"][lev], atol=2e-5
+        )
         W = tl.W0[lev] / st["velocity"]["rms"][lev]
         np.testing.assert_allclose(x[0, L + 1 + lev], (-W * xyz[1]).numpy(), atol=1e-5)
         np.testing.assert_allclose(x[0, L + 1 + L + lev], (W * xyz[0]).numpy(), atol=1e-5)
@@ -115,7 +131,9 @@ def test_channel_fold_order_normalisation_and_round_trip(leveled):
     enc = lay.encode({k: torch.as_tensor(v) for k, v in raw.items()})
     assert enc.shape == (6, lay.n_channels, 9, 16)
     dec = lay.decode(enc)
-    assert dec["T"].shape == (6, L, 9, 16) and dec["ps"].shape == (6, 9, 16) and dec["velocity"].shape == (6, L, 9, 16, 2)
+    assert (
+        dec["T"].shape == (6, L, 9, 16) and dec["ps"].shape == (6, 9, 16) and dec["velocity"].shape == (6, L, 9, 16, 2)
+    )
     for k in raw:
         np.testing.assert_allclose(dec[k].numpy(), raw[k], rtol=1e-12, atol=1e-9)
     # checkpoints carry the levels
@@ -137,7 +155,7 @@ class _Persistence(torch.nn.Module):
         self.C = C
 
     def forward(self, x):
-        return x[:, -self.C:]
+        return x[:, -self.C :]
 
 
 def test_export_has_level_coordinate(leveled, tmp_path):
@@ -151,7 +169,11 @@ def test_export_has_level_coordinate(leveled, tmp_path):
         assert x["u"].dims == x["T"].dims and x["ps"].dims == ("trajectory", "init_time", "lead_time", "lat", "lon")
         lev = x["level"]
         assert lev.values.tolist() == tl.LEVELS
-        assert (lev.attrs["units"], lev.attrs["standard_name"], lev.attrs["positive"]) == ("hPa", "air_pressure", "down")
+        assert (lev.attrs["units"], lev.attrs["standard_name"], lev.attrs["positive"]) == (
+            "hPa",
+            "air_pressure",
+            "down",
+        )
         raw = tl.analytic_fields(ds.grid, 3, 6)
         init = int(fc.init_index[0])
         # persistence: every lead repeats the last input frame; lat ascending in the file (grid rows north first)
@@ -164,16 +186,30 @@ def test_export_has_level_coordinate(leveled, tmp_path):
 
 def test_held_suarez_generate_smallest_passes_verify(tmp_path):
     # dandelion-generate dataset=held_suarez at the smallest settings: T9 (lmax 10), 4 sigma levels, 6 h spin-up
-    cfg = compose("generate", [
-        "dataset=held_suarez", f"dataset.path={tmp_path / 'hs'}", "dataset.nlat=16", "dataset.nlon=32", "dataset.lmax=10",
-        "dataset.n_levels=4", "dataset.n_frames=3", "dataset.spinup_days=0.25", "dataset.n_trajectories=2",
-        "batch_size=2", "progress=false"])
+    cfg = compose(
+        "generate",
+        [
+            "dataset=held_suarez",
+            f"dataset.path={tmp_path / 'hs'}",
+            "dataset.nlat=16",
+            "dataset.nlon=32",
+            "dataset.lmax=10",
+            "dataset.n_levels=4",
+            "dataset.n_frames=3",
+            "dataset.spinup_days=0.25",
+            "dataset.n_trajectories=2",
+            "batch_size=2",
+            "progress=false",
+        ],
+    )
     root = generate(cfg)
     assert verify(root) == []
     meta, stats = folder.load_metadata(root), folder.load_stats(root)
     P = len(PRESSURE_LEVELS_HPA)
     assert meta["levels"]["values"] == [float(p) for p in PRESSURE_LEVELS_HPA]
-    assert len(stats["T"]["mean"]) == P and len(stats["velocity"]["rms"]) == P and isinstance(stats["ps"]["mean"], float)
+    assert (
+        len(stats["T"]["mean"]) == P and len(stats["velocity"]["rms"]) == P and isinstance(stats["ps"]["mean"], float)
+    )
     assert 150 < min(stats["T"]["mean"]) and max(stats["T"]["mean"]) < 340
     ds = WindowDataset(root, "train", n_in=1, n_out=1)
     assert ds.layout.n_channels == 5 * P + 1  # T x P, ps, tracer x P, velocity_x/y/z x P

@@ -19,9 +19,17 @@ FIELDS = {
 def write(path, grid, frames, *, tid=0, times=None, scalars=None):
     """frames: list of dicts {h: (nlat, nlon), velocity: (nlat, nlon, 2)}."""
     times = np.arange(len(frames), dtype=float) * 10.0 if times is None else times
-    with storage.TrajectoryWriter(path, dataset_name="test", grid=grid, lmax=grid.lmax, trajectory_id=tid, times=times,
-                                  time_units="s", scalars=scalars or {"u_max": (80.0, "m/s"), "seed": (1.0, "1")},
-                                  fields=FIELDS) as w:
+    with storage.TrajectoryWriter(
+        path,
+        dataset_name="test",
+        grid=grid,
+        lmax=grid.lmax,
+        trajectory_id=tid,
+        times=times,
+        time_units="s",
+        scalars=scalars or {"u_max": (80.0, "m/s"), "seed": (1.0, "1")},
+        fields=FIELDS,
+    ) as w:
         for k, fr in enumerate(frames):
             w.write_frame(k, fr)
     return path
@@ -29,10 +37,14 @@ def write(path, grid, frames, *, tid=0, times=None, scalars=None):
 
 def random_frames(grid, T, seed=0):
     rng = np.random.default_rng(seed)
-    return [{"h": rng.standard_normal(grid.shape), "velocity": rng.standard_normal(grid.shape + (2,))} for _ in range(T)]
+    return [
+        {"h": rng.standard_normal(grid.shape), "velocity": rng.standard_normal(grid.shape + (2,))} for _ in range(T)
+    ]
 
 
-@pytest.mark.parametrize("nlat, nlon, grid_name", [(16, 32, "equiangular"), (8, 16, "legendre-gauss"), (9, 18, "equiangular")])
+@pytest.mark.parametrize(
+    "nlat, nlon, grid_name", [(16, 32, "equiangular"), (8, 16, "legendre-gauss"), (9, 18, "equiangular")]
+)
 def test_round_trip_and_schema(tmp_path, nlat, nlon, grid_name):
     grid = SphereGrid(nlat, nlon, grid_name)
     frames = random_frames(grid, 3)
@@ -42,7 +54,13 @@ def test_round_trip_and_schema(tmp_path, nlat, nlon, grid_name):
         a = f.attrs
         assert (a["dataset_name"], a["grid_type"], a["grid"]) == ("test", "spherical", grid_name)
         assert (a["nlat"], a["nlon"], a["lmax"], a["n_spatial_dims"], a["n_trajectories"], a["trajectory_id"]) == (
-            nlat, nlon, grid.lmax, 2, 1, 5)
+            nlat,
+            nlon,
+            grid.lmax,
+            2,
+            1,
+            5,
+        )
         assert list(a["simulation_parameters"]) == ["u_max", "seed"] and a["time_units"] == "s"
         lat, lon = f["dimensions/lat"][()], f["dimensions/lon"][()]
         assert lat.dtype == np.float64 and np.all(np.diff(lat) < 0)  # row 0 northernmost
@@ -76,13 +94,31 @@ def test_failed_write_leaves_no_file(tmp_path):
     grid = SphereGrid(16, 32)
     p = tmp_path / "traj_000000.h5"
     with pytest.raises(RuntimeError):
-        with storage.TrajectoryWriter(p, dataset_name="t", grid=grid, lmax=8, trajectory_id=0, times=[0.0, 1.0],
-                                      time_units="s", scalars={}, fields=FIELDS) as w:
+        with storage.TrajectoryWriter(
+            p,
+            dataset_name="t",
+            grid=grid,
+            lmax=8,
+            trajectory_id=0,
+            times=[0.0, 1.0],
+            time_units="s",
+            scalars={},
+            fields=FIELDS,
+        ) as w:
             w.write_frame(0, random_frames(grid, 1)[0])
             raise RuntimeError("solver died")
     assert not p.exists() and not storage.temp_path(p).exists()
-    w = storage.TrajectoryWriter(p, dataset_name="t", grid=grid, lmax=8, trajectory_id=0, times=[0.0, 1.0],
-                                 time_units="s", scalars={}, fields=FIELDS)
+    w = storage.TrajectoryWriter(
+        p,
+        dataset_name="t",
+        grid=grid,
+        lmax=8,
+        trajectory_id=0,
+        times=[0.0, 1.0],
+        time_units="s",
+        scalars={},
+        fields=FIELDS,
+    )
     w.write_frame(0, random_frames(grid, 1)[0])
     with pytest.raises(ValueError, match="only 1 of 2 frames"):
         w.close()
@@ -129,7 +165,11 @@ def test_splits_partition(tmp_path, n):
     assert all(s["counts"][k] >= 1 for k in ("train", "valid", "test"))  # no empty split, however small
     perm = np.random.default_rng(42).permutation(n)
     if n >= 8:  # the reference rule of docs/datasets/README.md
-        assert s["counts"] == {"train": round(0.8 * n), "valid": round(0.1 * n), "test": n - round(0.8 * n) - round(0.1 * n)}
+        assert s["counts"] == {
+            "train": round(0.8 * n),
+            "valid": round(0.1 * n),
+            "test": n - round(0.8 * n) - round(0.1 * n),
+        }
     assert set(s["train"]) == set(perm[: s["counts"]["train"]].tolist())
     write_json_atomic(tmp_path / "splits.json", s)
     assert folder.list_split(tmp_path, "valid") == [tmp_path / "valid" / f"traj_{i:06d}.h5" for i in s["valid"]]
@@ -156,27 +196,27 @@ def test_area_weighted_stats_match_hand_computed(tmp_path, grid_name, nlat):
     c = [5.0, 6.0, 2.0, 1.0]
     files = []
     for j, aj in enumerate(a):
-        frames = [{"h": aj + bk * z ** 2, "velocity": np.stack([ck * coslat, 0 * z], -1)} for bk, ck in zip(b, c)]
+        frames = [{"h": aj + bk * z**2, "velocity": np.stack([ck * coslat, 0 * z], -1)} for bk, ck in zip(b, c)]
         files.append(write(tmp_path / f"traj_{j:06d}.h5", grid, frames, tid=j))
     st = statistics.compute_stats(files, FIELDS)
 
     A, Bk = np.array(a)[:, None], np.array(b)[None, :]
     mean = np.mean(A + Bk / 3)
-    m2 = np.mean(A ** 2 + 2 * A * Bk / 3 + Bk ** 2 / 5)
+    m2 = np.mean(A**2 + 2 * A * Bk / 3 + Bk**2 / 5)
     db = np.diff(b)
     dmean = np.mean(db) / 3
-    dm2 = np.mean(db ** 2) / 5
+    dm2 = np.mean(db**2) / 5
     rms = math.sqrt(np.mean(np.square(c)) * 2 / 3)
     drms = math.sqrt(np.mean(np.diff(c) ** 2) * 2 / 3)
     assert st["h"]["kind"] == "scalar" and st["velocity"]["kind"] == "vector"
     np.testing.assert_allclose(st["h"]["mean"], mean, rtol=1e-6)
-    np.testing.assert_allclose(st["h"]["std"], math.sqrt(m2 - mean ** 2), rtol=1e-6)
+    np.testing.assert_allclose(st["h"]["std"], math.sqrt(m2 - mean**2), rtol=1e-6)
     np.testing.assert_allclose(st["h"]["delta_mean"], dmean, rtol=1e-6)
-    np.testing.assert_allclose(st["h"]["delta_std"], math.sqrt(dm2 - dmean ** 2), rtol=1e-6)
+    np.testing.assert_allclose(st["h"]["delta_std"], math.sqrt(dm2 - dmean**2), rtol=1e-6)
     np.testing.assert_allclose(st["velocity"]["rms"], rms, rtol=1e-6)
     np.testing.assert_allclose(st["velocity"]["delta_rms"], drms, rtol=1e-6)
     # plain (unweighted) averages would differ: the pole rows are over-counted
-    assert abs(np.mean(a[0] + b[3] * z ** 2) - (a[0] + b[3] / 3)) > 1e-2
+    assert abs(np.mean(a[0] + b[3] * z**2) - (a[0] + b[3] / 3)) > 1e-2
 
 
 def test_stats_refuse_empty_and_mixed_grids(tmp_path):

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 import yaml
-
 from tiny_dataset import analytic_fields, compute_stats
+
 from dandelion.channels import ChannelLayout
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.metrics import loss_weights
@@ -60,7 +60,9 @@ def test_vector_normalisation_is_one_scale_and_rotation_covariant():
     enc = layout.encode({"h": torch.zeros(9, 16, dtype=torch.float64), "velocity": uv})
     # at the poles the tangent part is c itself, in every column, although u and v flip with the column
     for row in (0, -1):
-        assert torch.allclose(enc[1:, row, :], c[:, 0] / STATS["velocity"]["rms"] * torch.ones(1, 16, dtype=torch.float64), atol=1e-14)
+        assert torch.allclose(
+            enc[1:, row, :], c[:, 0] / STATS["velocity"]["rms"] * torch.ones(1, 16, dtype=torch.float64), atol=1e-14
+        )
         assert uv[row, :, 0].std() > 0.5
 
 
@@ -85,7 +87,9 @@ def test_items_match_analytic_fields(make_tiny_dataset, tmp_path):
         dec = ds.layout.decode(frames)
         t = slice(item["t0"], item["t0"] + 5)
         np.testing.assert_allclose(dec["h"].numpy(), truth["h"][t], rtol=1e-5)
-        np.testing.assert_allclose(dec["velocity"].numpy(), truth["velocity"][t], atol=1e-4 * np.abs(truth["velocity"]).max())
+        np.testing.assert_allclose(
+            dec["velocity"].numpy(), truth["velocity"][t], atol=1e-4 * np.abs(truth["velocity"]).max()
+        )
     assert {ds[i]["t0"] for i in range(3)} == {0, 2, 4}
 
 

@@ -22,7 +22,15 @@ from the_well.data.normalization import ZScoreNormalization  # noqa: E402
 
 SETS = {
     "solid_body": {"nlat": 16, "nlon": 32, "n_trajectories": 4, "n_frames": 5},
-    "galewsky": {"nlat": 16, "nlon": 32, "lmax": 10, "n_trajectories": 3, "n_frames": 3, "spinup_days": 0.25, "frame_hours": 4.0},
+    "galewsky": {
+        "nlat": 16,
+        "nlon": 32,
+        "lmax": 10,
+        "n_trajectories": 3,
+        "n_frames": 3,
+        "spinup_days": 0.25,
+        "frame_hours": 4.0,
+    },
 }
 
 
@@ -31,8 +39,13 @@ def generated(request, tmp_path_factory):
     name = request.param
     if name == "galewsky":
         pytest.importorskip("dandelion.solvers.galewsky")
-    root = generate({"dataset": {"name": name, "path": str(tmp_path_factory.mktemp(name) / "d"), **SETS[name]},
-                     "batch_size": 4, "progress": False})
+    root = generate(
+        {
+            "dataset": {"name": name, "path": str(tmp_path_factory.mktemp(name) / "d"), **SETS[name]},
+            "batch_size": 4,
+            "progress": False,
+        }
+    )
     return root
 
 
@@ -50,7 +63,9 @@ def test_files_carry_what_the_wells_format_asks_for(generated):
             for d in list(dims.attrs["spatial_dims"]) + ["time"]:
                 assert _bool(dims[d].attrs["sample_varying"]) and _bool(dims[d].attrs["time_varying"])
             for name in f["scalars"].attrs["field_names"]:
-                assert _bool(f["scalars"][name].attrs["sample_varying"]) and _bool(f["scalars"][name].attrs["time_varying"])
+                assert _bool(f["scalars"][name].attrs["sample_varying"]) and _bool(
+                    f["scalars"][name].attrs["time_varying"]
+                )
             for group in ("t0_fields", "t1_fields", "t2_fields"):
                 for name in f[group].attrs["field_names"]:
                     d = f[group][name]
@@ -62,7 +77,9 @@ def test_files_carry_what_the_wells_format_asks_for(generated):
             assert list(bcs["OPEN"].attrs["associated_dims"]) == ["lat"]
             for b in bcs.values():
                 (dim,) = b.attrs["associated_dims"]
-                assert b["mask"].shape == dims[dim].shape and b["mask"][0] and b["mask"][-1] and not b["mask"][1:-1].any()
+                assert (
+                    b["mask"].shape == dims[dim].shape and b["mask"][0] and b["mask"][-1] and not b["mask"][1:-1].any()
+                )
                 assert _bool(b.attrs["sample_varying"]) and _bool(b.attrs["time_varying"])
 
 
@@ -84,7 +101,9 @@ def test_wells_loader_sample_equals_our_arrays(generated):
         ours = storage.read_fields(train[file_index])
         sample = ds[index]
         frames = torch.cat([sample["input_fields"], sample["output_fields"]]).numpy()  # (3, nlat, nlon, C)
-        expected = [ours[n][t0 : t0 + 3] for n in scalar] + [ours[n][t0 : t0 + 3, ..., c] for n in vector for c in (0, 1)]
+        expected = [ours[n][t0 : t0 + 3] for n in scalar] + [
+            ours[n][t0 : t0 + 3, ..., c] for n in vector for c in (0, 1)
+        ]
         np.testing.assert_array_equal(frames, np.stack(expected, -1))  # same latitude order (north first), same bytes
         lat = sample["space_grid"][:, 0, 0].numpy()
         np.testing.assert_allclose(lat, np.degrees(SphereGrid(meta["nlat"], meta["nlon"], meta["grid"]).lat.numpy()))
@@ -111,11 +130,19 @@ def test_wells_normalisation_uses_the_well_keys_we_write(generated):
     frames = np.concatenate([storage.read_fields(p)[name] for p in train]).astype(np.float64)
     area_mean = (frames * w).sum((-2, -1)).mean()
     assert stats["mean"][name] == pytest.approx(area_mean, rel=1e-6, abs=1e-9)
-    assert stats["std"][name] == pytest.approx(math.sqrt((((frames - area_mean) ** 2) * w).sum((-2, -1)).mean()), rel=1e-6, abs=1e-9)
+    assert stats["std"][name] == pytest.approx(
+        math.sqrt((((frames - area_mean) ** 2) * w).sum((-2, -1)).mean()), rel=1e-6, abs=1e-9
+    )
 
     raw = the_well.WellDataset(path=str(generated / "train"), n_steps_input=2, n_steps_output=1)[0]["input_fields"]
-    ds = the_well.WellDataset(path=str(generated / "train"), normalization_path=str(generated / "stats.yaml"), use_normalization=True,
-                              normalization_type=ZScoreNormalization, n_steps_input=2, n_steps_output=1)
+    ds = the_well.WellDataset(
+        path=str(generated / "train"),
+        normalization_path=str(generated / "stats.yaml"),
+        use_normalization=True,
+        normalization_type=ZScoreNormalization,
+        n_steps_input=2,
+        n_steps_output=1,
+    )
     got = ds[0]["input_fields"]
     mean = [stats["mean"][n] for n in meta["fields"] if meta["fields"][n]["kind"] == "scalar"]
     std = [stats["std"][n] for n in meta["fields"] if meta["fields"][n]["kind"] == "scalar"]
@@ -123,15 +150,22 @@ def test_wells_normalisation_uses_the_well_keys_we_write(generated):
         if s["kind"] == "vector":
             mean += list(stats["mean"][n])
             std += list(stats["std"][n])
-    expected = (raw.double() - torch.tensor(mean, dtype=torch.float64)) / torch.tensor(std, dtype=torch.float64).clamp(min=1e-4)
+    expected = (raw.double() - torch.tensor(mean, dtype=torch.float64)) / torch.tensor(std, dtype=torch.float64).clamp(
+        min=1e-4
+    )
     torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5)
 
 
 def test_folders_made_before_get_the_wells_metadata(tmp_path):
     """A folder whose files predate the boundary_conditions group is brought up to the Well's format in place:
     data and our statistics unchanged, checksums still verify, the Well's loader then reads it."""
-    root = generate({"dataset": {"name": "solid_body", "path": str(tmp_path / "old"), **SETS["solid_body"]}, "batch_size": 4,
-                     "progress": False})
+    root = generate(
+        {
+            "dataset": {"name": "solid_body", "path": str(tmp_path / "old"), **SETS["solid_body"]},
+            "batch_size": 4,
+            "progress": False,
+        }
+    )
     files = sorted(root.glob("*/traj_*.h5"))
     for path in files:  # as an earlier dandelion-generate wrote them
         with h5py.File(path, "r+") as f:
@@ -140,7 +174,9 @@ def test_folders_made_before_get_the_wells_metadata(tmp_path):
                 del f.attrs[p]
     old_stats = folder.load_stats(root)
     write_yaml_atomic(root / "stats.yaml", {k: v for k, v in old_stats.items() if k not in WELL_STATS_KEYS})
-    folder.write_checksums(root, [p.relative_to(root).as_posix() for p in files] + ["dataset.yaml", "splits.json", "stats.yaml"])
+    folder.write_checksums(
+        root, [p.relative_to(root).as_posix() for p in files] + ["dataset.yaml", "splits.json", "stats.yaml"]
+    )
     assert verify(root) == []
     with pytest.raises(KeyError):
         the_well.WellDataset(path=str(root / "train"), n_steps_input=2, n_steps_output=1)
@@ -154,7 +190,9 @@ def test_folders_made_before_get_the_wells_metadata(tmp_path):
     for p in files:
         after = storage.read_fields(p)
         assert all(np.array_equal(after[k], before[p][k]) for k in after)
-    assert folder.load_stats(root) == old_stats  # ours unchanged, the Well's keys as dandelion-generate writes them today
+    assert (
+        folder.load_stats(root) == old_stats
+    )  # ours unchanged, the Well's keys as dandelion-generate writes them today
     ds = the_well.WellDataset(path=str(root / "train"), n_steps_input=2, n_steps_output=1)
     assert ds[0]["boundary_conditions"].tolist() == [[1, 1], [2, 2]]
     assert add_well_metadata(root) == []  # nothing left to do

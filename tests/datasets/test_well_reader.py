@@ -5,13 +5,13 @@ from __future__ import annotations
 import h5py
 import numpy as np
 import pytest
+import tiny_well
 import torch
 import yaml
 
-import tiny_well
+from dandelion.cli.well_resample import main as resample_main
 from dandelion.datasets import well as well_module
 from dandelion.datasets.well import STATS_CACHE, UnsupportedGridError, WellFolder, is_well_folder
-from dandelion.datasets.well_resample import main as resample_main
 from dandelion.datasets.well_resample import resample_well_folder
 from dandelion.sphere import SphereGrid
 

@@ -43,8 +43,10 @@ def analytic_fields(grid: SphereGrid, traj: int, n_frames: int) -> dict[str, np.
     return {"h": np.stack(h), "velocity": np.stack(uv)}
 
 
-FIELDS = {"h": {"kind": "scalar", "units": "m", "long_name": "height anomaly"},
-          "velocity": {"kind": "vector", "units": "m s-1", "long_name": "velocity", "components": ["u", "v"]}}
+FIELDS = {
+    "h": {"kind": "scalar", "units": "m", "long_name": "height anomaly"},
+    "velocity": {"kind": "vector", "units": "m s-1", "long_name": "velocity", "components": ["u", "v"]},
+}
 
 
 def synthetic_wet_fraction(grid: SphereGrid) -> np.ndarray:
@@ -58,9 +60,18 @@ def synthetic_wet_fraction(grid: SphereGrid) -> np.ndarray:
 
 def _write_trajectory(file: Path, grid: SphereGrid, traj: int, n_frames: int, name: str, mask=None) -> None:
     fields = analytic_fields(grid, traj, n_frames)
-    with storage.TrajectoryWriter(file, dataset_name=name, grid=grid, lmax=grid.lmax, trajectory_id=traj,
-                                  times=np.arange(n_frames) * DT, time_units="s", scalars={"u_max": (60.0 + traj, "m s-1")},
-                                  fields=FIELDS, mask=mask) as w:
+    with storage.TrajectoryWriter(
+        file,
+        dataset_name=name,
+        grid=grid,
+        lmax=grid.lmax,
+        trajectory_id=traj,
+        times=np.arange(n_frames) * DT,
+        time_units="s",
+        scalars={"u_max": (60.0 + traj, "m s-1")},
+        fields=FIELDS,
+        mask=mask,
+    ) as w:
         for k in range(n_frames):
             w.write_frame(k, {"h": fields["h"][k], "velocity": fields["velocity"][k]})
 
@@ -70,8 +81,16 @@ def compute_stats(files, grid: SphereGrid = None) -> dict:
     return statistics.compute_stats(files, FIELDS)
 
 
-def make_tiny_dataset(path, nlat: int = 9, nlon: int = 16, grid: str = "equiangular", n_frames: int = 10,
-                      splits: dict | None = None, name: str = "tiny", masked: bool = False) -> Path:
+def make_tiny_dataset(
+    path,
+    nlat: int = 9,
+    nlon: int = 16,
+    grid: str = "equiangular",
+    n_frames: int = 10,
+    splits: dict | None = None,
+    name: str = "tiny",
+    masked: bool = False,
+) -> Path:
     """Write a tiny dataset folder at ``path`` (created) and return it as a Path.
 
     ``splits`` maps split name -> trajectory ids (default train [0, 1, 2], valid [3], test [4]).
@@ -84,18 +103,34 @@ def make_tiny_dataset(path, nlat: int = 9, nlon: int = 16, grid: str = "equiangu
     for split, ids in splits.items():
         (path / split).mkdir(parents=True, exist_ok=True)
         for i in ids:
-            _write_trajectory(path / split / f"traj_{i:06d}.h5", g, i, n_frames, name, synthetic_wet_fraction(g) if masked else None)
+            _write_trajectory(
+                path / split / f"traj_{i:06d}.h5", g, i, n_frames, name, synthetic_wet_fraction(g) if masked else None
+            )
     stats = statistics.compute_stats([path / "train" / storage.trajectory_filename(i) for i in splits["train"]], FIELDS)
     meta = {
-        "name": name, "grid": grid, "nlat": nlat, "nlon": nlon, "lmax": g.lmax, "solver_lmax": g.lmax, "reduced": True,
-        "dt_frame": DT, "time_units": "s", "n_frames": n_frames, "n_trajectories": sum(len(v) for v in splits.values()),
-        "fields": FIELDS, "parameters": ["u_max"], "config": {}, "command": "tests/tiny_dataset.py make_tiny_dataset",
+        "name": name,
+        "grid": grid,
+        "nlat": nlat,
+        "nlon": nlon,
+        "lmax": g.lmax,
+        "solver_lmax": g.lmax,
+        "reduced": True,
+        "dt_frame": DT,
+        "time_units": "s",
+        "n_frames": n_frames,
+        "n_trajectories": sum(len(v) for v in splits.values()),
+        "fields": FIELDS,
+        "parameters": ["u_max"],
+        "config": {},
+        "command": "tests/tiny_dataset.py make_tiny_dataset",
         "versions": {},
     }
     if masked:
         meta["masked"] = True
     write_yaml_atomic(path / "dataset.yaml", meta)
     write_yaml_atomic(path / "stats.yaml", stats)
-    write_json_atomic(path / "splits.json", {"seed": 0, "strategy": "fixed", **{k: sorted(v) for k, v in splits.items()}})
+    write_json_atomic(
+        path / "splits.json", {"seed": 0, "strategy": "fixed", **{k: sorted(v) for k, v in splits.items()}}
+    )
     folder.write_checksums(path, [f.relative_to(path).as_posix() for f in sorted(path.glob("*/*.h5"))])
     return path

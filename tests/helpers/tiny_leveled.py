@@ -31,9 +31,11 @@ D = [2.0, 4.0, 6.0]
 W0 = [30.0, 20.0, 10.0]
 DW = 2.0
 
-FIELDS = {"T": {"kind": "scalar", "units": "K", "long_name": "air temperature"},
-          "ps": {"kind": "scalar", "units": "Pa", "long_name": "surface pressure"},
-          "velocity": {"kind": "vector", "units": "m/s", "long_name": "horizontal wind", "components": ["u", "v"]}}
+FIELDS = {
+    "T": {"kind": "scalar", "units": "K", "long_name": "air temperature"},
+    "ps": {"kind": "scalar", "units": "Pa", "long_name": "surface pressure"},
+    "velocity": {"kind": "vector", "units": "m/s", "long_name": "horizontal wind", "components": ["u", "v"]},
+}
 LEVEL_INFO = {"name": "level", "units": "hPa", "values": LEVELS, "fields": ["T", "velocity"]}
 
 
@@ -42,7 +44,11 @@ def analytic_fields(grid: SphereGrid, traj: int, n_frames: int) -> dict[str, np.
     z = np.broadcast_to(np.sin(grid.lat.numpy())[:, None], grid.shape)
     coslat = np.cos(grid.lat.numpy())[:, None] * np.ones(grid.shape)
     f = np.arange(n_frames, dtype=np.float64)[:, None, None, None]
-    T = np.asarray(A)[:, None, None] + np.asarray(C)[:, None, None] * f + (np.asarray(B)[:, None, None] + np.asarray(D)[:, None, None] * f) * z
+    T = (
+        np.asarray(A)[:, None, None]
+        + np.asarray(C)[:, None, None] * f
+        + (np.asarray(B)[:, None, None] + np.asarray(D)[:, None, None] * f) * z
+    )
     W = np.asarray(W0)[:, None, None] + DW * f  # (F, L, 1, 1)
     vel = np.stack([W * coslat, np.zeros_like(W * coslat)], axis=-1)
     ps = 1e5 + 100.0 * traj + 300.0 * z + 5.0 * f[:, 0]
@@ -65,15 +71,33 @@ def expected_stats(n_frames: int) -> dict:
 
 def write_trajectory(file: Path, grid: SphereGrid, traj: int, n_frames: int, name: str = "tiny_leveled") -> None:
     fields = analytic_fields(grid, traj, n_frames)
-    with storage.TrajectoryWriter(file, dataset_name=name, grid=grid, lmax=grid.lmax, trajectory_id=traj,
-                                  times=np.arange(n_frames) * DT, time_units="s", scalars={"delta_T_y": (40.0 + traj, "K")},
-                                  fields=FIELDS, levels=LEVELS, level_units="hPa", level_fields=LEVEL_INFO["fields"]) as w:
+    with storage.TrajectoryWriter(
+        file,
+        dataset_name=name,
+        grid=grid,
+        lmax=grid.lmax,
+        trajectory_id=traj,
+        times=np.arange(n_frames) * DT,
+        time_units="s",
+        scalars={"delta_T_y": (40.0 + traj, "K")},
+        fields=FIELDS,
+        levels=LEVELS,
+        level_units="hPa",
+        level_fields=LEVEL_INFO["fields"],
+    ) as w:
         for k in range(n_frames):
             w.write_frame(k, {n: a[k] for n, a in fields.items()})
 
 
-def make_tiny_leveled_dataset(path, nlat: int = 9, nlon: int = 16, grid: str = "equiangular", n_frames: int = 6,
-                              splits: dict | None = None, name: str = "tiny_leveled") -> Path:
+def make_tiny_leveled_dataset(
+    path,
+    nlat: int = 9,
+    nlon: int = 16,
+    grid: str = "equiangular",
+    n_frames: int = 6,
+    splits: dict | None = None,
+    name: str = "tiny_leveled",
+) -> Path:
     """Write a tiny leveled dataset folder at ``path`` and return it (train [0, 1], valid [2], test [3] by default)."""
     path = Path(path)
     splits = splits or {"train": [0, 1], "valid": [2], "test": [3]}
@@ -83,14 +107,30 @@ def make_tiny_leveled_dataset(path, nlat: int = 9, nlon: int = 16, grid: str = "
             write_trajectory(path / split / storage.trajectory_filename(i), g, i, n_frames, name)
     stats = statistics.compute_stats([path / "train" / storage.trajectory_filename(i) for i in splits["train"]], FIELDS)
     meta = {
-        "name": name, "grid": grid, "nlat": nlat, "nlon": nlon, "lmax": g.lmax, "solver_lmax": g.lmax, "reduced": True,
-        "dt_frame": DT, "time_units": "s", "n_frames": n_frames, "n_trajectories": sum(len(v) for v in splits.values()),
-        "fields": FIELDS, "levels": LEVEL_INFO, "parameters": ["delta_T_y"], "config": {},
-        "command": "tests/helpers/tiny_leveled.py make_tiny_leveled_dataset", "versions": {}, "complete": True,
+        "name": name,
+        "grid": grid,
+        "nlat": nlat,
+        "nlon": nlon,
+        "lmax": g.lmax,
+        "solver_lmax": g.lmax,
+        "reduced": True,
+        "dt_frame": DT,
+        "time_units": "s",
+        "n_frames": n_frames,
+        "n_trajectories": sum(len(v) for v in splits.values()),
+        "fields": FIELDS,
+        "levels": LEVEL_INFO,
+        "parameters": ["delta_T_y"],
+        "config": {},
+        "command": "tests/helpers/tiny_leveled.py make_tiny_leveled_dataset",
+        "versions": {},
+        "complete": True,
     }
     write_yaml_atomic(path / "dataset.yaml", meta)
     write_yaml_atomic(path / "stats.yaml", stats)
-    write_json_atomic(path / "splits.json", {"seed": 0, "strategy": "fixed", **{k: sorted(v) for k, v in splits.items()}})
+    write_json_atomic(
+        path / "splits.json", {"seed": 0, "strategy": "fixed", **{k: sorted(v) for k, v in splits.items()}}
+    )
     rel = [f.relative_to(path).as_posix() for f in sorted(path.glob("*/*.h5"))]
     folder.write_checksums(path, rel + ["dataset.yaml", "splits.json", "stats.yaml"])
     return path

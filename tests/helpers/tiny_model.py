@@ -10,8 +10,8 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from dandelion.benchmarks.trainer import parameter_hash
 from dandelion.registry import register_model
+from dandelion.training.trainer import parameter_hash
 
 
 class PointwiseTest(nn.Module):
@@ -29,7 +29,9 @@ class PointwiseTest(nn.Module):
 
 
 @register_model("_pointwise_test")
-def build_pointwise_test(preset="tiny", in_channels=16, out_channels=4, nlat=32, nlon=64, grid="equiangular", **overrides):
+def build_pointwise_test(
+    preset="tiny", in_channels=16, out_channels=4, nlat=32, nlon=64, grid="equiangular", **overrides
+):
     model = PointwiseTest(in_channels, out_channels, **overrides)
     BUILT.append(model)
     return model

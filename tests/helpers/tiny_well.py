@@ -77,7 +77,10 @@ def write_well_file(path, colat_rows: np.ndarray, nlon: int, traj: int, n_frames
             ds.attrs["dim_varying"] = [True, True]
         f.create_group("t2_fields").attrs["field_names"] = []
         bcs = f.create_group("boundary_conditions")
-        for key, dim, kind, n in (("x_periodic", "phi", "PERIODIC", nlon), ("y_open", "theta", "OPEN", len(colat_rows))):
+        for key, dim, kind, n in (
+            ("x_periodic", "phi", "PERIODIC", nlon),
+            ("y_open", "theta", "OPEN", len(colat_rows)),
+        ):
             g = bcs.create_group(key)
             g.attrs["associated_dims"] = [dim]
             g.attrs["bc_type"] = kind
@@ -90,7 +93,9 @@ def write_well_file(path, colat_rows: np.ndarray, nlon: int, traj: int, n_frames
     return path
 
 
-def make_well_folder(root, colat_rows: np.ndarray, nlon: int, n_frames: int = 12, splits=None, name: str = "planetswe") -> Path:
+def make_well_folder(
+    root, colat_rows: np.ndarray, nlon: int, n_frames: int = 12, splits=None, name: str = "planetswe"
+) -> Path:
     """A folder ``root/data/{train,valid,test}/planetswe_ICxx_s1.hdf5`` plus a ``stats.yaml`` with the Well's keys
     (plain grid-point averages, as the Well computes them)."""
     root = Path(root)
@@ -106,12 +111,17 @@ def make_well_folder(root, colat_rows: np.ndarray, nlon: int, n_frames: int = 12
         vel.append(np.stack([-v, u], -1))
     h, vel = np.stack(hs), np.stack(vel)
     dh, dvel = np.diff(h, axis=1), np.diff(vel, axis=1)
-    stats = {"mean": {"height": float(h.mean()), "velocity": vel.mean((0, 1, 2, 3)).tolist()},
-             "std": {"height": float(h.std()), "velocity": vel.std((0, 1, 2, 3)).tolist()},
-             "mean_delta": {"height": float(dh.mean()), "velocity": dvel.mean((0, 1, 2, 3)).tolist()},
-             "std_delta": {"height": float(dh.std()), "velocity": dvel.std((0, 1, 2, 3)).tolist()},
-             "rms": {"height": float(np.sqrt((h**2).mean())), "velocity": np.sqrt((vel**2).mean((0, 1, 2, 3))).tolist()},
-             "rms_delta": {"height": float(np.sqrt((dh**2).mean())), "velocity": np.sqrt((dvel**2).mean((0, 1, 2, 3))).tolist()}}
+    stats = {
+        "mean": {"height": float(h.mean()), "velocity": vel.mean((0, 1, 2, 3)).tolist()},
+        "std": {"height": float(h.std()), "velocity": vel.std((0, 1, 2, 3)).tolist()},
+        "mean_delta": {"height": float(dh.mean()), "velocity": dvel.mean((0, 1, 2, 3)).tolist()},
+        "std_delta": {"height": float(dh.std()), "velocity": dvel.std((0, 1, 2, 3)).tolist()},
+        "rms": {"height": float(np.sqrt((h**2).mean())), "velocity": np.sqrt((vel**2).mean((0, 1, 2, 3))).tolist()},
+        "rms_delta": {
+            "height": float(np.sqrt((dh**2).mean())),
+            "velocity": np.sqrt((dvel**2).mean((0, 1, 2, 3))).tolist(),
+        },
+    }
     (root / "stats.yaml").write_text(yaml.safe_dump(stats))
     return root
 

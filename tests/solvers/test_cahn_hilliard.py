@@ -22,9 +22,17 @@ def make(eps, radius, mean, variance, lmax, seed=0, **kw):
     eps, radius, mean, variance = (np.atleast_1d(np.asarray(x, dtype=float)) for x in (eps, radius, mean, variance))
     B = max(len(eps), len(radius), len(mean), len(variance))
     eps, radius, mean, variance = (np.broadcast_to(x, (B,)) for x in (eps, radius, mean, variance))
-    phi0 = torch.stack([initial_phi(np.random.default_rng(seed + b), mean=mean[b], variance=variance[b], radius=radius[b], lmax=lmax)
-                        for b in range(B)])
-    return CahnHilliardSimulation({"epsilon": torch.tensor(eps.copy()), "radius": torch.tensor(radius.copy())}, phi0, lmax=lmax, **kw)
+    phi0 = torch.stack(
+        [
+            initial_phi(
+                np.random.default_rng(seed + b), mean=mean[b], variance=variance[b], radius=radius[b], lmax=lmax
+            )
+            for b in range(B)
+        ]
+    )
+    return CahnHilliardSimulation(
+        {"epsilon": torch.tensor(eps.copy()), "radius": torch.tensor(radius.copy())}, phi0, lmax=lmax, **kw
+    )
 
 
 def test_schedule_matches_the_reference_and_lands_on_frames():
@@ -43,8 +51,10 @@ def test_schedule_matches_the_reference_and_lands_on_frames():
         assert (dt > 0).all() and (dt <= 0.01006 * (e + 0.6705)).all()
 
 
-@pytest.mark.parametrize("eps,radius,m0,degrees", [(1.0, 10.0, 0.5, range(1, 9)), (0.5, 5.0, 0.35, range(1, 7)),
-                                                  (1.5, 7.5, 0.65, range(1, 6))])
+@pytest.mark.parametrize(
+    "eps,radius,m0,degrees",
+    [(1.0, 10.0, 0.5, range(1, 9)), (0.5, 5.0, 0.35, range(1, 7)), (1.5, 7.5, 0.65, range(1, 6))],
+)
 def test_growth_rates_match_linear_theory(eps, radius, m0, degrees):
     """From a uniform state plus 1e-10 noise, dt = 5e-4 << 1/sigma: the measured growth rate of each degree
     matches sigma(l) = -k^2 (f''(m0) + eps^2 k^2) within 1% (card: l = 4-5 grow at 0.060 for eps = 1, R = 10)."""
@@ -142,5 +152,7 @@ def test_late_time_coarsening_exponent():
     ts, Ls = np.array(ts), np.array(Ls)
     late = ts >= 100
     alpha = np.polyfit(np.log(ts[late]), np.log(Ls[late]), 1)[0]
-    print(f"coarsening exponent {alpha:.3f}; L(100) = {Ls[ts == 100][0]:.2f}, L(630) = {Ls[-1]:.2f}; steps {sim.n_steps}")
+    print(
+        f"coarsening exponent {alpha:.3f}; L(100) = {Ls[ts == 100][0]:.2f}, L(630) = {Ls[-1]:.2f}; steps {sim.n_steps}"
+    )
     assert 0.25 <= alpha <= 0.40

@@ -24,7 +24,9 @@ from dandelion.sphere import SphereGrid
 SWEEP = [(r, kl) for r in (2, 4, 7, 10) for kl in (0.4, 0.7, 1.0, 1.4, 1.8)]
 
 
-def phi_functions_contour(z: torch.Tensor, kmax: int = 3, n_points: int = 64, radius: float = 1.0) -> list[torch.Tensor]:
+def phi_functions_contour(
+    z: torch.Tensor, kmax: int = 3, n_points: int = 64, radius: float = 1.0
+) -> list[torch.Tensor]:
     """Kassam-Trefethen (2005, eq. 4.1) contour-integral evaluation of ``phi_1..phi_kmax``.
 
     Each phi-function is the mean of its closed form over ``n_points`` points on a circle of
@@ -47,9 +49,10 @@ def phi_functions_contour(z: torch.Tensor, kmax: int = 3, n_points: int = 64, ra
     return [o.real for o in out]
 
 
-
 # ---------------------------------------------------------------------------------------------- phi-functions
-@pytest.mark.parametrize("z", [-1e9, -700.0, -50.0, -3.0, -1.0001, -0.9999, -0.3, -1e-8, 0.0, 1e-8, 0.5, 1.0, 2.5, 30.0])
+@pytest.mark.parametrize(
+    "z", [-1e9, -700.0, -50.0, -3.0, -1.0001, -0.9999, -0.3, -1e-8, 0.0, 1e-8, 0.5, 1.0, 2.5, 30.0]
+)
 def test_phi_functions_match_high_precision(z):
     """phi_k(z) = (e^z - sum_{j<k} z^j/j!)/z^k evaluated with 60 digits (mpmath)."""
     mpmath.mp.dps = 60
@@ -112,8 +115,15 @@ def test_operator_structure(r, kl):
     assert (sig[0].item() > 1.0) == (r == 2 and kl <= 0.7)
 
 
-@pytest.mark.parametrize("r,peaks,lo,hi,li", [(2, (6,), 5, 7, (11, 13)), (4, (12, 13), 9, 15, (18, 21)),
-                                             (7, (22, 23, 24), 16, 27, (28, 33)), (10, (31, 32, 33, 34), 22, 39, (38, 45))])
+@pytest.mark.parametrize(
+    "r,peaks,lo,hi,li",
+    [
+        (2, (6,), 5, 7, (11, 13)),
+        (4, (12, 13), 9, 15, (18, 21)),
+        (7, (22, 23, 24), 16, 27, (28, 33)),
+        (10, (31, 32, 33, 34), 22, 39, (38, 45)),
+    ],
+)
 def test_peaks_bands_and_noise_degrees_match_the_card(r, peaks, lo, hi, li):
     l = torch.arange(200)
     band, pk, lis = set(), set(), set()
@@ -132,8 +142,9 @@ def test_initial_condition_is_the_real_harmonic_sum():
     (Condon-Shortley phase), a_lm drawn in the card's order from PCG64(seed)."""
     lmax = 24
     w = initial_vorticity(np.random.Generator(np.random.PCG64(3)), 4, 0.7, lmax)
-    sim = ChainedTurbulenceSimulation({"r_over_lambda": torch.tensor([4.0]), "kappa_lambda": torch.tensor([0.7])},
-                                      w[None], lmax=lmax)
+    sim = ChainedTurbulenceSimulation(
+        {"r_over_lambda": torch.tensor([4.0]), "kappa_lambda": torch.tensor([0.7])}, w[None], lmax=lmax
+    )
     grid = SphereGrid(49, 96, "equiangular")  # exact analysis band limit 25 >= lmax
     got = sim.fields(grid)["vorticity"][0].numpy()
     rng = np.random.Generator(np.random.PCG64(3))
@@ -160,8 +171,9 @@ def test_linear_growth_is_exact_without_advection(r, kl):
     lmax = 48
     gen = torch.Generator().manual_seed(0)
     w0 = torch.randn(1, lmax, lmax, dtype=torch.complex128, generator=gen)
-    sim = ChainedTurbulenceSimulation({"r_over_lambda": torch.tensor([float(r)]), "kappa_lambda": torch.tensor([kl])},
-                                      w0, lmax=lmax, advection=False)
+    sim = ChainedTurbulenceSimulation(
+        {"r_over_lambda": torch.tensor([float(r)]), "kappa_lambda": torch.tensor([kl])}, w0, lmax=lmax, advection=False
+    )
     p0 = degree_power(sim.omega)[0]
     T = 0.7
     sim.advance_to(0.3)
@@ -170,7 +182,7 @@ def test_linear_growth_is_exact_without_advection(r, kl):
     sig = growth_rate(torch.arange(lmax), sim.gammas)[0]
     p1 = degree_power(sim.omega)[0]
     assert p1[0].item() == 0.0
-    ok = (sig * T > -300)  # where the mode has not underflowed
+    ok = sig * T > -300  # where the mode has not underflowed
     ok[0] = False
     rate = torch.log(p1[ok] / p0[ok]) / (2 * T)
     err = (rate - sig[ok]).abs() / sig[ok].abs().clamp(min=1.0)
@@ -185,7 +197,9 @@ def spun_up():
     ~3 tau instead of ~12 from 1e-3); records the l = 0 / l = 1 fractions at every 0.25 tau."""
     lmax = 24
     w0 = initial_vorticity(np.random.default_rng(0), 2, 1.4, lmax, amplitude=3.0)[None]
-    sim = ChainedTurbulenceSimulation({"r_over_lambda": torch.tensor([2.0]), "kappa_lambda": torch.tensor([1.4])}, w0, lmax=lmax)
+    sim = ChainedTurbulenceSimulation(
+        {"r_over_lambda": torch.tensor([2.0]), "kappa_lambda": torch.tensor([1.4])}, w0, lmax=lmax
+    )
     worst = 0.0
     for k in range(1, 13):
         sim.advance_to(0.25 * k)
@@ -205,8 +219,12 @@ def test_energy_and_enstrophy_conserved_without_linear_operator(spun_up):
     """From the saturated state, L = 0: the truncated (dealiased) advection conserves E and Z;
     over 1 tau at the generation CFL both change by < 1e-6 relative."""
     sat, _ = spun_up
-    sim = ChainedTurbulenceSimulation({"r_over_lambda": torch.tensor([2.0]), "kappa_lambda": torch.tensor([1.4])},
-                                      sat.omega.clone(), lmax=sat.lmax, linear=False)
+    sim = ChainedTurbulenceSimulation(
+        {"r_over_lambda": torch.tensor([2.0]), "kappa_lambda": torch.tensor([1.4])},
+        sat.omega.clone(),
+        lmax=sat.lmax,
+        linear=False,
+    )
     e0, z0 = sim.energy().item(), sim.enstrophy().item()
     sim.advance_to(1.0)
     de = abs(sim.energy().item() - e0) / e0
@@ -219,8 +237,12 @@ def test_non_finite_state_names_the_trajectory():
     lmax = 8
     w = torch.zeros(2, lmax, lmax, dtype=torch.complex128)
     w[1, 3, 1] = float("nan")
-    sim = ChainedTurbulenceSimulation({"r_over_lambda": torch.tensor([2.0, 2.0]), "kappa_lambda": torch.tensor([1.0, 1.0])},
-                                      w, lmax=lmax, advection=False)
+    sim = ChainedTurbulenceSimulation(
+        {"r_over_lambda": torch.tensor([2.0, 2.0]), "kappa_lambda": torch.tensor([1.0, 1.0])},
+        w,
+        lmax=lmax,
+        advection=False,
+    )
     with pytest.raises(FloatingPointError, match=r"\[1\]"):
         sim.fields(SphereGrid(8, 16))
 
@@ -232,7 +254,9 @@ def test_time_mean_spectrum_peaks_near_the_linear_peak(r, kl):
     its peak lies within 2 degrees of the fastest-growing degree."""
     lmax = 40  # reduced (minimum 65) to keep the CPU cost down; sigma(39) = -7.9e3 / tau here
     w0 = initial_vorticity(np.random.default_rng(1), r, kl, lmax)[None]
-    sim = ChainedTurbulenceSimulation({"r_over_lambda": torch.tensor([float(r)]), "kappa_lambda": torch.tensor([kl])}, w0, lmax=lmax)
+    sim = ChainedTurbulenceSimulation(
+        {"r_over_lambda": torch.tensor([float(r)]), "kappa_lambda": torch.tensor([kl])}, w0, lmax=lmax
+    )
     sim.advance_to(15.0)
     spec, rms = [], []
     for k in range(1, 51):
@@ -241,5 +265,7 @@ def test_time_mean_spectrum_peaks_near_the_linear_peak(r, kl):
         rms.append(math.sqrt(2 * sim.enstrophy().item() / (4 * math.pi)))
     mean = torch.stack(spec).mean(0)
     peak = int(torch.argmax(mean[1:])) + 1
-    print(f"r={r} kL={kl}: spectrum peak l={peak}, predicted {peak_degree(r, kl)}, RMS vorticity {np.mean(rms):.2f}/tau, steps {sim.n_steps}")
+    print(
+        f"r={r} kL={kl}: spectrum peak l={peak}, predicted {peak_degree(r, kl)}, RMS vorticity {np.mean(rms):.2f}/tau, steps {sim.n_steps}"
+    )
     assert abs(peak - peak_degree(r, kl)) <= 2

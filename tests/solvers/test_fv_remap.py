@@ -12,7 +12,12 @@ from dandelion.solvers.fv_remap import ConservativeRemap
 from dandelion.solvers.fv_shallow_water import FVShallowWaterSimulation, state_from_primitives
 from dandelion.sphere import SphereGrid
 
-CASES = [(16, 16, 32, "equiangular"), (16, 17, 32, "equiangular"), (16, 16, 32, "legendre-gauss"), (8, 24, 48, "legendre-gauss")]
+CASES = [
+    (16, 16, 32, "equiangular"),
+    (16, 17, 32, "equiangular"),
+    (16, 16, 32, "legendre-gauss"),
+    (8, 24, 48, "legendre-gauss"),
+]
 
 
 def _smooth_state(g, m=4):
@@ -21,7 +26,9 @@ def _smooth_state(g, m=4):
     h = 1.0 + 0.3 * p[..., 0] + 0.2 * p[..., 1] * p[..., 2]
     axis = torch.tensor([0.3, 0.1, 1.0], dtype=torch.float64)
     mom = h.unsqueeze(-1) * torch.linalg.cross(axis.expand_as(p), p, dim=-1)
-    return torch.cat([(h * w).sum((-2, -1))[None, None], (mom * w.unsqueeze(-1)).sum((-3, -2)).permute(2, 0, 1)[None]], 1)
+    return torch.cat(
+        [(h * w).sum((-2, -1))[None, None], (mom * w.unsqueeze(-1)).sum((-3, -2)).permute(2, 0, 1)[None]], 1
+    )
 
 
 def _exact(go):
@@ -38,7 +45,7 @@ def test_remap_conserves_mass_with_its_cells_and_with_quadrature(ny, nlat, nlon,
     remap = ConservativeRemap(g, go)
     assert abs(float(remap.area_out.sum()) - 4 * math.pi) < 1e-12
     h = torch.full((1,) + g.shape, 1.0, dtype=torch.float64)
-    h[0, : ny // 2, : ny] = 2.0  # a sharp block
+    h[0, : ny // 2, :ny] = 2.0  # a sharp block
     sim = FVShallowWaterSimulation(g, state_from_primitives(g, h, 0.3 * h, -0.2 * h))
     sim.advance_to(0.05)
     out = remap(sim.q)
@@ -47,7 +54,11 @@ def test_remap_conserves_mass_with_its_cells_and_with_quadrature(ny, nlat, nlon,
     assert abs(float((out["h"] * go.weights).sum()) - mass) < 2e-3 * mass
     assert float(out["h"].min()) > 0
     # constants are kept exactly (rows of the weights sum to one)
-    ones = remap(torch.cat([torch.ones(1, 1, *g.shape, dtype=torch.float64), torch.zeros(1, 3, *g.shape, dtype=torch.float64)], 1))
+    ones = remap(
+        torch.cat(
+            [torch.ones(1, 1, *g.shape, dtype=torch.float64), torch.zeros(1, 3, *g.shape, dtype=torch.float64)], 1
+        )
+    )
     assert float((ones["h"] - 1).abs().max()) < 1e-13
 
 

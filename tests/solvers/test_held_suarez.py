@@ -5,8 +5,16 @@ import math
 import pytest
 import torch
 
-from dandelion.solvers.held_suarez import (DAY, HS_CONSTANTS, HeldSuarezForcing, HeldSuarezSimulation, TracerForcing,
-                                           equilibrium_temperature, rayleigh_drag_rate, thermal_relaxation_rate)
+from dandelion.solvers.held_suarez import (
+    DAY,
+    HS_CONSTANTS,
+    HeldSuarezForcing,
+    HeldSuarezSimulation,
+    TracerForcing,
+    equilibrium_temperature,
+    rayleigh_drag_rate,
+    thermal_relaxation_rate,
+)
 from dandelion.sphere import SphereGrid
 
 t = lambda x: torch.as_tensor(x, dtype=torch.float64)  # noqa: E731
@@ -23,7 +31,11 @@ def test_equilibrium_temperature_315_at_equatorial_surface(dty, dtz):
 def test_equilibrium_temperature_floor_aloft(lat_deg, p_hpa):
     # high up the dry-adiabatic profile (p/p0)^kappa * T is far below 200 K: the floor applies
     teq = equilibrium_temperature(t(math.radians(lat_deg)), t(p_hpa * 100.0))
-    raw = (315 - 60 * math.sin(math.radians(lat_deg)) ** 2 - 10 * math.log(p_hpa / 1000) * math.cos(math.radians(lat_deg)) ** 2) * (p_hpa / 1000) ** HS_CONSTANTS["kappa"]
+    raw = (
+        315
+        - 60 * math.sin(math.radians(lat_deg)) ** 2
+        - 10 * math.log(p_hpa / 1000) * math.cos(math.radians(lat_deg)) ** 2
+    ) * (p_hpa / 1000) ** HS_CONSTANTS["kappa"]
     assert raw < 200.0
     assert float(teq) == 200.0
 
@@ -41,15 +53,20 @@ def test_equilibrium_temperature_rejects_nonpositive_pressure():
         equilibrium_temperature(t(0.0), t(0.0))
 
 
-@pytest.mark.parametrize("lat_deg,sigma,expect", [
-    (0.0, 1.0, 1 / (4 * DAY)),  # k_T = k_s at the equatorial surface
-    (90.0, 1.0, 1 / (40 * DAY)),  # cos^4 = 0 at the pole
-    (0.0, 0.7, 1 / (40 * DAY)),  # boundary-layer top
-    (0.0, 0.3, 1 / (40 * DAY)),
-    (0.0, 0.85, 1 / (40 * DAY) + (1 / (4 * DAY) - 1 / (40 * DAY)) * 0.5),
-])
+@pytest.mark.parametrize(
+    "lat_deg,sigma,expect",
+    [
+        (0.0, 1.0, 1 / (4 * DAY)),  # k_T = k_s at the equatorial surface
+        (90.0, 1.0, 1 / (40 * DAY)),  # cos^4 = 0 at the pole
+        (0.0, 0.7, 1 / (40 * DAY)),  # boundary-layer top
+        (0.0, 0.3, 1 / (40 * DAY)),
+        (0.0, 0.85, 1 / (40 * DAY) + (1 / (4 * DAY) - 1 / (40 * DAY)) * 0.5),
+    ],
+)
 def test_thermal_relaxation_rate(lat_deg, sigma, expect):
-    assert float(thermal_relaxation_rate(t(math.radians(lat_deg)), t(sigma))) == pytest.approx(expect, rel=1e-12, abs=1e-22)
+    assert float(thermal_relaxation_rate(t(math.radians(lat_deg)), t(sigma))) == pytest.approx(
+        expect, rel=1e-12, abs=1e-22
+    )
 
 
 @pytest.mark.parametrize("sigma,expect", [(0.1, 0.0), (0.5, 0.0), (0.7, 0.0), (0.85, 0.5 / DAY), (1.0, 1.0 / DAY)])
@@ -62,8 +79,12 @@ def test_forcing_tendency_relaxes_toward_teq():
     sigma = t([0.2, 0.9])
     lat = torch.deg2rad(t([60.0, 0.0, -30.0]))
     ps = torch.full((2, 3, 4), 1e5, dtype=torch.float64)
-    teq = torch.stack([equilibrium_temperature(lat.reshape(1, -1, 1), sigma.reshape(-1, 1, 1) * 1e5, a, b)
-                       for a, b in ((60.0, 10.0), (40.0, 20.0))]).expand(2, 2, 3, 4)
+    teq = torch.stack(
+        [
+            equilibrium_temperature(lat.reshape(1, -1, 1), sigma.reshape(-1, 1, 1) * 1e5, a, b)
+            for a, b in ((60.0, 10.0), (40.0, 20.0))
+        ]
+    ).expand(2, 2, 3, 4)
     zero = f.temperature_tendency(teq.clone(), sigma, ps, lat)
     assert zero.abs().max() < 1e-12
     warm = f.temperature_tendency(teq + 1.0, sigma, ps, lat)
@@ -88,14 +109,27 @@ def test_tracer_source_and_sink():
 
 
 def _params(B=1):
-    return dict(omega_factor=torch.ones(B, dtype=torch.float64), delta_T_y=torch.full((B,), 60.0, dtype=torch.float64),
-                delta_theta_z=torch.full((B,), 10.0, dtype=torch.float64))
+    return dict(
+        omega_factor=torch.ones(B, dtype=torch.float64),
+        delta_T_y=torch.full((B,), 60.0, dtype=torch.float64),
+        delta_theta_z=torch.full((B,), 10.0, dtype=torch.float64),
+    )
 
 
 @pytest.mark.parametrize("scheme", ["leapfrog", "ars222"])
 def test_resting_isothermal_atmosphere_stays_at_rest(scheme):
-    sim = HeldSuarezSimulation(_params(2), lmax=12, n_levels=5, dt=3600.0, scheme=scheme, forcing=False, tracer=False,
-                               mass_fixer=False, initial_temperature=250.0, noise_amplitude=0.0)
+    sim = HeldSuarezSimulation(
+        _params(2),
+        lmax=12,
+        n_levels=5,
+        dt=3600.0,
+        scheme=scheme,
+        forcing=False,
+        tracer=False,
+        mass_fixer=False,
+        initial_temperature=250.0,
+        noise_amplitude=0.0,
+    )
     sim.advance_to(DAY)
     g = sim.model_level_fields()
     assert float(torch.sqrt(g["u"] ** 2 + g["v"] ** 2).max()) < 1e-10

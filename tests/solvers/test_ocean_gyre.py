@@ -12,7 +12,9 @@ Checks at 30 N (Munk 1950, *J. Meteorol.* 7, 80-93; Pedlosky 1996, *Ocean Circul
   Sverdrup transport ``curl tau / (rho0 beta)`` integrated over the same longitudes (within 20%);
 * the western boundary current's width: the Munk solution's meridional velocity
   ``v ~ exp(-x / 2 delta) sin(sqrt(3) x / 2 delta)`` first changes sign at ``x0 = 2 pi delta / sqrt(3)``;
-  the measured ``x0 sqrt(3) / (2 pi)`` must lie within a factor 1.5 of ``delta = (A / beta)^(1/3)``.
+  the measured ``x0 sqrt(3) / (2 pi)`` must lie within 10% of ``delta = (A / beta)^(1/3)`` where the layer is
+  resolved (3 cells), within a factor 1.5 at 1.5 cells. The Munk solution is the no-slip one (``v = 0`` at the
+  wall); a coast that is only partly no-slip gives a narrower current.
 """
 
 import math
@@ -47,11 +49,26 @@ def gyre(res_deg: float, width_deg: float, munk_cells: float, days: float):
     phi = float(g.lat_edges[j])
     beta = 2.0 * g.omega * math.cos(phi) / g.radius
     munk = munk_cells * g.dy  # Munk width set to munk_cells meridional cells (the larger cell side)
-    A = beta * munk ** 3
-    const = lambda v: (lambda lat, t: torch.full_like(lat, v))  # noqa: E731
-    p = OceanParams(n_layers=2, H=(250.0, 1000.0), g2=0.5, alpha=0.02, beta_S=0.0, T2=-5.0, visc=A, kappa_gm=0.0,
-                    kappa_d=0.0, kappa_T=0.0, tau_T=math.inf, tau_S=math.inf, tau0=0.05, wind=wind,
-                    t_star=const(5.0), s_star=const(35.0))
+    A = beta * munk**3
+    const = lambda v: lambda lat, t: torch.full_like(lat, v)  # noqa: E731
+    p = OceanParams(
+        n_layers=2,
+        H=(250.0, 1000.0),
+        g2=0.5,
+        alpha=0.02,
+        beta_S=0.0,
+        T2=-5.0,
+        visc=A,
+        kappa_gm=0.0,
+        kappa_d=0.0,
+        kappa_T=0.0,
+        tau_T=math.inf,
+        tau_S=math.inf,
+        tau0=0.05,
+        wind=wind,
+        t_star=const(5.0),
+        s_star=const(35.0),
+    )
     dt = 86400.0 / math.ceil(86400.0 / forced_stable_dt(g, p)[0])
     m = OceanModel(g, p, 1, dt)
     s, t = m.rest_state(), 0.0
@@ -76,7 +93,7 @@ def test_gyre_sverdrup_transport_and_munk_width():
     ratio, width, cells = gyre(1.0, 30.0, 3.0, 40.0)
     assert cells >= 3.0
     assert abs(ratio - 1.0) < 0.2, ratio
-    assert 1 / 1.5 < width < 1.5, width
+    assert abs(width - 1.0) < 0.1, width
 
 
 def test_gyre_cheap_check():

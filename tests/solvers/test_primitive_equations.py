@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
+from dandelion.solvers.baroclinic_wave import jablonowski_williamson_state
 from dandelion.solvers.held_suarez import DAY, HeldSuarezSimulation, TracerForcing
 from dandelion.solvers.integrators import ARS222, SemiImplicitLeapfrog, imex_runge_kutta
-from dandelion.solvers.baroclinic_wave import jablonowski_williamson_state
 from dandelion.solvers.primitive_equations import PEState, PrimitiveEquations, hyperdiffusion_filter
 from dandelion.solvers.sigma_coordinates import SigmaCoordinates, interpolate_to_pressure
 from dandelion.solvers.spectral import SpectralCore
@@ -77,8 +77,14 @@ def test_linear_operator_matches_explicit_difference():
 
 def _jw_equation(lmax, n_levels):
     core = SpectralCore(lmax, radius=A_JW)
-    return PrimitiveEquations(core, SigmaCoordinates.equally_spaced(n_levels), reference_temperature=300.0,
-                              omega=OMEGA_JW, R=R_JW, kappa=2.0 / 7.0)
+    return PrimitiveEquations(
+        core,
+        SigmaCoordinates.equally_spaced(n_levels),
+        reference_temperature=300.0,
+        omega=OMEGA_JW,
+        R=R_JW,
+        kappa=2.0 / 7.0,
+    )
 
 
 def _run(eq, x, dt, days, scheme="leapfrog", tau=0.1 * DAY):
@@ -119,8 +125,10 @@ def test_tracer_mass_conserved_without_source_and_sink(scheme):
     q = eq.grid_state(x)["q"]
     moved = float((q - q0).abs().max())
     vertical = float((c.mean(PEState(x, eq.n).tracer) - layer0).abs().max() / layer0.abs().max())
-    print(f"{scheme}: tracer mass relative change over 1 day {abs(m1 - m0) / m0:.2e}; max|dq| = {moved:.3f}, "
-          f"largest relative change of one layer's mass {vertical:.2e}")
+    print(
+        f"{scheme}: tracer mass relative change over 1 day {abs(m1 - m0) / m0:.2e}; max|dq| = {moved:.3f}, "
+        f"largest relative change of one layer's mass {vertical:.2e}"
+    )
     assert abs(m1 - m0) / m0 < 1e-10
     assert moved > 0.05 and vertical > 1e-8  # the tracer was really transported, horizontally and vertically
 
@@ -128,9 +136,13 @@ def test_tracer_mass_conserved_without_source_and_sink(scheme):
 def test_held_suarez_tracer_conserved_with_forced_flow():
     # tracer source and sink off inside a forced Held-Suarez run: the mass-weighted integral is constant
     p = dict(omega_factor=torch.ones(1), delta_T_y=torch.full((1,), 60.0), delta_theta_z=torch.full((1,), 10.0))
-    sim = HeldSuarezSimulation(p, lmax=12, n_levels=6, dt=3600.0, tracer=TracerForcing(math.inf, math.inf), noise_amplitude=1.0)
+    sim = HeldSuarezSimulation(
+        p, lmax=12, n_levels=6, dt=3600.0, tracer=TracerForcing(math.inf, math.inf), noise_amplitude=1.0
+    )
     c = sim.core
-    PEState(sim.x, sim.n).tracer[:] = c.to_spec(1e5 * (1 + torch.sin(c.lat) ** 3 * torch.cos(c.lon)).expand(sim.n, -1, -1))
+    PEState(sim.x, sim.n).tracer[:] = c.to_spec(
+        1e5 * (1 + torch.sin(c.lat) ** 3 * torch.cos(c.lon)).expand(sim.n, -1, -1)
+    )
     m0 = float(sim.eq.tracer_mass(sim.x))
     sim.advance_to(DAY)
     m1 = float(sim.eq.tracer_mass(sim.x))
@@ -167,8 +179,10 @@ def test_jablonowski_williamson_wave_develops():
     v_nh = float(vp[:, :, nh].abs().max())
     v_sh = float(vp[:, :, sh].abs().max())
     dps = float((out[True]["ps"] - out[False]["ps"]).abs().max())
-    print(f"JW06 day 9, T21 L20: unperturbed max|v| = {float(vs.abs().max()):.3f} m/s; perturbed NH max|v| = {v_nh:.2f} m/s, "
-          f"SH max|v| = {v_sh:.3f} m/s, max|ps - ps_unperturbed| = {dps / 100:.2f} hPa")
+    print(
+        f"JW06 day 9, T21 L20: unperturbed max|v| = {float(vs.abs().max()):.3f} m/s; perturbed NH max|v| = {v_nh:.2f} m/s, "
+        f"SH max|v| = {v_sh:.3f} m/s, max|ps - ps_unperturbed| = {dps / 100:.2f} hPa"
+    )
     assert float(vs.abs().max()) < 1.0
     assert v_nh > 5.0 and v_sh < 1.0 and dps > 500.0
 
@@ -205,11 +219,11 @@ def test_energy_conversion_cancels(lnps_noise, with_phis):
     eq.phis = phis if with_phis else None
     phis = phis if with_phis else torch.zeros_like(phis)
     g = torch.Generator().manual_seed(1)
-    noise = torch.randn(x.shape, dtype=torch.complex128, generator=g) * core.mask * torch.exp(-(core.l / 5.0) ** 2)
+    noise = torch.randn(x.shape, dtype=torch.complex128, generator=g) * core.mask * torch.exp(-((core.l / 5.0) ** 2))
     noise[..., 0] = noise[..., 0].real + 0j
-    noise[:, :2 * n, 0, :] = 0  # vorticity and divergence have no global mean
+    noise[:, : 2 * n, 0, :] = 0  # vorticity and divergence have no global mean
     scale = torch.zeros(4 * n + 1, 1, 1, dtype=torch.float64)
-    scale[:2 * n], scale[2 * n:3 * n], scale[4 * n] = 1e-5, 3.0, lnps_noise
+    scale[: 2 * n], scale[2 * n : 3 * n], scale[4 * n] = 1e-5, 3.0, lnps_noise
     x = x + noise * scale
     tend = eq.explicit_terms(x) + eq.implicit_terms(x)
     s, ds = PEState(x, n), PEState(tend, n)

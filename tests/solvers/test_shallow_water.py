@@ -9,9 +9,20 @@ import math
 import pytest
 import torch
 
-from dandelion.solvers.galewsky import (BUMP_ALPHA, BUMP_BETA, GALEWSKY_MIN_LMAX, GALEWSKY_PARAMS, GalewskySimulation,
-                                        bump_height, galewsky_fields, canonical_galewsky, galewsky_default_dt, rotation_matrices,
-                                        williamson2_simulation, wrap_longitude)
+from dandelion.solvers.galewsky import (
+    BUMP_ALPHA,
+    BUMP_BETA,
+    GALEWSKY_MIN_LMAX,
+    GALEWSKY_PARAMS,
+    GalewskySimulation,
+    bump_height,
+    canonical_galewsky,
+    galewsky_default_dt,
+    galewsky_fields,
+    rotation_matrices,
+    williamson2_simulation,
+    wrap_longitude,
+)
 from dandelion.solvers.shallow_water import EARTH_RADIUS, check_cfl
 from dandelion.sphere import SphereGrid
 
@@ -25,8 +36,18 @@ def rel_l2(a, b, grid):
 
 
 def galewsky_params(B=1, **over):
-    p = {"u_max": 80.0, "phi_c": math.pi / 4, "h_hat": 120.0, "H": 1e4, "bump_lon": 0.0, "bump_dlat": 0.0,
-         "rot_axis_x": 0.0, "rot_axis_y": 0.0, "rot_axis_z": 1.0, "rot_angle": 0.0}
+    p = {
+        "u_max": 80.0,
+        "phi_c": math.pi / 4,
+        "h_hat": 120.0,
+        "H": 1e4,
+        "bump_lon": 0.0,
+        "bump_dlat": 0.0,
+        "rot_axis_x": 0.0,
+        "rot_axis_y": 0.0,
+        "rot_axis_z": 1.0,
+        "rot_angle": 0.0,
+    }
     p.update(over)
     return {k: torch.as_tensor(p[k], dtype=torch.float64).reshape(-1).expand(B).clone() for k in GALEWSKY_PARAMS}
 
@@ -101,7 +122,9 @@ def test_bump_widths_and_seam_symmetry():
     t = lambda x: torch.tensor(x, dtype=torch.float64)
     assert float(bump_height(t(math.pi / 4), t(-1 / 3), 1.0, math.pi / 4, 0.0)) == pytest.approx(c / math.e, rel=1e-12)
     lat_n = t(math.pi / 4 + 1 / 15)
-    assert float(bump_height(lat_n, t(0.0), 1.0, math.pi / 4, 0.0)) == pytest.approx(math.cos(float(lat_n)) / math.e, rel=1e-12)
+    assert float(bump_height(lat_n, t(0.0), 1.0, math.pi / 4, 0.0)) == pytest.approx(
+        math.cos(float(lat_n)) / math.e, rel=1e-12
+    )
     # wrapped longitude difference lies in (-pi, pi]
     d = wrap_longitude(t([math.pi, -math.pi, 3 * math.pi, 0.1 - 2 * math.pi]))
     assert torch.allclose(d, torch.tensor([math.pi, math.pi, math.pi, 0.1], dtype=d.dtype))
@@ -112,7 +135,10 @@ def test_bump_only_on_northern_jet():
     grid = SphereGrid(181, 360, "equiangular")
     pts = (grid.xyz, grid.east, grid.north)
     one = lambda x: torch.tensor([x], dtype=torch.float64)
-    jets = [(one(80.0), one(math.radians(30)), one(math.radians(70))), (one(80.0), one(math.radians(-70)), one(math.radians(-30)))]
+    jets = [
+        (one(80.0), one(math.radians(30)), one(math.radians(70))),
+        (one(80.0), one(math.radians(-70)), one(math.radians(-30))),
+    ]
     rot = torch.eye(3, dtype=torch.float64)[None]
     u, _, h0 = galewsky_fields(pts, rot, jets, [])
     _, _, h1 = galewsky_fields(pts, rot, jets, [(one(240.0), one(math.radians(50)), one(1.0))])
@@ -128,8 +154,13 @@ def test_tilted_planet_equals_rotated_canonical_run():
     # trajectory 0: untilted; trajectory 1: planet axis tilted by a rotation R (no interpolation).
     axis = torch.tensor([1.0, 2.0, 0.5])
     axis = axis / axis.norm()
-    p = galewsky_params(2, rot_axis_x=[0, float(axis[0])], rot_axis_y=[0, float(axis[1])], rot_axis_z=[1, float(axis[2])],
-                        rot_angle=[0.0, 1.1])
+    p = galewsky_params(
+        2,
+        rot_axis_x=[0, float(axis[0])],
+        rot_axis_y=[0, float(axis[1])],
+        rot_axis_z=[1, float(axis[2])],
+        rot_angle=[0.0, 1.1],
+    )
     sim = GalewskySimulation(p, lmax=42, dt=3600.0, nu=1e5, scheme="ars343")
     sim.advance_to(2 * DAY)
     grid = SphereGrid(48, 96, "legendre-gauss")
@@ -153,7 +184,9 @@ def test_default_dt_lands_on_frames_and_passes_cfl():
     assert galewsky_default_dt(256) == 300.0
 
 
-@pytest.mark.parametrize("scheme, dt, speed", [("ars343", 7200.0, 1.2 * 100.0), ("rk4", 1800.0, 1.2 * 100.0 + math.sqrt(9.80616 * 1e4))])
+@pytest.mark.parametrize(
+    "scheme, dt, speed", [("ars343", 7200.0, 1.2 * 100.0), ("rk4", 1800.0, 1.2 * 100.0 + math.sqrt(9.80616 * 1e4))]
+)
 def test_cfl_refusal_names_the_limit_and_the_largest_safe_step(scheme, dt, speed):
     """The Courant limit dt * speed * sqrt(L(L+1))/R <= 2.5 (speed: 1.2 u_max, plus sqrt(g H) for the
     explicit rk4), L = lmax - 1 = 84: the message gives the largest safe dt, and that dt is accepted."""

@@ -53,7 +53,9 @@ def test_solid_body_vorticity():
     assert div.abs().max() < 1e-12
 
 
-@pytest.mark.parametrize("grid, nlat, nlon", [("equiangular", 33, 64), ("legendre-gauss", 20, 40), ("equiangular", 9, 16)])
+@pytest.mark.parametrize(
+    "grid, nlat, nlon", [("equiangular", 33, 64), ("legendre-gauss", 20, 40), ("equiangular", 9, 16)]
+)
 def test_synthesis_on_output_grid_is_exact(grid, nlat, nlon):
     core = SpectralCore(16, radius=2.0)
     psi, chi, dpsi_dlat, dpsi_dlon, dchi_dlat, dchi_dlon = _fields(core.lat, core.lon)

@@ -58,8 +58,11 @@ def test_shallow_water_step_counts_match_the_former_rule(lmax):
     expected = [fixed_step_count(b - a, dt) for a, b in zip([0.0] + targets, targets)]
     assert counts(sim, targets) == expected
     sim, _ = williamson2_simulation(16, [0.0, 0.7], dt=1800.0, scheme="rk4")
-    assert counts(sim, [3600.0, 6800.0, 9000.0]) == [fixed_step_count(3600.0, 1800.0), fixed_step_count(3200.0, 1800.0),
-                                                       fixed_step_count(2200.0, 1800.0)]
+    assert counts(sim, [3600.0, 6800.0, 9000.0]) == [
+        fixed_step_count(3600.0, 1800.0),
+        fixed_step_count(3200.0, 1800.0),
+        fixed_step_count(2200.0, 1800.0),
+    ]
 
 
 def test_dividing_step_is_taken_exactly():
@@ -74,7 +77,11 @@ def test_dividing_step_is_taken_exactly():
 
 @pytest.mark.parametrize("dt", [1800.0, 2400.0])
 def test_held_suarez_step_counts_match_the_former_rule(dt):
-    p = dict(omega_factor=torch.tensor([1.0, 2.0]), delta_T_y=torch.tensor([60.0, 40.0]), delta_theta_z=torch.tensor([10.0, 5.0]))
+    p = dict(
+        omega_factor=torch.tensor([1.0, 2.0]),
+        delta_T_y=torch.tensor([60.0, 40.0]),
+        delta_theta_z=torch.tensor([10.0, 5.0]),
+    )
     sim = HeldSuarezSimulation(p, lmax=8, n_levels=3, dt=dt)
     targets = [21600.0, 43200.0, 47200.0, 64800.0]
     assert counts(sim, targets) == [fixed_step_count(b - a, dt) for a, b in zip([0.0] + targets, targets)]
@@ -82,8 +89,12 @@ def test_held_suarez_step_counts_match_the_former_rule(dt):
 
 @pytest.mark.parametrize("dt", [None, 0.3])
 def test_cahn_hilliard_step_counts_match_the_former_schedule(dt):
-    phi0 = torch.stack([initial_phi(np.random.default_rng(b), mean=0.5, variance=0.01, radius=5.0, lmax=12) for b in range(2)])
-    sim = CahnHilliardSimulation({"epsilon": torch.tensor([0.5, 1.0]), "radius": torch.tensor([5.0, 5.0])}, phi0, lmax=12, dt=dt)
+    phi0 = torch.stack(
+        [initial_phi(np.random.default_rng(b), mean=0.5, variance=0.01, radius=5.0, lmax=12) for b in range(2)]
+    )
+    sim = CahnHilliardSimulation(
+        {"epsilon": torch.tensor([0.5, 1.0]), "radius": torch.tensor([5.0, 5.0])}, phi0, lmax=12, dt=dt
+    )
     targets = [10.0, 20.0, 25.0, 100.0]
     assert counts(sim, targets) == [schedule_step_count(a, b, dt) for a, b in zip([0.0] + targets, targets)]
 
@@ -92,12 +103,18 @@ def test_chained_turbulence_adaptive_steps_match_the_former_loop():
     """The former loop, restated: per trajectory, split the rest into ceil(rest / cfl_step) equal steps,
     re-split when the CFL step drops below the plan; all trajectories step together."""
     r, kl = torch.tensor([4.0, 7.0]), torch.tensor([1.0, 1.4])
-    om = torch.stack([initial_vorticity(np.random.default_rng(b), float(r[b]), float(kl[b]), 16, amplitude=2.0) for b in range(2)])
+    om = torch.stack(
+        [initial_vorticity(np.random.default_rng(b), float(r[b]), float(kl[b]), 16, amplitude=2.0) for b in range(2)]
+    )
     a = ChainedTurbulenceSimulation({"r_over_lambda": r, "kappa_lambda": kl}, om, lmax=16)
     b = ChainedTurbulenceSimulation({"r_over_lambda": r, "kappa_lambda": kl}, om, lmax=16)
     for t in (0.2, 0.4):
         a.advance_to(t)
-        now, left, plan = torch.full((2,), b.time, dtype=torch.float64), torch.zeros(2, dtype=torch.long), torch.full((2,), math.inf)
+        now, left, plan = (
+            torch.full((2,), b.time, dtype=torch.float64),
+            torch.zeros(2, dtype=torch.long),
+            torch.full((2,), math.inf),
+        )
         first = True
         while first or bool((left > 0).any()):
             first = False
@@ -116,10 +133,14 @@ def test_chained_turbulence_adaptive_steps_match_the_former_loop():
 
 # ------------------------------------------------------------------ stability limits
 def test_enforce_limits_names_the_limit_and_the_largest_safe_step():
-    lims = [StabilityLimit("inertial f*dt", torch.tensor([100.0, 50.0]), "f dt <= 1"),
-            StabilityLimit("advective Courant number", 80.0, "u k dt <= 1")]
+    lims = [
+        StabilityLimit("inertial f*dt", torch.tensor([100.0, 50.0]), "f dt <= 1"),
+        StabilityLimit("advective Courant number", 80.0, "u k dt <= 1"),
+    ]
     enforce_limits(50.0, lims)
-    with pytest.raises(ValueError, match=r"inertial f\*dt in trajectory 1 of the batch \(dt <= 50 s there\).*largest safe dt is 50 s"):
+    with pytest.raises(
+        ValueError, match=r"inertial f\*dt in trajectory 1 of the batch \(dt <= 50 s there\).*largest safe dt is 50 s"
+    ):
         enforce_limits(60.0, lims)
     with pytest.raises(ValueError, match="in trajectory 7 "):
         enforce_limits(60.0, lims, ids=[6, 7])
@@ -127,9 +148,15 @@ def test_enforce_limits_names_the_limit_and_the_largest_safe_step():
 
 def test_held_suarez_refuses_the_inertially_unstable_step():
     """Leapfrog with explicit Coriolis: 2 Omega omega_factor dt <= 1 (the case of dt = 6 h at omega_factor 0.5)."""
-    p = dict(omega_factor=torch.tensor([0.5, 2.0]), delta_T_y=torch.tensor([60.0, 60.0]), delta_theta_z=torch.tensor([10.0, 10.0]))
+    p = dict(
+        omega_factor=torch.tensor([0.5, 2.0]),
+        delta_T_y=torch.tensor([60.0, 60.0]),
+        delta_theta_z=torch.tensor([10.0, 10.0]),
+    )
     safe = 1.0 / (2 * 7.292e-5 * 2.0)
-    with pytest.raises(ValueError, match=rf"inertial f\*dt in trajectory 1 of the batch.*largest safe dt is {safe:.6g} s"):
+    with pytest.raises(
+        ValueError, match=rf"inertial f\*dt in trajectory 1 of the batch.*largest safe dt is {safe:.6g} s"
+    ):
         HeldSuarezSimulation(p, lmax=8, n_levels=3, dt=3600.0)
     HeldSuarezSimulation(p, lmax=8, n_levels=3, dt=3400.0)
     with pytest.raises(ValueError, match=r"ARS\(2,2,2\) without hyperdiffusion"):
@@ -137,7 +164,11 @@ def test_held_suarez_refuses_the_inertially_unstable_step():
 
 
 def test_held_suarez_stops_when_the_winds_break_the_courant_limit():
-    p = dict(omega_factor=torch.tensor([1.0, 1.0]), delta_T_y=torch.tensor([60.0, 60.0]), delta_theta_z=torch.tensor([10.0, 10.0]))
+    p = dict(
+        omega_factor=torch.tensor([1.0, 1.0]),
+        delta_T_y=torch.tensor([60.0, 60.0]),
+        delta_theta_z=torch.tensor([10.0, 10.0]),
+    )
     sim = HeldSuarezSimulation(p, lmax=8, n_levels=3, dt=3600.0)
     sim.check_every = 1
     sim.state[1, 0:3, 1, 0] += 2e-3  # a strong vortex in trajectory 1: winds of ~1e4 m/s

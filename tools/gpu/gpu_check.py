@@ -45,19 +45,57 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = "[dandelion,sfno,disco,flower2d]"
-DISCO_NOTE = ("DISCO runs with optimized_kernel=False (torch-harmonics' pure-torch kernels): the torch-harmonics wheels on "
-              "PyPI carry CPU kernels only, so its GPU timings are not those of the optimised CUDA kernels")
+DISCO_NOTE = (
+    "DISCO runs with optimized_kernel=False (torch-harmonics' pure-torch kernels): the torch-harmonics wheels on "
+    "PyPI carry CPU kernels only, so its GPU timings are not those of the optimised CUDA kernels"
+)
 
 #: Sizes of the real check and of the dry run. The dry run changes sizes only, never the steps.
 SIZES = {
-    "real": {"device": "cuda", "preset": "paper", "nlat": 256, "nlon": 512, "batch": 4, "n_repeat": 5, "n_warmup": 2,
-             "gen": {"nlat": 256, "nlon": 512, "lmax": None, "n_trajectories": 16, "batch_size": 16, "n_frames": 6, "spinup_days": 0.25},
-             "train_preset": "tiny", "train_batch": 4, "largest": ["models.max_step_s=3.0", "models.max_tries=6"],
-             "limits": {"environment": 30, "install": 60, "tests": 45, "bench_models": 130, "generate": 45, "train": 45}},
-    "dry": {"device": "cpu", "preset": "tiny", "nlat": 16, "nlon": 32, "batch": 2, "n_repeat": 1, "n_warmup": 1,
-            "gen": {"nlat": 16, "nlon": 32, "lmax": 10, "n_trajectories": 4, "batch_size": 4, "n_frames": 6, "spinup_days": 0.1},
-            "train_preset": "tiny", "train_batch": 2, "largest": ["models.cpu_capacity_mib=8", "models.max_tries=3"],
-            "limits": {"environment": 300, "install": 0, "tests": 300, "bench_models": 300, "generate": 300, "train": 300}},
+    "real": {
+        "device": "cuda",
+        "preset": "paper",
+        "nlat": 256,
+        "nlon": 512,
+        "batch": 4,
+        "n_repeat": 5,
+        "n_warmup": 2,
+        "gen": {
+            "nlat": 256,
+            "nlon": 512,
+            "lmax": None,
+            "n_trajectories": 16,
+            "batch_size": 16,
+            "n_frames": 6,
+            "spinup_days": 0.25,
+        },
+        "train_preset": "tiny",
+        "train_batch": 4,
+        "largest": ["models.max_step_s=3.0", "models.max_tries=6"],
+        "limits": {"environment": 30, "install": 60, "tests": 45, "bench_models": 130, "generate": 45, "train": 45},
+    },
+    "dry": {
+        "device": "cpu",
+        "preset": "tiny",
+        "nlat": 16,
+        "nlon": 32,
+        "batch": 2,
+        "n_repeat": 1,
+        "n_warmup": 1,
+        "gen": {
+            "nlat": 16,
+            "nlon": 32,
+            "lmax": 10,
+            "n_trajectories": 4,
+            "batch_size": 4,
+            "n_frames": 6,
+            "spinup_days": 0.1,
+        },
+        "train_preset": "tiny",
+        "train_batch": 2,
+        "largest": ["models.cpu_capacity_mib=8", "models.max_tries=3"],
+        "limits": {"environment": 300, "install": 0, "tests": 300, "bench_models": 300, "generate": 300, "train": 300},
+    },
 }
 
 
@@ -71,8 +109,16 @@ class Check:
         self.work = Path(tempfile.mkdtemp(prefix="gpu_check_"))
         self.env = dict(os.environ, PYTHONUNBUFFERED="1", HYDRA_FULL_ERROR="1")
         self.log = open(out / "gpu_check.log", "w")
-        self.record = {"schema": "dandelion-gpu-check/1", "dry_run": dry, "started_utc": _utc(), "budget_s": budget_s,
-                       "work_dir": str(self.work), "notes": [DISCO_NOTE], "steps": {}, "results": {}}
+        self.record = {
+            "schema": "dandelion-gpu-check/1",
+            "dry_run": dry,
+            "started_utc": _utc(),
+            "budget_s": budget_s,
+            "work_dir": str(self.work),
+            "notes": [DISCO_NOTE],
+            "steps": {},
+            "results": {},
+        }
 
     def step(self, name: str, cmd: list[str], limit_s: float) -> int | None:
         left = self.deadline - time.monotonic()
@@ -93,11 +139,17 @@ class Check:
         except subprocess.TimeoutExpired as e:
             rc = 124
             text = _text(e.stdout) + _text(e.stderr) + f"\n[gpu_check] timed out after {limit:.0f} s\n"
-        rec.update(rc=rc, seconds=round(time.monotonic() - t0, 2),
-                   tail=[ln for ln in text.splitlines() if "USDT" not in ln and "gpuGetDeviceCount" not in ln][-15:])
+        rec.update(
+            rc=rc,
+            seconds=round(time.monotonic() - t0, 2),
+            tail=[ln for ln in text.splitlines() if "USDT" not in ln and "gpuGetDeviceCount" not in ln][-15:],
+        )
         self.log.write(text)
         self.log.flush()
-        print(f"[gpu_check] {name}: rc {rc}, {rec['seconds']:.0f} s (total {time.monotonic() - self.t0:.0f} s)", flush=True)
+        print(
+            f"[gpu_check] {name}: rc {rc}, {rec['seconds']:.0f} s (total {time.monotonic() - self.t0:.0f} s)",
+            flush=True,
+        )
         self.save()
         return rc
 
@@ -126,11 +178,25 @@ def _load(path: Path):
 def _install(c: Check, wheels: Path, limit: float) -> None:
     site = c.work / "site"
     whl = sorted(str(p) for p in wheels.glob("*.whl")) if wheels.is_dir() else []
-    pip = [c.python, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir", "--upgrade",
-           "--target", str(site)]
+    pip = [
+        c.python,
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--no-index",
+        "--no-deps",
+        "--no-compile",
+        "--no-cache-dir",
+        "--upgrade",
+        "--target",
+        str(site),
+    ]
     cmds = [shlex.join(pip + whl)] if whl else []
     if not whl:
-        c.record["notes"].append(f"no wheels in {wheels}: only the package was installed, its dependencies had to be on the machine")
+        c.record["notes"].append(
+            f"no wheels in {wheels}: only the package was installed, its dependencies had to be on the machine"
+        )
     # the package itself, built with the carried setuptools (no build isolation: no network)
     cmds.append(f"PYTHONPATH={shlex.quote(str(site))} " + shlex.join(pip + ["--no-build-isolation", str(ROOT)]))
     c.step("install", ["bash", "-c", " && ".join(cmds)], limit)
@@ -145,53 +211,113 @@ def run(out: Path, dry: bool, wheels: Path, budget_s: float, python: str = sys.e
     c = Check(out, dry, budget_s, python)
     lim = s["limits"]
     py = [python]
-    c.step("environment", py + ["-c", "import json, platform, torch; print(json.dumps({'python': platform.python_version(), "
-                                "'torch': torch.__version__, 'cuda': torch.version.cuda, 'cuda_available': torch.cuda.is_available(), "
-                                "'gpu': torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}))"], lim["environment"])
+    c.step(
+        "environment",
+        py
+        + [
+            "-c",
+            "import json, platform, torch; print(json.dumps({'python': platform.python_version(), "
+            "'torch': torch.__version__, 'cuda': torch.version.cuda, 'cuda_available': torch.cuda.is_available(), "
+            "'gpu': torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}))",
+        ],
+        lim["environment"],
+    )
     env_tail = c.record["steps"]["environment"].get("tail") or ["{}"]
     c.record["machine"] = {"platform": platform.platform(), "cpu_count": os.cpu_count(), **_load_str(env_tail[-1])}
     if shutil.which("nvidia-smi"):
         c.step("nvidia_smi", ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv"], 15)
     if not dry:
         _install(c, wheels, lim["install"])
-    c.step("tests", py + ["-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests" / "benchmarks" / "test_gpu_models.py")],
-           lim["tests"])
+    c.step(
+        "tests",
+        py
+        + ["-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests" / "benchmarks" / "test_gpu_models.py")],
+        lim["tests"],
+    )
 
-    bench = py + ["-m", "dandelion.benchmarks.bench", "target=models", f"device={s['device']}", "threads=null", f"models.names={MODELS}",
-                  f"models.presets=[{s['preset']}]", f"models.resolutions=[[{s['nlat']},{s['nlon']}]]", f"models.batch_sizes=[{s['batch']}]",
-                  "models.dtypes=[fp32,bf16]", "models.disco_optimized_kernel=false", f"models.n_repeat={s['n_repeat']}",
-                  f"models.n_warmup={s['n_warmup']}", "models.largest_batch=true", "models.largest_batch_dtypes=[fp32]", *s["largest"],
-                  f"hydra.run.dir={c.work / 'hydra'}", f"output={c.work / 'bench_models.json'}"]
+    bench = py + [
+        "-m",
+        "dandelion.benchmarks.speed.bench",
+        "target=models",
+        f"device={s['device']}",
+        "threads=null",
+        f"models.names={MODELS}",
+        f"models.presets=[{s['preset']}]",
+        f"models.resolutions=[[{s['nlat']},{s['nlon']}]]",
+        f"models.batch_sizes=[{s['batch']}]",
+        "models.dtypes=[fp32,bf16]",
+        "models.disco_optimized_kernel=false",
+        f"models.n_repeat={s['n_repeat']}",
+        f"models.n_warmup={s['n_warmup']}",
+        "models.largest_batch=true",
+        "models.largest_batch_dtypes=[fp32]",
+        *s["largest"],
+        f"hydra.run.dir={c.work / 'hydra'}",
+        f"output={c.work / 'bench_models.json'}",
+    ]
     c.step("bench_models", bench, lim["bench_models"])
     bm = c.record["results"]["bench_models"] = _load(c.work / "bench_models.json")
     c.record["results"]["largest_batch"] = [
-        {k: r.get(k) for k in ("model", "dtype", "nlat", "nlon", "largest_batch", "train_step_peak_bytes_per_sample", "error")}
-        for r in bm.get("rows", []) if "largest_batch" in r or r.get("error")]
+        {
+            k: r.get(k)
+            for k in ("model", "dtype", "nlat", "nlon", "largest_batch", "train_step_peak_bytes_per_sample", "error")
+        }
+        for r in bm.get("rows", [])
+        if "largest_batch" in r or r.get("error")
+    ]
     c.save()
 
     g = s["gen"]
     data = c.work / "galewsky"
-    gen = py + ["-m", "dandelion.datasets.generate", "dataset=galewsky", f"dataset.path={data}", f"dataset.nlat={g['nlat']}",
-                f"dataset.nlon={g['nlon']}", f"dataset.n_trajectories={g['n_trajectories']}", f"dataset.n_frames={g['n_frames']}",
-                f"dataset.spinup_days={g['spinup_days']}", f"device={s['device']}", f"batch_size={g['batch_size']}", "progress=false"]
+    gen = py + [
+        "-m",
+        "dandelion.datasets.generate",
+        "dataset=galewsky",
+        f"dataset.path={data}",
+        f"dataset.nlat={g['nlat']}",
+        f"dataset.nlon={g['nlon']}",
+        f"dataset.n_trajectories={g['n_trajectories']}",
+        f"dataset.n_frames={g['n_frames']}",
+        f"dataset.spinup_days={g['spinup_days']}",
+        f"device={s['device']}",
+        f"batch_size={g['batch_size']}",
+        "progress=false",
+    ]
     if g["lmax"] is not None:
         gen.append(f"dataset.lmax={g['lmax']}")
     rc = c.step("generate", gen, lim["generate"])
     simulated_days = g["spinup_days"] + g["n_frames"] * 4.0 / 24.0
     sec = c.record["steps"]["generate"].get("seconds")
     c.record["results"]["generate"] = {  # end to end: interpreter start, imports, set-up, integration and HDF5 writes
-        **g, "simulated_days": simulated_days, "rc": rc, "seconds_end_to_end": sec,
-        "seconds_per_simulated_day_end_to_end": (sec / simulated_days) if rc == 0 else None}
+        **g,
+        "simulated_days": simulated_days,
+        "rc": rc,
+        "seconds_end_to_end": sec,
+        "seconds_per_simulated_day_end_to_end": (sec / simulated_days) if rc == 0 else None,
+    }
     c.save()
 
     run_dir = c.work / "train"
-    train = py + ["-m", "dandelion.benchmarks.train", "dataset=galewsky", f"dataset.path={data}", "model=dandelion",
-                  f"model.preset={s['train_preset']}", "trainer=quick", f"trainer.batch_size={s['train_batch']}",
-                  f"device={s['device']}", f"run_dir={run_dir}", "trainer.progress=false"]
+    train = py + [
+        "-m",
+        "dandelion.cli.train",
+        "dataset=galewsky",
+        f"dataset.path={data}",
+        "model=dandelion",
+        f"model.preset={s['train_preset']}",
+        "trainer=quick",
+        f"trainer.batch_size={s['train_batch']}",
+        f"device={s['device']}",
+        f"run_dir={run_dir}",
+        "trainer.progress=false",
+    ]
     rc = c.step("train", train, lim["train"])
     metrics = run_dir / "metrics.jsonl"
-    c.record["results"]["train"] = {"rc": rc, "metrics_tail": metrics.read_text().splitlines()[-3:] if metrics.exists() else None,
-                                    "checkpoints": sorted(p.name for p in run_dir.glob("*.pt")) if run_dir.exists() else []}
+    c.record["results"]["train"] = {
+        "rc": rc,
+        "metrics_tail": metrics.read_text().splitlines()[-3:] if metrics.exists() else None,
+        "checkpoints": sorted(p.name for p in run_dir.glob("*.pt")) if run_dir.exists() else [],
+    }
     c.save()
 
     c.record["finished_utc"] = _utc()
@@ -213,10 +339,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="folder for gpu_check.json and gpu_check.log")
     ap.add_argument("--dry-run", action="store_true", help="the same steps on the CPU at tiny sizes (no install)")
-    ap.add_argument("--wheels", default=os.environ.get("DANDELION_WHEELS", str(ROOT / "shared" / "wheels")),
-                    help="folder of wheels to install offline (default $DANDELION_WHEELS or shared/wheels)")
-    ap.add_argument("--budget-s", type=float, default=None,
-                    help="the whole check's time limit in seconds (default 290; 900 for a dry run on a shared CPU)")
+    ap.add_argument(
+        "--wheels",
+        default=os.environ.get("DANDELION_WHEELS", str(ROOT / "shared" / "wheels")),
+        help="folder of wheels to install offline (default $DANDELION_WHEELS or shared/wheels)",
+    )
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="the whole check's time limit in seconds (default 290; 900 for a dry run on a shared CPU)",
+    )
     a = ap.parse_args(argv)
     budget = a.budget_s if a.budget_s is not None else (900.0 if a.dry_run else 290.0)
     rec = run(Path(a.out), a.dry_run, Path(a.wheels), budget)

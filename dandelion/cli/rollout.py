@@ -1,0 +1,140 @@
+"""``dandelion-rollout``: roll a checkpoint out on a dataset split, score every metric per lead, write plots.
+
+The hydra job around :func:`dandelion.evaluation.rollout.evaluate` (configs/rollout.yaml).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dandelion.checkpoint import load_model
+from dandelion.cli.common import (
+    UsageError,
+    check_checkpoint,
+    check_dataset_folder,
+    check_device,
+    check_positive,
+    explicit_choice,
+    require,
+    run,
+)
+from dandelion.datasets.torch_dataset import WindowDataset
+from dandelion.evaluation.rollout import (
+    evaluate,
+    write_results,
+)
+from dandelion.export.forecasts import write_forecast
+from dandelion.registry import import_plugins
+from dandelion.reporting import figures as report
+
+
+def rollout(cfg) -> dict:
+    """The ``dandelion-rollout`` job (configs/rollout.yaml).
+
+    Returns
+    -------
+    dict with ``results`` (metrics.json content), ``output_dir`` and ``paths`` of every file written.
+
+    Raises
+    ------
+    ValueError
+        If the checkpoint's grid, resolution or fields do not match the data (unless
+        ``allow_resolution_change`` for a resolution-free model), or no forecast fits.
+    FileExistsError
+        If ``save_forecasts`` and ``forecasts.nc`` exists without ``overwrite``.
+    """
+    import_plugins(cfg.get("plugins"))
+    if cfg.get("checkpoint") in (None, "???"):
+        raise ValueError("no checkpoint given: pass checkpoint=RUN_DIR/best.pt")
+    device = cfg.get("device", "cpu")
+    data = WindowDataset(cfg.dataset.path, cfg.get("split", "test"), n_in=4, n_out=1)
+    model = load_model(
+        cfg.checkpoint,
+        device=device,
+        dataset=data,
+        allow_resolution_change=bool(cfg.get("allow_resolution_change", False)),
+    )
+    out_dir = Path(cfg.get("output_dir") or Path(cfg.checkpoint).parent / f"rollout_{data.split}")
+    fc_path = out_dir / "forecasts.nc"
+    save_fc = bool(cfg.get("save_forecasts", False))
+    if save_fc and fc_path.exists() and not cfg.get("overwrite", False):
+        raise FileExistsError(f"{fc_path} exists: choose another output_dir or pass overwrite=true to replace it")
+    ev = evaluate(
+        model,
+        data,
+        n_steps=int(cfg.get("n_steps", 20)),
+        init_stride=int(cfg.get("init_stride", 1)),
+        max_inits=cfg.get("max_inits"),
+        trajectories=cfg.get("trajectories"),
+        max_trajectories=cfg.get("max_trajectories"),
+        batch_size=int(cfg.get("batch_size", 8)),
+        spectra_leads=list(cfg.get("spectra_leads", [1, 5, 20]) or []),
+        keep_forecasts=save_fc,
+        sample=bool(cfg.get("sample", True)),
+        progress=bool(cfg.get("progress", False)),
+        amp=bool(cfg.get("amp", False)),
+    )
+    results = ev["results"]
+    paths = write_results(results, out_dir)
+    if save_fc:
+        paths["forecasts"] = write_forecast(
+            ev["forecast"],
+            fc_path,
+            overwrite=bool(cfg.get("overwrite", False)),
+            include_truth=bool(cfg.get("include_truth", False)),
+        )
+    if "sample" in ev:
+        paths["sample"] = write_forecast(
+            ev["sample"], out_dir / "sample_forecast.nc", overwrite=True, include_truth=True
+        )
+    if cfg.get("plots", True):
+        label = results["model"]
+        paths["error_vs_lead"] = report.plot_error_vs_lead(
+            {label: results}, out_dir / "vrmse_vs_lead.png", metric="vrmse"
+        )
+        if results.get("spectra"):
+            paths["spectra_png"] = report.plot_spectra(results, out_dir / "spectra.png")
+        if "sample" in paths:
+            paths["maps"] = report.plot_maps(
+                paths["sample"], out_dir / "maps.png", leads=tuple(cfg.get("map_leads", [1, 5, 20]))
+            )
+    s = results["summary"]
+    n20 = next(k for k in s if k.startswith("mean_1_"))
+    print(
+        f"{results['model']}: {results['n_forecasts']} forecasts x {results['n_steps']} steps; VRMSE (area-weighted / Well) "
+        f"next step {s['next_step']['vrmse']['mean']:.4f} / {s['next_step']['vrmse_well']['mean']:.4f}, "
+        f"{n20.replace('mean_', '').replace('_', ':')} {s[n20]['vrmse']['mean']:.4f} / {s[n20]['vrmse_well']['mean']:.4f}"
+    )
+    st = results["stability"] or {}
+    if st.get("n_unstable"):
+        print(
+            f"{st['n_unstable']} of {st['n_forecasts']} forecasts blew up (VRMSE above {st['threshold_vrmse']:g} or not finite), "
+            f"the first at lead step {st['first_unstable_lead_step']}; median VRMSE over forecasts at the last lead "
+            f"{st['median_vrmse'][-1]:.4g}"
+        )
+    print(f"metrics: {paths['json']}")
+    return {"results": results, "output_dir": str(out_dir), "paths": {k: str(v) for k, v in paths.items()}}
+
+
+def check(cfg, overrides=()) -> None:
+    """What ``dandelion-rollout`` checks before any work: the checkpoint exists, the dataset folder is
+    complete (and of the ``dataset=`` named on the command line), the device exists, the step counts
+    are positive, and ``forecasts.nc`` is new when ``save_forecasts`` (or ``overwrite``).
+    Raises :class:`dandelion.cli.common.UsageError`."""
+    ckpt = check_checkpoint(require(cfg, "checkpoint", "pass checkpoint=RUN_DIR/best.pt (written by dandelion-train)"))
+    path = require(cfg, "dataset.path", "pass dataset.path=DIR (the folder written by dandelion-generate)")
+    split = str(cfg.get("split", "test"))
+    check_dataset_folder(path, name=explicit_choice(list(overrides), "dataset"), split=split)
+    check_device(cfg.get("device", "cpu"))
+    check_positive(cfg, ["n_steps", "init_stride", "batch_size", "max_inits", "max_trajectories"])
+    if cfg.get("save_forecasts", False):
+        out_dir = Path(cfg.get("output_dir") or ckpt.parent / f"rollout_{'valid' if split == 'val' else split}")
+        if (out_dir / "forecasts.nc").exists() and not cfg.get("overwrite", False):
+            raise UsageError(
+                f"{out_dir / 'forecasts.nc'} exists: choose another output_dir or pass overwrite=true to replace it"
+            )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``dandelion-rollout checkpoint=RUN/best.pt dataset.path=DIR [...]`` (``--help``)."""
+    run("dandelion-rollout", "rollout", rollout, check=check, argv=argv)

@@ -1,0 +1,279 @@
+"""Rollout evaluation (``dandelion-rollout``): autoregressive forecasts on the test split, scored per lead time.
+
+``dandelion-rollout checkpoint=RUN/best.pt dataset=galewsky dataset.path=DIR [n_steps=20 init_stride=1
+max_inits=null max_trajectories=null device=cuda output_dir=DIR save_forecasts=true]``
+
+For every valid initial frame of every test trajectory (or the configured subset) the model is run
+``n_steps`` steps, each prediction fed back as input (:func:`dandelion.forecast.iter_rollout`), decoded to
+physical units with the checkpoint's channel layout, and scored with every metric of the registry
+(:data:`dandelion.metrics.METRICS`) against the stored frames. Written to ``output_dir`` (default
+``<checkpoint folder>/rollout_<split>``):
+
+* ``metrics.json``: per lead step (1..n_steps) and variable, the mean over all forecasts of the
+  per-forecast metric: by default ``rmse`` (area-weighted, physical units), ``vrmse`` (area-weighted),
+  ``vrmse_well`` (the Well's unweighted definition), ``acc`` (against the train-split mean of each
+  scalar field, 0 for vector components, which have no stored mean); for metrics registered with
+  ``mean=True`` (the VRMSEs) variable ``mean`` = the average of the per-variable curves (scalar
+  fields and vector components); a ``summary`` with the
+  ``next_step`` value (lead 1) and ``mean_1_20`` (mean over leads 1..min(20, n_steps)); ``spectra``:
+  mean angular power spectra of prediction and truth at ``spectra_leads``;
+  ``stability``: per lead, how many forecasts have blown up by then (their VRMSE, mean over variables,
+  above ``UNSTABLE_VRMSE`` = 10, ten times the truth's own spread, or not finite), and the median over
+  forecasts of that VRMSE (one blown-up forecast dominates the mean; the median shows the others);
+  on a masked dataset (``WindowDataset.wet``) every metric and spectrum is over wet points (land values
+  are never read; spectra of the fields with land set to their wet mean, :mod:`dandelion.metrics`);
+  forcing fields (``dataset.yaml`` ``forcing_fields``) are taken from the truth at every step
+  (:func:`dandelion.forecast.rollout`) and are not scored;
+* ``metrics.csv`` (long format: lead_step, lead_time, metric, variable, value) and
+  ``spectra.csv`` (lead_step, variable, degree, pred, true);
+* ``sample_forecast.nc``: the first forecast with its truth (CF netCDF), and PNG plots
+  (maps, error versus lead, spectra) when ``plots=true``;
+* ``forecasts.nc`` with every forecast when ``save_forecasts=true`` (never overwritten unless
+  ``overwrite=true``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from dandelion import metrics as M
+from dandelion.forecast import collect_forecast, iter_rollout
+from dandelion.runtime import write_text_atomic
+
+__all__ = ["evaluate", "write_results", "UNSTABLE_VRMSE"]
+
+#: A forecast counts as blown up at a lead where its VRMSE (area-weighted, mean over variables) exceeds this
+#: (ten times the truth's spatial standard deviation) or is not finite.
+UNSTABLE_VRMSE = 10.0
+
+
+def _climatology(dataset) -> dict:
+    """Train-split mean per scalar field (stats.yaml; a list per level for level fields); vectors 0
+    (no per-component mean is stored)."""
+    out = {}
+    for name, kind in dataset.layout.fields.items():
+        m = dataset.stats[name]["mean"] if kind == "scalar" else 0.0
+        out[name] = [float(x) for x in m] if isinstance(m, (list, tuple)) else float(m)
+    return out
+
+
+def _level_tags(dataset) -> list[str]:
+    """``["50hPa", ...]`` for a leveled dataset (dataset.yaml ``levels``), [] for 2-D data."""
+    lv = dataset.metadata.get("levels")
+    return [f"{float(v):g}{lv.get('units', '')}" for v in lv["values"]] if lv else []
+
+
+def _split_levels(d: dict, tags: list[str], level_dim: int, ndim_2d: int) -> dict:
+    """Entries with a level axis (``ndim_2d + 1`` dims, level at ``level_dim``) become ``<var>_<level>`` entries."""
+    out = {}
+    for var, v in d.items():
+        if tags and v.ndim == ndim_2d + 1:
+            out.update({f"{var}_{t}": v.select(level_dim, i) for i, t in enumerate(tags)})
+        else:
+            out[var] = v
+    return out
+
+
+def evaluate(
+    model,
+    dataset,
+    n_steps: int = 20,
+    init_stride: int = 1,
+    max_inits=None,
+    trajectories=None,
+    max_trajectories=None,
+    batch_size: int = 8,
+    spectra_leads=(1, 5, 20),
+    keep_forecasts: bool = False,
+    sample: bool = True,
+    progress: bool = False,
+    amp: bool = False,
+) -> dict:
+    """Roll out and score; the in-memory core of :func:`rollout`.
+
+    Parameters
+    ----------
+    model : :class:`dandelion.forecast.Forecaster`.
+    dataset : a split (:class:`dandelion.datasets.torch_dataset.WindowDataset`).
+    n_steps, init_stride, max_inits, trajectories, max_trajectories, batch_size :
+        as :func:`dandelion.forecast.iter_rollout`.
+    spectra_leads : lead steps at which mean power spectra are computed (those > n_steps are dropped).
+    keep_forecasts : also return every forecast as a :class:`dandelion.forecast.Forecast` (``"forecast"``).
+    sample : return the first forecast with its truth (``"sample"``, a Forecast of one).
+    amp : run the network under bf16 autocast (:func:`dandelion.forecast.iter_rollout`).
+
+    Returns
+    -------
+    dict with ``results`` (the ``metrics.json`` content) and optionally ``forecast`` and ``sample``.
+    """
+    grid = dataset.grid
+    clim = _climatology(dataset)
+    # forcing fields (dataset.yaml forcing_fields) are taken from the truth in the rollout: not scored
+    forcing = set(getattr(dataset, "metadata", {}).get("forcing_fields") or [])
+    tags = _level_tags(
+        dataset
+    )  # leveled data: metrics and spectra per level, as <var>_<level> (e.g. T_850hPa, u_850hPa)
+    spectra_leads = [int(k) for k in spectra_leads if 1 <= int(k) <= n_steps]
+    metrics = list(M.METRICS)  # the registry as it stands now (a metric registered after import counts)
+    sums: dict = {m: {} for m in metrics}
+    spec_sums: dict = {"pred": {}, "true": {}}
+    count = 0
+    kept, first = [], None
+    vector_vars = {n for n, kind in dataset.layout.fields.items() if kind == "vector"}
+    vector_vars |= {f"{n}_{t}" for n in vector_vars for t in tags}
+    per_forecast = []  # (b, n_steps) VRMSE per forecast, mean over scalar fields and vector components
+    for b in iter_rollout(
+        model, dataset, n_steps, init_stride, max_inits, trajectories, max_trajectories, batch_size, progress, amp
+    ):
+        dev = next(iter(b["pred"].values())).device
+        clim_b = {
+            k: torch.tensor(v, dtype=torch.float64, device=dev)[:, None, None] if isinstance(v, list) else v
+            for k, v in clim.items()
+        }
+        wet = (
+            None if getattr(dataset, "wet", None) is None else dataset.wet.to(dev)
+        )  # masked dataset: scores over wet points
+        scored = {which: {k: v for k, v in b[which].items() if k not in forcing} for which in ("pred", "true")}
+        out = M.field_metrics(scored["pred"], scored["true"], grid, climatology=clim_b, wet=wet)
+        for m in metrics:
+            for var, v in _split_levels(out[m], tags, -1, 2).items():  # v: (b, n_steps)
+                sums[m][var] = sums[m].get(var, 0.0) + v.sum(0).cpu().double()
+        vr = [v for var, v in _split_levels(out["vrmse"], tags, -1, 2).items() if var not in vector_vars]
+        if vr:  # (none when every field is a forcing field)
+            per_forecast.append(torch.stack(vr).mean(0).cpu().double())
+        count += len(b["init"])
+        if spectra_leads:
+            leads = torch.as_tensor(spectra_leads) - 1
+            for which in ("pred", "true"):
+                for name, f in scored[which].items():
+                    f = f[:, leads].double()
+                    parts = (
+                        {name: f}
+                        if f.shape[-2:] == grid.shape
+                        else dict(zip(M.variable_names(name, "vector"), f.unbind(-1)))
+                    )
+                    spectra = _split_levels(
+                        {var: M.power_spectrum(g, grid, wet=wet) for var, g in parts.items()}, tags, -2, 3
+                    )
+                    for var, sp in spectra.items():
+                        spec_sums[which][var] = spec_sums[which].get(var, 0.0) + sp.sum(0).cpu()
+        if keep_forecasts:
+            kept.append(
+                {
+                    **b,
+                    "pred": {k: v.cpu() for k, v in b["pred"].items()},
+                    "true": {k: v.cpu() for k, v in b["true"].items()},
+                }
+            )
+        if sample and first is None:
+            first = {
+                **b,
+                "init": b["init"][:1],
+                "inits": b["init"][:1],
+                "init_slot": np.arange(1),
+                "pred": {k: v[:1].cpu() for k, v in b["pred"].items()},
+                "true": {k: v[:1].cpu() for k, v in b["true"].items()},
+            }
+    if count == 0:
+        raise ValueError("no forecast was made: check trajectories / max_inits")
+
+    curves = {m: {var: (s / count).tolist() for var, s in d.items()} for m, d in sums.items()}
+    per_var = [v for v in curves[metrics[0]] if v not in vector_vars]  # scalar fields and vector components
+    for m in M.metric_names(mean=True):
+        curves[m]["mean"] = np.mean([curves[m][v] for v in per_var], axis=0).tolist()
+    n20 = min(20, n_steps)
+    summary = {
+        "next_step": {m: {v: c[0] for v, c in d.items()} for m, d in curves.items()},
+        f"mean_1_{n20}": {m: {v: float(np.mean(c[:n20])) for v, c in d.items()} for m, d in curves.items()},
+    }
+    meta = dataset.metadata
+    time_units = str(meta.get("time_units", "s"))
+    dt = float(meta.get("dt_frame", 1.0))
+    lead = (dt * np.arange(1, n_steps + 1)).tolist()
+    units = {}
+    for name, fm in meta["fields"].items():
+        for var in M.variable_names(name, fm.get("kind", "scalar")):
+            units[var] = str(fm.get("units", ""))
+        if fm.get("kind") == "vector":
+            units[name] = str(fm.get("units", ""))
+    units.update({f"{var}_{t}": u for var, u in list(units.items()) for t in tags})
+    results = {
+        "model": getattr(model, "name", "model"),
+        "checkpoint": str(getattr(model, "checkpoint", "") or ""),
+        "dataset": str(meta.get("name", "")),
+        "dataset_path": str(dataset.path),
+        "split": dataset.split,
+        "grid": grid.to_dict(),
+        "n_forecasts": count,
+        "n_steps": int(n_steps),
+        "lead_time": lead,
+        "time_units": time_units,
+        "lead_time_hours": [t / 3600.0 for t in lead] if time_units == "s" else None,
+        "units": units,
+        "climatology": clim,
+        "metrics": curves,
+        "summary": summary,
+        "stability": _stability(torch.cat(per_forecast).numpy()) if per_forecast else None,
+        "spectra": {
+            "leads": spectra_leads,
+            **{w: {v: (s / count).tolist() for v, s in spec_sums[w].items()} for w in ("pred", "true")},
+        }
+        if spectra_leads
+        else None,
+        "definitions": "per-forecast metrics averaged over forecasts; see dandelion.metrics and dandelion.evaluation.rollout",
+    }
+    ret = {"results": results}
+    if keep_forecasts:
+        ret["forecast"] = collect_forecast(kept, model, dataset, n_steps)
+    if sample and first is not None:
+        ret["sample"] = collect_forecast([first], model, dataset, n_steps)
+    return ret
+
+
+def _stability(vrmse: np.ndarray) -> dict:
+    """``stability`` of ``metrics.json`` from per-forecast VRMSE curves ``(n_forecasts, n_steps)`` (module docstring)."""
+    bad = ~np.isfinite(vrmse) | (vrmse > UNSTABLE_VRMSE)
+    by_lead = np.logical_or.accumulate(bad, axis=1)  # blown up at this lead or before
+    first = np.flatnonzero(bad.any(0))
+    return {
+        "threshold_vrmse": UNSTABLE_VRMSE,
+        "n_forecasts": int(vrmse.shape[0]),
+        "n_unstable": int(by_lead[:, -1].sum()),
+        "unstable_by_lead": by_lead.sum(0).astype(int).tolist(),
+        "first_unstable_lead_step": int(first[0]) + 1 if first.size else None,
+        "median_vrmse": np.median(np.where(np.isfinite(vrmse), vrmse, np.inf), axis=0).tolist(),
+    }
+
+
+def write_results(results: dict, out_dir) -> dict:
+    """Write ``metrics.json``, ``metrics.csv`` and ``spectra.csv`` (atomic); returns their paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out_dir / "metrics.json", "csv": out_dir / "metrics.csv"}
+    write_text_atomic(paths["json"], json.dumps(results, indent=1))
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["lead_step", f"lead_time_{results['time_units']}", "metric", "variable", "value"])
+    for m, d in results["metrics"].items():
+        for var, curve in d.items():
+            for k, val in enumerate(curve):
+                w.writerow([k + 1, results["lead_time"][k], m, var, f"{val:.8g}"])
+    write_text_atomic(paths["csv"], buf.getvalue())
+    if results.get("spectra"):
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(["lead_step", "variable", "degree", "pred", "true"])
+        sp = results["spectra"]
+        for i, lead in enumerate(sp["leads"]):
+            for var in sp["true"]:
+                for l, (p, t) in enumerate(zip(sp["pred"][var][i], sp["true"][var][i])):
+                    w.writerow([lead, var, l, f"{p:.8g}", f"{t:.8g}"])
+        paths["spectra_csv"] = out_dir / "spectra.csv"
+        write_text_atomic(paths["spectra_csv"], buf.getvalue())
+    return paths

@@ -1,0 +1,219 @@
+"""Diagnostics of the ``global_ocean`` solver: spin-up drift, the ``diff_kr`` sweep axis's response, and the
+western boundary current's width against Munk (1950).
+
+Usage::
+
+    OMP_NUM_THREADS=1 python docs/global_ocean_diagnostics.py spinup --years 10 --out docs/global_ocean_diagnostics.json
+    OMP_NUM_THREADS=1 python docs/global_ocean_diagnostics.py munk --out docs/global_ocean_diagnostics.json
+
+Both commands update (merge into) the JSON file given by ``--out``.
+
+``spinup`` runs the dataset's global configuration (:class:`dandelion.datasets.global_ocean.GlobalOceanScenario`
+settings, idealised continents) on an ``--nlat x --nlon`` ocean grid (default 32 x 64) from rest for ``--years``
+years, one trajectory per ``diff_kr`` value of the sweep (the other four parameters at their middle values), and
+records per model year (means over 12 samples, every ``365 / 12`` days):
+
+* ``h1_mean``: wet-area mean upper-layer thickness (m);
+* ``h1_rms_change``: wet-area rms of the change of the annual-mean upper-layer thickness map from the previous year
+  (m; the drift of the pattern, which a fixed mean does not show);
+* ``h1_std``: wet-area standard deviation of the upper-layer thickness (m; the interface tilt of the gyres and
+  the equatorial wave guide);
+* ``upwelling_sv``: area integral of the upward diapycnal volume flux (lower -> upper layer) in Sv
+  (1 Sv = 1e6 m^3/s), ``entrainment_sv`` its part from the thin-layer entrainment alone when the model exposes it;
+* ``gyre_sv``: the North Pacific-like subtropical gyre transport: at the v-face row nearest 30 N in the wide basin
+  (40-280 E), the maximum over longitude of the westward-accumulated meridional volume transport of both layers
+  from the eastern wall, ``max_x |int_x^east (h_1 v_1 + h_2 v_2) dx|`` (Sv).
+
+``munk`` runs the closed single-gyre sector basin of ``tests/solvers/test_ocean_gyre.py`` (15-45 N, 30 degrees
+wide, 1-degree cells, fast baroclinic modes) with Munk widths ``delta = (A / beta)^(1/3)`` (Munk 1950,
+*J. Meteorol.* 7, 80-93, eq. 18) of 3 and 4 cells and reports the measured width: the Munk no-slip solution's
+meridional velocity ``v ~ exp(-x / 2 delta) sin(sqrt(3) x / 2 delta)`` first changes sign at
+``x0 = 2 pi delta / sqrt(3)`` (Pedlosky 1996, *Ocean Circulation Theory*, §2.5), so the width is
+``x0 sqrt(3) / (2 pi)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pathlib
+import sys
+import time
+
+import torch
+
+from dandelion.datasets.global_ocean import GlobalOceanScenario
+from dandelion.solvers.ocean import OceanModel, OceanParams, forced_stable_dt
+from dandelion.solvers.ocean_forcing import DAY
+from dandelion.solvers.ocean_grid import OceanGrid
+from dandelion.solvers.ocean_simulation import OceanSimulation
+
+YEAR_DAYS = 365.0
+
+
+def _gyre_transport(sim: OceanSimulation) -> torch.Tensor:
+    """(B,) North Pacific-like subtropical gyre transport in Sv (module docstring)."""
+    g, s = sim.grid, sim.state
+    j = int(torch.argmin((g.lat_edges - math.radians(30.0)).abs()))
+    lon = torch.rad2deg(g.lon)
+    cols = torch.nonzero((lon > 40.0) & (lon < 280.0) & (g.wet[j] > 0) & (g.wet[j - 1] > 0)).reshape(-1)
+    V = (s.v[:, :, j, cols] * g.to_v_rows(s.h)[:, :, j, cols]).sum(1) * float(g.dx_v[j, 0])  # (B, ncol) m^3/s
+    psi = torch.flip(torch.cumsum(torch.flip(V, [-1]), -1), [-1])  # from the eastern wall westwards
+    return psi.abs().amax(-1) / 1e6
+
+
+def _diapycnal_parts(sim: OceanSimulation) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(B,) upward diapycnal flux (Sv) and, if the model exposes it, the entrainment part alone (Sv)."""
+    m, g, s = sim.model, sim.grid, sim.state
+    e = m._diapycnal(s.h)
+    up = (e.clamp_min(0.0) * g.area * g.wet).sum((-2, -1)) / 1e6
+    ent = None
+    if hasattr(m, "entrainment"):
+        ent = (m.entrainment(s.h) * g.area * g.wet).sum((-2, -1)) / 1e6
+    return up, ent
+
+
+def spinup(nlat: int, nlon: int, years: int, axis: str = "diff_kr") -> dict:
+    """Run the sweep axis ``axis`` (other parameters at their middle values) for ``years`` years (module docstring)."""
+    scen = GlobalOceanScenario({"nlat": nlat, "nlon": nlon})
+    axes = scen.axes()
+    values = axes[axis]
+    B = len(values)
+    params = {k: torch.tensor(values if k == axis else [v[1]] * B, dtype=torch.float64) for k, v in axes.items()}
+    sim = OceanSimulation(params, nlat=nlat, nlon=nlon, settings=scen.settings())
+    g = sim.grid
+    w = g.area * g.wet / (g.area * g.wet).sum()
+    rows = []
+    prev = None
+    t0 = time.time()
+    for year in range(years):
+        acc = {"h1": 0.0, "up": 0.0, "ent": 0.0, "gyre": 0.0}
+        n = 12
+        for k in range(n):
+            sim.advance_to((year + (k + 1) / n) * YEAR_DAYS * DAY)
+            up, ent = _diapycnal_parts(sim)
+            acc["h1"] = acc["h1"] + sim.state.h[:, 0] / n
+            acc["up"] = acc["up"] + up / n
+            acc["ent"] = acc["ent"] + (ent / n if ent is not None else float("nan"))
+            acc["gyre"] = acc["gyre"] + _gyre_transport(sim) / n
+        h1 = acc["h1"]
+        mean = (h1 * w).sum((-2, -1))
+        std = (((h1 - mean[:, None, None]) ** 2 * w).sum((-2, -1))).sqrt()
+        change = (((h1 - prev) ** 2 * w).sum((-2, -1))).sqrt() if prev is not None else torch.full((B,), float("nan"))
+        prev = h1
+        rows.append(
+            {
+                "year": year + 1,
+                "h1_mean": mean.tolist(),
+                "h1_std": std.tolist(),
+                "h1_rms_change": change.tolist(),
+                "upwelling_sv": acc["up"].tolist(),
+                "entrainment_sv": torch.as_tensor(acc["ent"]).expand(B).tolist(),
+                "gyre_sv": acc["gyre"].tolist(),
+            }
+        )
+        print(
+            f"year {year + 1}: h1_mean {[round(x, 2) for x in mean.tolist()]} h1_std "
+            f"{[round(x, 2) for x in std.tolist()]} rms change {[round(x, 2) for x in change.tolist()]} "
+            f"upwelling {[round(x, 1) for x in acc['up'].tolist()]} Sv gyre "
+            f"{[round(x, 1) for x in acc['gyre'].tolist()]} Sv ({time.time() - t0:.0f} s)",
+            flush=True,
+        )
+    return {
+        "grid": [nlat, nlon],
+        "dt": sim.dt,
+        "years": years,
+        "axis": axis,
+        "values": values,
+        "others": {k: v[1] for k, v in axes.items() if k != axis},
+        "settings": scen.settings(),
+        "per_year": rows,
+    }
+
+
+def _gyre_wind(lat, t, tau0, south=15.0, north=45.0):
+    return -tau0 * torch.cos(math.pi * (torch.rad2deg(lat) - south) / (north - south))
+
+
+def munk_width(res_deg: float = 1.0, width_deg: float = 30.0, munk_cells: float = 3.0, days: float = 40.0) -> dict:
+    """Measured western-boundary-current width over the Munk width in the closed sector basin (module docstring)."""
+    south, north = 15.0, 45.0
+    nx, ny = round(width_deg / res_deg), round((north - south) / res_deg)
+    wet = torch.ones(ny, nx + 1, dtype=torch.bool)
+    wet[:, -1] = False
+    g = OceanGrid(ny, nx + 1, wet=wet, lat_bounds=(south, north), lon_bounds=(0.0, width_deg + res_deg))
+    j = int(torch.argmin((g.lat_edges - math.radians(30.0)).abs()))
+    phi = float(g.lat_edges[j])
+    beta = 2.0 * g.omega * math.cos(phi) / g.radius
+    munk = munk_cells * g.dy
+    A = beta * munk**3
+    const = lambda v: lambda lat, t: torch.full_like(lat, v)  # noqa: E731
+    p = OceanParams(
+        n_layers=2,
+        H=(250.0, 1000.0),
+        g2=0.5,
+        alpha=0.02,
+        beta_S=0.0,
+        T2=-5.0,
+        visc=A,
+        kappa_gm=0.0,
+        kappa_d=0.0,
+        kappa_T=0.0,
+        tau_T=math.inf,
+        tau_S=math.inf,
+        tau0=0.05,
+        wind=_gyre_wind,
+        t_star=const(5.0),
+        s_star=const(35.0),
+    )
+    dt = 86400.0 / math.ceil(86400.0 / forced_stable_dt(g, p)[0])
+    m = OceanModel(g, p, 1, dt)
+    s, t = m.rest_state(), 0.0
+    for _ in range(round(days * 86400.0 / dt)):
+        s = m.step(s, t)
+        t += dt
+    dxv = float(g.dx_v[j, 0])
+    V = (s.v[0, :, j, :nx] * g.to_v_rows(s.h)[0, :, j, :nx]).sum(0) * dxv
+    ic = int(torch.nonzero(V[1:] < 0)[0])
+    x0 = (ic + 0.5 + float(V[ic] / (V[ic] - V[ic + 1]))) * dxv
+    width = x0 * math.sqrt(3.0) / (2.0 * math.pi)
+    return {
+        "res_deg": res_deg,
+        "munk_cells": munk_cells,
+        "days": days,
+        "visc": A,
+        "munk_km": munk / 1e3,
+        "measured_km": width / 1e3,
+        "ratio": width / munk,
+    }
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("what", choices=["spinup", "munk"])
+    ap.add_argument("--nlat", type=int, default=32)
+    ap.add_argument("--nlon", type=int, default=64)
+    ap.add_argument("--years", type=int, default=10)
+    ap.add_argument("--axis", default="diff_kr")
+    ap.add_argument("--label", default=None, help="key under which the result is stored (default: the command)")
+    ap.add_argument("--out", type=pathlib.Path, default=None)
+    a = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    if a.what == "spinup":
+        result = spinup(a.nlat, a.nlon, a.years, a.axis)
+    else:
+        result = {"cases": []}
+        for cells, days in ((3.0, 40.0), (4.0, 40.0)):
+            r = munk_width(1.0, 30.0, cells, days)
+            print(r, flush=True)
+            result["cases"].append(r)
+    result["command"] = "python docs/global_ocean_diagnostics.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    if a.out is not None:
+        data = json.loads(a.out.read_text()) if a.out.exists() else {}
+        data[a.label or a.what] = result
+        a.out.write_text(json.dumps(data, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
