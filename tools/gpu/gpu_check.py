@@ -11,7 +11,7 @@ step is recorded and the next one runs):
    ``shared/wheels``, made by ``tools/gpu/prepare_gpu_wheels.sh``; torch itself is the machine's)
    and this working tree are installed with ``pip --no-index --no-deps --target`` into a
    scratch folder put on ``PYTHONPATH``: no network;
-1. ``tests``: the CUDA test subset (``tests/benchmarks/test_gpu_models.py``: CUDA against CPU, bf16);
+1. ``tests``: the CUDA test subset (``tests/dandelion/test_gpu_models.py``: CUDA against CPU, bf16);
 2. ``bench_models``: ``dandelion-bench target=models`` for dandelion, sfno, disco and flower2d at
    256x512, paper presets, batch 4, fp32 and bf16 autocast, and in fp32 the largest training batch of
    every model that fits (``models.largest_batch=true``: a guess from the measured peak per sample,
