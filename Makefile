@@ -4,7 +4,7 @@ VENV ?= .venv
 PYTHON ?= python3
 PIP_FLAGS ?=
 
-.PHONY: setup quickstart test test-slow clean
+.PHONY: setup quickstart test test-slow lint format clean
 
 setup:
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -15,6 +15,14 @@ quickstart: setup
 
 test: setup
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(VENV)/bin/python -m pytest -q $(ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
 
 test-slow: setup
 	$(VENV)/bin/python -m pytest -q -m slow $(ARGS)
