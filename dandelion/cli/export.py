@@ -143,3 +143,7 @@ def check(cfg, overrides=()) -> None:
 def main(argv: list[str] | None = None) -> None:
     """``dandelion-export checkpoint=RUN/best.pt dataset.path=DIR output=FILE.nc [format=zarr ...]`` (``--help``)."""
     run("dandelion-export", "export", export, check=check, argv=argv)
+
+
+if __name__ == "__main__":
+    main()

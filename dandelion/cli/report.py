@@ -106,3 +106,7 @@ def check(cfg, overrides=()) -> None:
 def main(argv: list[str] | None = None) -> None:
     """``dandelion-report 'rollouts=[DIR,...]' [output_dir=DIR]`` or ``target=leaderboard scale=cpu`` (``--help``)."""
     run("dandelion-report", "report", report, check=check, argv=argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -138,3 +138,7 @@ def check(cfg, overrides=()) -> None:
 def main(argv: list[str] | None = None) -> None:
     """``dandelion-rollout checkpoint=RUN/best.pt dataset.path=DIR [...]`` (``--help``)."""
     run("dandelion-rollout", "rollout", rollout, check=check, argv=argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -39,3 +39,7 @@ def main(argv=None):
             int(kv["nlon"]) if "nlon" in kv else None,
         )
     print(f"resampled {kv['src']} onto {kv.get('grid', 'legendre-gauss')} in {out}")
+
+
+if __name__ == "__main__":
+    main()
