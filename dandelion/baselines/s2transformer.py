@@ -68,7 +68,7 @@ except ImportError:  # pragma: no cover
 __all__ = ["S2Transformer", "S2TRANSFORMER_PRESETS"]
 
 #: Presets, matched to Dandelion's (16 in, 4 out channels; resolution-free): tiny 7,380 vs 6,972;
-#: small 145,856 vs 147,268; paper 17,959,968 vs 18,840,004. ``theta_cutoff`` and ``attention_cutoff``
+#: small 145,856 vs 147,268; paper 17,976,816 vs 18,840,004. ``theta_cutoff`` and ``attention_cutoff``
 #: in radians: two grid spacings of the data grid and of the internal grid at 32x64 (tiny), 64x128
 #: (small) and 256x512 (paper).
 S2TRANSFORMER_PRESETS: dict[str, dict] = {
@@ -269,10 +269,13 @@ class S2Transformer(GridGuard, nn.Module):
             rebuild_disco_layers_with_torch_kernels(self)
         self.optimized_kernel = False
 
+    def _on_cuda(self) -> bool:
+        return any(p.is_cuda for p in self.parameters())
+
     def _apply(self, fn, *args, **kwargs):
         out = super()._apply(fn, *args, **kwargs)
         compiled = [getattr(m, "optimized_kernel", False) for m in self.modules() if m is not self]
-        if any(compiled) and any(p.is_cuda for p in self.parameters()) and not _attention_cuda_available():
+        if any(compiled) and self._on_cuda() and not _attention_cuda_available():
             warnings.warn(
                 "S2Transformer moved to CUDA without torch-harmonics' compiled CUDA kernels: switching attention "
                 "and DISCO layers to the pure-torch path",
@@ -286,7 +289,8 @@ class S2Transformer(GridGuard, nn.Module):
         """``x`` : ``(B, in_channels, nlat, nlon)`` -> ``(B, out_channels, nlat, nlon)``; ValueError otherwise."""
         nlat, nlon = self.grid_spec["nlat"], self.grid_spec["nlon"]
         if x.dim() != 4 or x.shape[1] != self.in_channels or tuple(x.shape[-2:]) != (nlat, nlon):
-            raise ValueError(f"s2transformer: expected input (B, {self.in_channels}, {nlat}, {nlon}), got {tuple(x.shape)}")
+            msg = f"expected input (B, {self.in_channels}, {nlat}, {nlon}), got {tuple(x.shape)}"
+            raise ValueError(f"s2transformer: {msg}")
         if self.position is not None:
             x = self.position(x)
         x = self.encoder(x)

@@ -121,12 +121,26 @@ def sfno_parameter_count(
 
     one 1x1 encoder and decoder without bias, per block the Driscoll-Healy spectral weight (``E x E x L``
     complex, Bonev et al. 2023, eq. 9) and the two-layer MLP (bias on its first layer only), and
-    ``n_norm = 4 E`` for the two affine norms of a block when ``normalization_layer`` is not ``"none"``.
-    The tests check it against the built model.
+    ``n_norm`` the affine norm of a block: 0 for ``"none"``, ``2 E`` for ``"instance_norm"``. The tests
+    check it against the built model.
+
+    Raises
+    ------
+    ValueError
+        For ``"layer_norm"`` (torch-harmonics' SFNO normalises over the grid, so its weights are counted
+        per node, not per channel) or another unknown ``normalization_layer``.
     """
     e, h = int(embed_dim), int(embed_dim * mlp_ratio)
     c_in = int(in_channels) + (3 if position_channels else 0)
-    norm = 0 if normalization_layer == "none" else 4 * e
+    if normalization_layer == "none":
+        norm = 0
+    elif normalization_layer == "instance_norm":
+        norm = 2 * e
+    else:
+        raise ValueError(
+            f"sfno: no closed-form count for normalization_layer={normalization_layer!r}: "
+            "use 'none' or 'instance_norm', or give embed_dim explicitly"
+        )
     return int(c_in * e + num_layers * (2 * e * e * int(lmax) + 2 * h * e + h + norm) + e * int(out_channels))
 
 

@@ -1,17 +1,35 @@
-"""Parameter-count table of Dandelion and the baselines (printed by ``dandelion-bench target=models``)."""
+"""Parameter-count tables of Dandelion and the baselines.
+
+:func:`parameter_table` counts each preset at one resolution (``dandelion-bench target=models``);
+:func:`parameter_table_per_grid` counts every preset on every grid of the leaderboard
+(:data:`LEADERBOARD_GRIDS`), and ``python -m dandelion.baselines.table`` prints it
+(:func:`format_parameter_table`). Counts are trainable real scalars, complex parameters counted twice
+(:func:`dandelion.registry.count_parameters`).
+"""
 
 from __future__ import annotations
 
 from ..registry import available_models, build_model
 from .common import count_real_parameters
 
-__all__ = ["BENCHMARK_MODELS", "PRESET_RESOLUTIONS", "parameter_count", "parameter_table"]
+__all__ = [
+    "BENCHMARK_MODELS",
+    "PRESET_RESOLUTIONS",
+    "LEADERBOARD_GRIDS",
+    "parameter_count",
+    "parameter_table",
+    "parameter_table_per_grid",
+    "format_parameter_table",
+]
 
 #: The models compared by the benchmark (plugins and test models registered elsewhere are not listed).
-BENCHMARK_MODELS = ("dandelion", "sfno", "disco", "flower2d")
+BENCHMARK_MODELS = ("dandelion", "sfno", "disco", "flower2d", "s2transformer", "fno")
 
 #: The resolution ``(nlat, nlon)`` at which each preset is defined and matched.
 PRESET_RESOLUTIONS: dict[str, tuple[int, int]] = {"tiny": (32, 64), "small": (64, 128), "paper": (256, 512)}
+
+#: The grids ``(nlat, nlon)`` of the leaderboard: every baseline preset is matched to Dandelion's on each.
+LEADERBOARD_GRIDS: tuple[tuple[int, int], ...] = ((32, 64), (64, 128))
 
 # Cheap grid used first: a resolution-free model's count is the same on every grid.
 _PROBE = (32, 64)
@@ -89,3 +107,39 @@ def parameter_table(
             row["ratio_to_dandelion"] = None if ref is None else row["n_parameters"] / ref
             rows.append(row)
     return rows
+
+
+def parameter_table_per_grid(
+    presets=("tiny", "small"),
+    grids=LEADERBOARD_GRIDS,
+    models: list[str] | None = None,
+    grid: str = "equiangular",
+    in_channels: int = 16,
+    out_channels: int = 4,
+) -> list[dict]:
+    """:func:`parameter_table` rows of every preset on every grid (default: tiny and small on the leaderboard grids).
+
+    Returns
+    -------
+    list of dict, grid by grid, then preset by preset: the keys of :func:`parameter_count` and
+    ``ratio_to_dandelion`` (Dandelion's count of the same preset on the same grid).
+    """
+    rows = []
+    for nlat, nlon in grids:
+        for preset in presets:
+            rows += parameter_table({preset: (int(nlat), int(nlon))}, models, grid, in_channels, out_channels)
+    return rows
+
+
+def format_parameter_table(rows: list[dict]) -> str:
+    """Plain-text table of :func:`parameter_table` rows: grid, preset, model, count, ratio to Dandelion."""
+    lines = [f"{'grid':>9}  {'preset':<7} {'model':<14} {'parameters':>12}  {'/ dandelion':>11}"]
+    for r in rows:
+        ratio = "" if r.get("ratio_to_dandelion") is None else f"{r['ratio_to_dandelion']:.3f}"
+        grid = f"{r['nlat']}x{r['nlon']}"
+        lines.append(f"{grid:>9}  {r['preset']:<7} {r['model']:<14} {r['n_parameters']:>12,}  {ratio:>11}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python -m dandelion.baselines.table
+    print(format_parameter_table(parameter_table_per_grid()))

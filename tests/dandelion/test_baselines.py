@@ -14,7 +14,8 @@ from dandelion.baselines.flower2d import SelfWarp2d
 from dandelion.grid_guard import allow_grid_change
 from dandelion.registry import unwrap_model, unwrap_state_dict
 
-BASELINES = ["sfno", "disco", "flower2d"]
+BASELINES = ["sfno", "disco", "flower2d", "s2transformer", "fno"]
+RESOLUTION_FREE = ["disco", "flower2d", "s2transformer", "fno"]
 GRIDS = ["equiangular", "legendre-gauss"]
 C_IN, C_OUT = 16, 4
 
@@ -174,7 +175,7 @@ def test_sfno_refuses_another_resolution(saved_shape, new_shape):
     assert f"({new_shape[0]}, {new_shape[1]}, 'equiangular')" in msg
 
 
-@pytest.mark.parametrize("name", ["disco", "flower2d"])
+@pytest.mark.parametrize("name", RESOLUTION_FREE)
 def test_resolution_free_models_load_at_another_resolution(name):
     a = _build(name, 32, 64)
     b = _build(name, 64, 128, seed=1)
@@ -239,6 +240,10 @@ def test_flower_warp_identity_and_periodic_shift(shape):
         ("disco", {"theta_cutoff": -1.0}, "theta_cutoff"),
         ("flower2d", {"heads": 5}, "divisible"),
         ("flower2d", {"not_a_key": 1}, "unknown override"),
+        ("s2transformer", {"num_heads": 5}, "num_heads=5"),
+        ("s2transformer", {"attention_cutoff": 4.0}, "attention_cutoff"),
+        ("fno", {"n_modes": (8,)}, "n_modes"),
+        ("fno", {"domain_padding": (1.5, 0.0)}, "domain_padding"),
     ],
 )
 def test_bad_configuration_raises(name, overrides, match):
@@ -246,7 +251,7 @@ def test_bad_configuration_raises(name, overrides, match):
         dandelion.build_model(name, "tiny", C_IN, C_OUT, 32, 64, "equiangular", **overrides)
 
 
-@pytest.mark.parametrize("name", ["disco", "flower2d"])
+@pytest.mark.parametrize("name", ["disco", "flower2d", "s2transformer"])
 def test_bad_nlon_raises(name):
     with pytest.raises(ValueError, match="nlon=63"):
         dandelion.build_model(name, "tiny", C_IN, C_OUT, 32, 63, "equiangular")

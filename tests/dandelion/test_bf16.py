@@ -8,7 +8,7 @@ import torch
 import dandelion
 from dandelion.baselines.sfno import Float32Transform
 
-MODELS = ["dandelion", "sfno", "disco", "flower2d"]
+MODELS = ["dandelion", "sfno", "disco", "flower2d", "s2transformer", "fno"]
 C_IN, C_OUT, NLAT, NLON = 8, 4, 16, 32
 
 
