@@ -15,10 +15,14 @@ cubed sphere): no realistic coastlines or bathymetry (idealised continents, flat
 circumpolar channel); two isopycnal layers (upper 150 m, lower 600 m) instead of 15 z* levels, so
 no thermocline structure and no overturning circulation; analytic zonal forcing instead of
 Levitus/Trenberth/NCEP fields, and no surface heat or freshwater fluxes beyond the restoring;
-GM/Redi is the layered interface-thickness diffusion, diff_kr a crude interface-relaxing diapycnal
-flux, no GGL90; a linear drag (``drag_days``, 30 d) on both layers and an upper-layer entrainment below 50 m
-(``h_entrain``), which MITgcm does not need; a start from rest instead of a 200-year pickup (the spin-up is dropped, but the
-slow baroclinic adjustment of the basins takes decades and continues through the stored years);
+GM is the layered interface-thickness diffusion and Redi the along-layer tracer diffusion with the same
+diffusivity (Redi = GM, Griffies 1998), diff_kr a crude interface-relaxing diapycnal flux, no GGL90; a
+linear drag (``drag_days``, 30 d) on both layers and an upper-layer entrainment below 50 m (``h_entrain``),
+which MITgcm does not need, with the entrained water returned by a basin-uniform detrainment so that each
+layer keeps its volume (Hurlburt & Hogan 2000; :mod:`dandelion.solvers.ocean`); no-slip coasts; a start
+from rest instead of a 200-year pickup: the 360-day spin-up is dropped, but the baroclinic adjustment of
+the basins takes decades and continues through the stored years (the stored frames are that transient:
+measured in ``docs/datasets/global_ocean.md``);
 velocities are the upper layer's, not level 2's; ``eta`` is the reduced-gravity sea-surface height
 (the upper layer's Montgomery potential over g) minus its wet-area mean. Nothing here is
 numerically comparable with MITgcm; what carries over is the task (slow, forced, non-autonomous,
@@ -77,7 +81,8 @@ class GlobalOceanScenario(Scenario):
     ``dt`` (s, null: the largest safe divisor of a day), ``n_layers`` (2), ``H`` ([150, 600] m), ``g2``
     (0.01 m/s^2), ``tau0`` (0.1 N/m^2), ``polar_cap_deg`` (80), ``drag_days`` (linear drag time on both
     layers, :data:`DEFAULT_DRAG_DAYS`; 0 switches it off), ``h_entrain`` (50 m: the upper layer entrains
-    lower-layer water within a day where it is thinner; 0 switches it off)."""
+    lower-layer water within a day where it is thinner, returned to the lower layer by a basin-uniform
+    detrainment; 0 switches it off)."""
 
     time_units = "s"
     fields = {

@@ -16,19 +16,37 @@ from a linear equation of state relative to the (fixed) lower layer ``(T_2, S_2)
 ``b_min`` (a statically unstable column would otherwise give imaginary wave speeds). Because ``b_1``
 varies in space, the upper layer feels the depth-averaged pressure gradient of an inhomogeneous
 layer, ``R_1 = (h_1 / 2) grad b_1`` (Ripa 1993, *Geophys. Astrophys. Fluid Dyn.* 70, 85-111, eq. 2.1);
-``R_2 = 0``; an optional linear drag ``-r u_k`` (``OceanParams.drag``) acts on both layers. The wind stress ``tau_x`` enters layer 1 as ``F_1 = tau_x / (rho_0 max(h_1, h_wind))``.
+``R_2 = 0``; an optional linear drag ``-r u_k`` (``OceanParams.drag``) acts on both layers. The wind stress
+``tau_x`` enters layer 1 as ``F_1 = tau_x / (rho_0 max(h_1, h_wind))``.
 
 * Interface-thickness diffusion ``kappa_gm`` is the layered form of Gent & McWilliams (1990): diffusing
   each interface height diffuses each layer's thickness (Gent et al. 1995, *J. Phys. Oceanogr.* 25,
   463-474, §2).
-* The crude diapycnal flux relaxes the interface: ``e = kappa_d (1/h_1 - H_2 / (H_1 h_2))`` (zero at the
-  rest thicknesses, upwelling ``~ kappa_d / h_1`` where the upper layer thins); entrained water
-  carries ``(T_2, S_2)``, detrained water its own properties. Optionally the upper layer also
-  entrains lower-layer water where it is thinner than ``h_entrain``, at the rate
-  ``(h_entrain - h_1) / t_entrain`` (the entrainment of reduced-gravity upper-ocean models, which keeps
-  wind-driven upwelling from emptying the layer); part of the diapycnal flux, so total volume is kept.
-* Viscosity: ``A lap u = A (grad div u - k x grad zeta)``; land faces carry ``u = 0`` (no normal flow,
-  and no slip through the corner vorticity).
+* Diapycnal flux ``e = e_loc - <e_loc>`` (``<.>``: wet-area mean per trajectory), the local part minus its
+  basin mean, as the diapycnal mixing velocities of the NRL layered ocean model (Hurlburt & Hogan 2000,
+  *Dyn. Atmos. Oceans* 32, 283-329, §2, eqs. 1-3): the net exchange is zero, so each layer keeps its volume and
+  the mean upper-layer thickness stays at ``H_1``. ``e_loc`` has two parts:
+
+  - interface relaxation ``kappa_d (1/h_1 - H_2 / (H_1 h_2))``: zero at the rest thicknesses, upwelling
+    ``~ kappa_d / h_1`` where the upper layer thins (Munk 1966's ``w ~ kappa / h``); linearised, it relaxes the
+    interface with the time ``H_1^2 H_2 / (kappa_d (H_1 + H_2))`` (19 years for 3e-5 m^2/s and 150/600 m);
+  - thin-layer entrainment ``(h_entrain - h_1)^+ / t_entrain`` (:meth:`OceanModel.entrainment`; off when
+    ``h_entrain = 0``): where wind-driven Ekman suction would thin the upper layer below ``h_entrain``, lower-layer
+    water is mixed up within ``t_entrain``, the entrainment of reduced-gravity upper-ocean models (McCreary &
+    Kundu 1988, *J. Mar. Res.* 46, 25-58). With ``t_entrain`` (1 day) much shorter than the wind's thinning
+    time the layer is held near ``h_entrain`` and the flux equals the Ekman suction there: its size is set by
+    the wind, not by ``t_entrain``.
+
+  Entrained water carries ``(T_2, S_2)``, detrained water the upper layer's own properties.
+* Viscosity: ``A lap u = A (grad div u - k x grad zeta)``; land faces carry ``u = 0`` (no normal flow). The
+  coast is no-slip: the viscous stress uses the vorticity ``circ / area_c_wet``, the circulation over the wet
+  part of each dual cell (:class:`dandelion.solvers.ocean_grid.OceanGrid`), which at a straight wall is
+  ``2 v / dx``, the tangential velocity vanishing at the wall itself (the ghost velocity ``-v``; Adcroft &
+  Marshall 1998, *Tellus* 50A, 95-108). The potential vorticity of the Coriolis term keeps the dual-cell
+  vorticity ``circ / area_c``.
+* Tracer (Redi 1982, *J. Phys. Oceanogr.* 12, 1154-1158) diffusivity ``kappa_T``: by default equal to the GM
+  thickness diffusivity ``kappa_gm`` of each trajectory (Griffies 1998, *J. Phys. Oceanogr.* 28, 831-841, who
+  uses one diffusivity for both), along the layer, which is the isopycnal.
 * Minimum thickness: a conservative flux limiter. Each cell's outgoing volume in a forward-Euler stage
   is capped at ``(h - h_min) * area`` by scaling its outgoing face fluxes (Zalesak 1979-style, one
   sided); fluxes stay antisymmetric, so every layer's volume is conserved to round-off and, with
@@ -61,21 +79,22 @@ _SAFETY = 0.8
 @dataclass
 class OceanParams:
     """Settings of the layered ocean. Per-trajectory values may be floats or ``(B,)`` tensors
-    (``visc``, ``kappa_gm``, ``kappa_d``, ``tau_T``, ``tau_S``).
+    (``visc``, ``kappa_gm``, ``kappa_d``, ``kappa_T``, ``tau_T``, ``tau_S``).
 
     n_layers : 1 or 2 active layers. H : rest thicknesses (m), top first. g2 : reduced gravity
     ``g'_2`` under the lowest active layer (m/s^2; for ``n_layers = 1`` the only one, and ``b_1`` is then
     ``g2 + b_1``'s anomaly: see :meth:`OceanModel.buoyancy`). alpha (1/K), beta_S (1/psu), T2 (degC),
     S2 (psu): linear equation of state and lower-layer water. b_min : floor of ``b_1`` (m/s^2).
     visc : Laplacian viscosity A (m^2/s). kappa_gm : interface-thickness diffusivity (m^2/s).
-    kappa_d : diapycnal diffusivity (m^2/s; 0 switches the flux off). kappa_T : tracer diffusivity
-    (m^2/s). tau_T, tau_S : restoring times (s; ``inf`` switches restoring off). tau0 : wind stress
-    amplitude (N/m^2). drag : linear (Rayleigh) drag rate on both layers' velocities (1/s; the
-    interfacial friction of reduced-gravity models, which bounds the wind-driven equatorial jets
-    before the basin-crossing waves have set up their pressure gradient). h_entrain, t_entrain :
-    entrainment thickness (m; 0 = off) and time (s) of the upper layer (module docstring). h_min : minimum thickness (m). h_wind : minimum depth the wind stress is spread
-    over (m). wind, restoring : callables overriding the analytic forcing (``f(lat, t) -> tensor``),
-    optional. advect_tracers : False freezes tracer advection (for tests).
+    kappa_d : diapycnal diffusivity (m^2/s; 0 switches the relaxation off). kappa_T : isopycnal (Redi) tracer
+    diffusivity (m^2/s, float or (B,)); None (default): ``kappa_gm`` (Redi = GM). tau_T, tau_S : restoring
+    times (s; ``inf`` switches restoring off). tau0 : wind stress amplitude (N/m^2). drag : linear (Rayleigh)
+    drag rate on both layers' velocities (1/s; the interfacial friction of reduced-gravity models, which bounds
+    the wind-driven equatorial jets before the basin-crossing waves have set up their pressure gradient).
+    h_entrain, t_entrain : entrainment thickness (m; 0 = off) and time (s) of the upper layer (module
+    docstring). h_min : minimum thickness (m). h_wind : minimum depth the wind stress is spread over (m).
+    wind, restoring : callables overriding the analytic forcing (``f(lat, t) -> tensor``), optional.
+    advect_tracers : False freezes tracer advection (for tests).
     """
 
     n_layers: int = 2
@@ -140,7 +159,8 @@ def stable_dt(
     Gravity waves, advection and rotation are imaginary-axis eigenvalues of size
     ``2 (c + |u|) sqrt(dx^-2 + dy^-2) + |f|`` with the fastest wave ``c^2 <= b_1 h_1 + g'_2 (h_1 + h_2)``
     (row-sum bound of the layer coupling); viscosity and diffusion give real ones of size
-    ``4 A (dx^-2 + dy^-2)`` (vector Laplacian: divergent and rotational modes separately) and ``4 kappa (dx^-2 + dy^-2)``. The bound is
+    ``4 A (dx^-2 + dy^-2)`` (vector Laplacian: divergent and rotational modes separately) and
+    ``4 kappa (dx^-2 + dy^-2)``. The bound is
     ``1 / dt = safety (lam_imag / sqrt(3) + lam_real / 2.51)`` with ``safety = 1/0.8`` over the
     narrowest wet row. ``state`` (optional) supplies the current thicknesses and speeds; ``b1_max``
     (m/s^2) bounds the upper layer's reduced gravity (default: the equation of state at T - T_2 = 40 K).
