@@ -85,7 +85,8 @@ def _neuralop_fno():
         from neuralop.models import FNO
     except ImportError as err:  # pragma: no cover - depends on the environment
         raise ModuleNotFoundError(
-            "fno: the FNO baseline needs neuraloperator (pip install 'dandelion-sphere[fno]', or neuraloperator==2.0.0)", name="neuralop"
+            "fno: the FNO baseline needs neuraloperator (pip install 'dandelion-sphere[fno]')",
+            name="neuralop",
         ) from err
     return FNO
 
