@@ -133,7 +133,8 @@ class ChannelLayout:
                 raise ValueError(f"statistics {self.stats_source} lack field {name!r}: {_REGENERATE}")
             if entry.get("kind", kind) != kind:
                 raise ValueError(
-                    f"statistics {self.stats_source} give field {name!r} kind {entry.get('kind')!r} but the data have {kind!r}: {_REGENERATE}"
+                    f"statistics {self.stats_source} give field {name!r} kind {entry.get('kind')!r} but the data "
+                    f"have {kind!r}: {_REGENERATE}"
                 )
             keys = _SCALAR_KEYS if kind == "scalar" else _VECTOR_KEYS
             clean = {"kind": kind}
@@ -159,7 +160,8 @@ class ChannelLayout:
                 for value in values:
                     if not math.isfinite(value) or (key != "mean" and value <= 0.0):
                         raise ValueError(
-                            f"statistics {self.stats_source}: {key}={value} for field {name!r} is not finite and positive: {_REGENERATE}"
+                            f"statistics {self.stats_source}: {key}={value} for field {name!r} is not finite and "
+                            f"positive: {_REGENERATE}"
                         )
                 clean[key] = values if L else values[0]
             for key in _SCALAR_DELTA_KEYS if kind == "scalar" else _VECTOR_DELTA_KEYS:
@@ -236,8 +238,11 @@ class ChannelLayout:
                     f"statistics {self.stats_source} have no usable {missing[0]!r} for field {name!r}, which "
                     f"trainer.target=increment needs: {_REGENERATE} (or train with trainer.target=frame)"
                 )
-            L = self.n_levels[name]
-            per_level = lambda key: self.stats[name][key] if L else [self.stats[name][key]]  # noqa: E731
+            entry, levelled = self.stats[name], bool(self.n_levels[name])
+
+            def per_level(key, entry=entry, levelled=levelled):
+                return entry[key] if levelled else [entry[key]]
+
             if kind == "scalar":
                 delta = [math.hypot(m, sd) for m, sd in zip(per_level("delta_mean"), per_level("delta_std"))]
                 spread = per_level("std")
@@ -336,7 +341,8 @@ class ChannelLayout:
                 shape = shape[:-1]
             if lead is not None and shape != lead:
                 raise ValueError(
-                    f"field {name!r} has leading shape {shape}, other fields {lead}: pass the same frames of every field"
+                    f"field {name!r} has leading shape {shape}, other fields {lead}: pass the same frames of every "
+                    "field"
                 )
             lead = shape
             tensors[name] = x
@@ -381,7 +387,8 @@ class ChannelLayout:
         """
         if x.shape[-3] != self.n_channels:
             raise ValueError(
-                f"tensor of shape {tuple(x.shape)} has {x.shape[-3]} channels at dim -3; the layout has {self.n_channels}: {self.channels}"
+                f"tensor of shape {tuple(x.shape)} has {x.shape[-3]} channels at dim -3; the layout has "
+                f"{self.n_channels}: {self.channels}"
             )
         out = {}
         c = 0

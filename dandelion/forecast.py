@@ -134,7 +134,8 @@ def forcing_channels(layout: ChannelLayout, metadata) -> torch.Tensor | None:
     missing = [n for n in names if n not in layout.channels]
     if missing:
         raise ValueError(
-            f"forcing_fields {missing} of dataset.yaml are not scalar channels of the layout {layout.channels}: fix dataset.yaml"
+            f"forcing_fields {missing} of dataset.yaml are not scalar channels of the layout {layout.channels}: fix "
+            "dataset.yaml"
         )
     return torch.tensor([layout.channels.index(n) for n in names], dtype=torch.long) if names else None
 
@@ -264,7 +265,8 @@ def valid_inits(
     last = n_frames - 1 - n_steps
     if last < n_in - 1:
         raise ValueError(
-            f"a forecast of n_steps={n_steps} from n_in={n_in} frames needs {n_in + n_steps} frames but the trajectories hold {n_frames}: use fewer steps"
+            f"a forecast of n_steps={n_steps} from n_in={n_in} frames needs {n_in + n_steps} frames but the "
+            f"trajectories hold {n_frames}: use fewer steps"
         )
     idx = np.arange(n_in - 1, last + 1, init_stride)
     if max_inits is not None and 0 < int(max_inits) < len(idx):
@@ -336,7 +338,8 @@ def iter_rollout(
     nlat, nlon = layout.grid.shape
     if model.grid.shape != dataset.grid.shape or model.grid.grid != dataset.grid.grid:
         raise ValueError(
-            f"model runs on {model.grid.to_dict()} but the dataset is on {dataset.grid.to_dict()}: load the model with dataset="
+            f"model runs on {model.grid.to_dict()} but the dataset is on {dataset.grid.to_dict()}: load the model "
+            "with dataset="
         )
     fch = forcing_channels(layout, getattr(dataset, "metadata", None))  # forcing channels: taken from the stored frames
     bar = tqdm(total=len(files) * len(inits), desc=f"rollout {model.name}", unit="forecast") if progress else None

@@ -214,7 +214,9 @@ def warp_index(sampler, d_east: torch.Tensor, d_north: torch.Tensor, jacobian: b
 
 
 def _index_jacobian(sampler, a, b, s2, cos_s, sinc_s, ye, yh, z, rho, r2, keep, slope):
-    """Derivatives of (rows, cols) in (d_east, d_north), in place (see :meth:`~dandelion.warp.SphereSampler.displaced_index`).
+    """Derivatives of (rows, cols) in (d_east, d_north), in place.
+
+    See :meth:`~dandelion.sampling.SphereSampler.displaced_index`.
 
     Overwrites ``cos_s``, ``r2`` and ``slope``.
     """

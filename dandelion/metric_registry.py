@@ -78,7 +78,8 @@ def metric(
         )
     if title is not None and not (mean and cell):
         raise ValueError(
-            f"metric {name!r} has a leaderboard title but mean={mean}, cell={cell}: a table needs mean=True and cell=True"
+            f"metric {name!r} has a leaderboard title but mean={mean}, cell={cell}: a table needs mean=True and "
+            "cell=True"
         )
 
     def register(fn: Callable) -> Callable:

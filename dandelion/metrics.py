@@ -11,12 +11,14 @@ what its error-versus-lead plot draws. Adding one::
     def max_error(pred, true, weights, climatology):
         return (pred - true).abs().amax((-2, -1))
 
-The training loss (:func:`area_weighted_mse` with :func:`loss_weights`) lives here too.
+The training loss (:func:`area_weighted_mse` with :func:`loss_weights`, module :mod:`dandelion.loss`), the
+area weights and weighted means (:mod:`dandelion.quadrature`) and the power spectrum
+(:mod:`dandelion.spectra`) are defined in their own modules and re-exported here.
 
-Every function takes fields of shape ``(..., nlat, nlon)`` (row 0 northernmost, as :class:`dandelion.sphere.SphereGrid`) and
-reduces over the two spatial dimensions, returning ``(...)``. Statistics are area-weighted with the
-grid's quadrature weights (:attr:`dandelion.sphere.SphereGrid.weights`), except the Well's
-unweighted VRMSE, kept so that our numbers compare with published tables.
+Every function takes fields of shape ``(..., nlat, nlon)`` (row 0 northernmost, as
+:class:`dandelion.sphere.SphereGrid`) and reduces over the two spatial dimensions, returning ``(...)``.
+Statistics are area-weighted with the grid's quadrature weights (:attr:`dandelion.sphere.SphereGrid.weights`),
+except the Well's unweighted VRMSE, kept so that our numbers compare with published tables.
 
 Definitions (``w`` the quadrature weights normalised to sum 1 over the grid, ``<f> = sum(w f)``):
 
@@ -53,16 +55,16 @@ depend on the local frame (they jump through the poles); the vector metrics do n
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Callable
-from functools import lru_cache
 
 import torch
-from torch_harmonics import RealSHT
 
 from dandelion.sphere import SphereGrid
 
+from .loss import area_weighted_mse, loss_weights
 from .metric_registry import METRICS, Metric, metric, metric_names, unregister_metric
+from .quadrature import _check_wet, area_weights, weighted_mean
+from .spectra import power_spectrum
 
 __all__ = [
     "WELL_EPS",
@@ -89,74 +91,11 @@ __all__ = [
 WELL_EPS = 1e-7
 
 
-def area_weights(grid: SphereGrid, dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
-    """Quadrature weights of ``grid`` normalised to sum 1 over all ``nlat * nlon`` points.
-
-    Returns
-    -------
-    torch.Tensor of shape (nlat, 1)
-        ``grid.weights / (4 pi)``; multiply by a field of shape ``(..., nlat, nlon)`` and sum over the
-        last two dimensions for the area-weighted mean.
-    """
-    return (grid.weights / (4.0 * math.pi)).to(dtype=dtype, device=device)
-
-
-def _check_wet(wet, like: torch.Tensor) -> torch.Tensor:
-    wet = torch.as_tensor(wet, device=like.device)
-    if wet.dtype != torch.bool or wet.shape != like.shape[-2:]:
-        raise ValueError(
-            f"wet mask of dtype {wet.dtype} and shape {tuple(wet.shape)} does not fit fields of shape {tuple(like.shape)}: "
-            "pass a bool (nlat, nlon) tensor, True on wet points (WindowDataset.wet)"
-        )
-    if not wet.any():
-        raise ValueError("the wet mask has no wet point: nothing to average over; check the dataset's mask/wet")
-    return wet
-
-
-def _as_weights(weights, like: torch.Tensor, wet=None) -> torch.Tensor:
-    if isinstance(weights, SphereGrid):
-        weights = weights.weights
-    w = torch.as_tensor(weights).to(dtype=like.dtype, device=like.device)
-    if w.ndim == 1:
-        w = w[:, None]
-    if w.ndim != 2 or w.shape[0] != like.shape[-2] or w.shape[1] not in (1, like.shape[-1]):
-        raise ValueError(
-            f"weights of shape {tuple(w.shape)} do not fit fields of shape {tuple(like.shape)}: "
-            "pass the grid's quadrature weights of shape (nlat, 1) (SphereGrid.weights) or the SphereGrid itself"
-        )
-    if not torch.isfinite(w).all() or (w < 0).any():
-        raise ValueError("weights must be finite and non-negative: pass SphereGrid.weights")
-    w = w.expand(like.shape[-2], like.shape[-1])
-    if wet is not None:
-        w = w * _check_wet(wet, like)
-    return w / w.sum()
-
-
-def weighted_mean(f: torch.Tensor, weights, wet=None) -> torch.Tensor:
-    """Area-weighted mean over ``(nlat, nlon)`` (over the wet points when ``wet`` is given).
-
-    Parameters
-    ----------
-    f : torch.Tensor of shape (..., nlat, nlon)
-    weights : SphereGrid or torch.Tensor of shape (nlat, 1), (nlat,) or (nlat, nlon)
-        Quadrature weights (any positive scale; they are normalised to sum 1).
-    wet : bool tensor of shape (nlat, nlon), optional
-        Ocean mask; land values are not read.
-
-    Returns
-    -------
-    torch.Tensor of shape (...)
-    """
-    w = _as_weights(weights, f, wet)
-    if wet is not None:
-        f = torch.where(w > 0, f, torch.zeros((), dtype=f.dtype, device=f.device))
-    return (f * w).sum((-2, -1))
-
-
 def _check_pair(pred: torch.Tensor, true: torch.Tensor) -> None:
     if pred.shape != true.shape:
         raise ValueError(
-            f"prediction of shape {tuple(pred.shape)} and truth of shape {tuple(true.shape)} differ: pass fields of the same shape"
+            f"prediction of shape {tuple(pred.shape)} and truth of shape {tuple(true.shape)} differ: "
+            "pass fields of the same shape"
         )
 
 
@@ -248,53 +187,6 @@ def acc(pred: torch.Tensor, true: torch.Tensor, climatology, weights, wet=None) 
     return num / den
 
 
-@lru_cache(maxsize=16)
-def _sht(nlat: int, nlon: int, grid: str, lmax: int, mmax: int, device: str):
-    return RealSHT(nlat, nlon, lmax=lmax, mmax=mmax, grid=grid, norm="ortho").to(torch.device(device))
-
-
-def power_spectrum(
-    field: torch.Tensor, grid: SphereGrid, lmax: int | None = None, mmax: int | None = None, wet=None
-) -> torch.Tensor:
-    """Angular power spectrum per spherical-harmonic degree.
-
-    Uses torch-harmonics ``RealSHT`` (orthonormal harmonics, ``lmax`` and ``mmax`` passed
-    explicitly). ``P(l) = (|f_l0|^2 + 2 sum_{m=1}^{l} |f_lm|^2) / (4 pi)``, so that
-    ``sum_l P(l)`` equals the area-weighted mean of ``f^2`` for a field band-limited to ``lmax``.
-
-    Parameters
-    ----------
-    field : torch.Tensor of shape (..., nlat, nlon)
-        Real field on ``grid`` (computed in float64).
-    grid : SphereGrid
-    lmax, mmax : int, optional
-        Number of degrees / orders kept (exclusive bounds); default the grid's exact analysis band
-        limit ``grid.lmax`` for both.
-    wet : bool tensor (nlat, nlon), optional
-        Ocean mask: land is filled with the field's area-weighted wet mean (zero anomaly) before the SHT.
-
-    Returns
-    -------
-    torch.Tensor of shape (..., lmax), float64, in squared units of the field.
-    """
-    grid.check_shape(field)
-    lmax = grid.lmax if lmax is None else int(lmax)
-    mmax = lmax if mmax is None else int(mmax)
-    if not (1 <= mmax <= lmax <= grid.lmax):
-        raise ValueError(
-            f"need 1 <= mmax={mmax} <= lmax={lmax} <= grid.lmax={grid.lmax} for a {grid.nlat}x{grid.nlon} {grid.grid} grid"
-        )
-    sht = _sht(grid.nlat, grid.nlon, grid.grid, lmax, mmax, str(field.device))
-    field = field.to(torch.float64)
-    if wet is not None:
-        wet = _check_wet(wet, field)
-        field = torch.where(wet, field, weighted_mean(field, grid, wet)[..., None, None])
-    coeffs = sht(field)  # (..., lmax, mmax) complex
-    power = coeffs.abs() ** 2
-    power[..., 1:] *= 2.0
-    return power.sum(-1) / (4.0 * math.pi)
-
-
 def vector_rmse(pred: torch.Tensor, true: torch.Tensor, weights, wet=None) -> torch.Tensor:
     """Area-weighted RMS magnitude of the vector error, ``sqrt(<|pred - true|^2>)``.
 
@@ -347,38 +239,6 @@ def variable_names(name: str, kind: str, components=("u", "v")) -> list[str]:
     if kind != "vector":
         raise ValueError(f"field {name!r} has kind {kind!r}: expected 'scalar' or 'vector'")
     return list(components) if name == "velocity" else [f"{name}_{c}" for c in components]
-
-
-# ---------------------------------------------------------------------------------------------- training loss
-def loss_weights(grid: SphereGrid, wet=None) -> torch.Tensor:
-    """Area quadrature weights of ``grid`` normalised to mean 1 over the grid points.
-
-    Returns a float64 tensor of shape ``(nlat, 1)``; ``mean((a - b)**2 * w)`` over ``(nlat, nlon)``
-    is then the area-weighted mean squared error (the integral over the sphere divided by 4*pi).
-    With a ``wet`` mask (bool (nlat, nlon)): shape ``(nlat, nlon)``, zero on land, so that the same mean
-    is the area-weighted mean squared error over the wet points (pass ``wet`` to
-    :func:`area_weighted_mse` as well, so that non-finite land values are not read).
-    """
-    w = grid.weights
-    if wet is None:
-        return w / w.mean()
-    w = w.expand(grid.shape) * _check_wet(wet, w.expand(grid.shape)).to(w.device)
-    return w / w.mean()
-
-
-def area_weighted_mse(pred: torch.Tensor, true: torch.Tensor, weights: torch.Tensor, wet=None) -> torch.Tensor:
-    """The training loss: mean over everything of ``(pred - true)**2 * weights``.
-
-    ``weights`` (nlat, 1) normalised to mean 1 (:func:`loss_weights`), so the result is the
-    area-weighted mean squared error averaged over samples and channels; or (C, nlat, 1), the same
-    times a per-channel factor (the trainer's ``1 / increment_scale**2`` for ``target=increment``:
-    the error in units of the normalised increment). With a ``wet`` mask (bool (nlat, nlon)) the
-    squared error on land is replaced by 0 before weighting (use ``loss_weights(grid, wet)``).
-    """
-    sq = (pred - true) ** 2
-    if wet is not None:
-        sq = torch.where(_check_wet(wet, sq), sq, torch.zeros((), dtype=sq.dtype, device=sq.device))
-    return (sq * weights).mean()
 
 
 # ---------------------------------------------------------------------------------------------- registry
@@ -496,7 +356,8 @@ def field_metrics(
                     out[m.name][name] = _score(m.vector, p, t, w, wet=wet)
         else:
             raise ValueError(
-                f"field {name!r} of shape {tuple(p.shape)} is neither (..., {grid.nlat}, {grid.nlon}) nor (..., {grid.nlat}, {grid.nlon}, 2)"
+                f"field {name!r} of shape {tuple(p.shape)} is neither (..., {grid.nlat}, {grid.nlon}) "
+                f"nor (..., {grid.nlat}, {grid.nlon}, 2)"
             )
         for var, (pp, tt, cc) in parts.items():
             for m in metrics:

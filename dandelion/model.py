@@ -212,23 +212,27 @@ class Dandelion(GridGuard, nn.Module):
         self.compile_kernels = bool(compile_kernels)
         if int(in_channels) < 1 or int(out_channels) < 1 or int(width) < 1 or int(heads) < 1:
             raise ValueError(
-                f"in_channels={in_channels}, out_channels={out_channels}, width={width} and heads={heads} must all be >= 1"
+                f"in_channels={in_channels}, out_channels={out_channels}, width={width} "
+                f"and heads={heads} must all be >= 1"
             )
         if levels < 1:
             raise ValueError("multipliers must name at least one level")
         if len(encoder_blocks) != levels or len(decoder_blocks) != levels - 1:
             raise ValueError(
-                f"need one encoder_blocks entry per level ({levels}) and one decoder_blocks entry per level but the bottom ({levels - 1}); got {tuple(encoder_blocks)} and {tuple(decoder_blocks)}"
+                f"need one encoder_blocks entry per level ({levels}) and one decoder_blocks entry per level but the "
+                f"bottom ({levels - 1}); got {tuple(encoder_blocks)} and {tuple(decoder_blocks)}"
             )
         if nlon % 2 ** (levels - 1):
             raise ValueError(
-                f"nlon={nlon} must divide by 2**(levels-1) = {2 ** (levels - 1)} for {levels} U-Net levels: choose nlon a multiple of {2 ** (levels - 1)} or fewer levels"
+                f"nlon={nlon} must divide by 2**(levels-1) = {2 ** (levels - 1)} for {levels} U-Net levels: choose "
+                f"nlon a multiple of {2 ** (levels - 1)} or fewer levels"
             )
         widths = [int(width * m) for m in multipliers]
         for w in widths:
             if w % heads:
                 raise ValueError(
-                    f"level width {w} does not divide by heads={heads}: choose width and heads so that every width * multiplier divides by heads"
+                    f"level width {w} does not divide by heads={heads}: choose width and heads so that every width * "
+                    "multiplier divides by heads"
                 )
         data_grid = SphereGrid(nlat, nlon, grid)
         self.init_grid_guard(nlat, nlon, grid)
@@ -266,14 +270,16 @@ class Dandelion(GridGuard, nn.Module):
             or not all(isinstance(b, numbers.Integral) and not isinstance(b, bool) and b >= 1 for b in pool_lmax)
         ):
             raise ValueError(
-                f"pool_lmax needs one band limit per pooling, a positive integer each ({levels - 1} for {levels} levels), got {pool_lmax!r}"
+                f"pool_lmax needs one band limit per pooling, a positive integer each ({levels - 1} for {levels} "
+                f"levels), got {pool_lmax!r}"
             )
         self.pool_lmax = [int(b) for b in pool_lmax]
         for k, (b, top) in enumerate(zip(self.pool_lmax, resolved)):
             if b > top:
                 raise ValueError(
-                    f"pool_lmax[{k}] = {b} exceeds the band limit {top} that pooling {k} resolves between its level grids "
-                    f"{self.grids[k].nlat}x{self.grids[k].nlon} and {self.grids[k + 1].nlat}x{self.grids[k + 1].nlon} "
+                    f"pool_lmax[{k}] = {b} exceeds the band limit {top} that pooling {k} resolves between "
+                    f"its level grids {self.grids[k].nlat}x{self.grids[k].nlon} and "
+                    f"{self.grids[k + 1].nlat}x{self.grids[k + 1].nlon} "
                     f"(data grid {nlat}x{nlon}): give at most {resolved}, or build the model on a finer grid"
                 )
         self.down = nn.ModuleList(
@@ -290,7 +296,10 @@ class Dandelion(GridGuard, nn.Module):
         self.head = nn.Sequential(_pointwise(widths[0], widths[0]), nn.GELU(), _pointwise(widths[0], out_channels))
 
     def extra_repr(self) -> str:
-        return f"in_channels={self.in_channels}, out_channels={self.out_channels}, nlat={self.nlat}, nlon={self.nlon}, grid={self.grid!r}, widths={self.widths}"
+        return (
+            f"in_channels={self.in_channels}, out_channels={self.out_channels}, nlat={self.nlat}, nlon={self.nlon}, "
+            f"grid={self.grid!r}, widths={self.widths}"
+        )
 
     def forward(self, x: torch.Tensor, cond: torch.Tensor | None = None) -> torch.Tensor:
         """``x (B, in_channels, nlat, nlon)`` [, ``cond (B, cond_dim)``] -> ``(B, out_channels, nlat, nlon)``.
@@ -302,11 +311,13 @@ class Dandelion(GridGuard, nn.Module):
         """
         if x.dim() != 4 or x.shape[1] != self.in_channels or tuple(x.shape[-2:]) != (self.nlat, self.nlon):
             raise ValueError(
-                f"input of shape {tuple(x.shape)} does not match (B, {self.in_channels}, {self.nlat}, {self.nlon}): build the model for this grid (weights are resolution-free: load_state_dict into it)"
+                f"input of shape {tuple(x.shape)} does not match (B, {self.in_channels}, {self.nlat}, {self.nlon}): "
+                "build the model for this grid (weights are resolution-free: load_state_dict into it)"
             )
         if (cond is None) != (self.cond_dim == 0):
             raise ValueError(
-                f"cond must be given exactly when cond_dim > 0 (cond_dim={self.cond_dim}, cond {'missing' if cond is None else 'given'})"
+                f"cond must be given exactly when cond_dim > 0 (cond_dim={self.cond_dim}, cond "
+                f"{'missing' if cond is None else 'given'})"
             )
         if cond is not None and tuple(cond.shape) != (x.shape[0], self.cond_dim):
             raise ValueError(

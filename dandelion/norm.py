@@ -85,8 +85,8 @@ class _AreaNormFunction(torch.autograd.Function):
     Forward (the operations of the plain graph, in the same order): ``m = sum_i w_i x_i``,
     ``d = x - m``, ``v = sum_i w_i d_i^2``, ``s = (v + eps)^(-1/2)``, ``y = beta + gamma s d``, the
     sums running over a group's channels and the sphere with ``w_i = row_weight / |G|``
-    (``sum_i w_i = 1``). Saves ``d`` and ``s`` (besides the weight and the row weights). Backward, with ``q = gamma * dy``
-    (Ioffe & Szegedy 2015, eq. after Alg. 1, for weighted statistics; ``sum_i w_i d_i = 0``):
+    (``sum_i w_i = 1``). Saves ``d`` and ``s`` (besides the weight and the row weights). Backward, with
+    ``q = gamma * dy`` (Ioffe & Szegedy 2015, eq. after Alg. 1, for weighted statistics; ``sum_i w_i d_i = 0``):
     ``dx_j = s q_j - w_j s sum_i q_i - w_j s^3 d_j sum_i q_i d_i``,
     ``dgamma_c = sum s dy d``, ``dbeta_c = sum dy``.
     """

@@ -41,7 +41,8 @@ def coarse_grid(grid: SphereGrid, k: int) -> SphereGrid:
         return grid
     if grid.nlon % 2**k:
         raise ValueError(
-            f"nlon={grid.nlon} must divide by 2**{k} = {2**k} for a U-Net level {k}: choose nlon a multiple of {2**k} or fewer levels"
+            f"nlon={grid.nlon} must divide by 2**{k} = {2**k} for a U-Net level {k}: choose nlon a multiple of "
+            f"{2**k} or fewer levels"
         )
     return SphereGrid(max(2, math.ceil(grid.nlat / 2**k)), grid.nlon // 2**k, "legendre-gauss")
 

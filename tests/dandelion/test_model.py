@@ -175,7 +175,7 @@ def test_checkpoint_blocks_recomputes_the_same_numbers(cond_dim):
         xi = x.clone().requires_grad_()
         saved = []
 
-        def pack(t):
+        def pack(t, saved=saved):
             saved.append(t.untyped_storage().nbytes())
             return t
 
@@ -192,7 +192,7 @@ def test_checkpoint_blocks_recomputes_the_same_numbers(cond_dim):
     torch.testing.assert_close(y1, y0, rtol=0, atol=0)
     torch.testing.assert_close(gx1, gx0, rtol=1e-6, atol=1e-9)
     for name, g in g0.items():
-        torch.testing.assert_close(g1[name], g, rtol=1e-5, atol=1e-8, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(g1[name], g, rtol=1e-5, atol=1e-8, msg=lambda m, name=name: f"{name}: {m}")
     with torch.no_grad():  # no recomputation without gradients
         torch.testing.assert_close(m1(x, cond) if cond_dim else m1(x), y0, rtol=0, atol=0)
 
