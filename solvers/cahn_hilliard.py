@@ -111,9 +111,10 @@ def _fprime(phi: torch.Tensor) -> torch.Tensor:
 
 
 def growth_rate(l, *, epsilon, mean, radius, D: float = 1.0, a: float = 1.0) -> torch.Tensor:
-    """Linear growth rate ``sigma(l) = -D k^2 (a^2 f''(m0) + eps^2 k^2)``, ``k^2 = l(l+1)/R^2`` (docs/datasets/cahn_hilliard.md).
+    """Linear growth rate ``sigma(l) = -D k^2 (a^2 f''(m0) + eps^2 k^2)``, ``k^2 = l(l+1)/R^2``.
 
-    ``l`` any shape; ``epsilon, mean, radius`` floats or (B,) tensors. Returns ``(B, *l.shape)`` or ``l.shape``.
+    The linearisation of docs/datasets/cahn_hilliard.md. ``l`` any shape; ``epsilon, mean, radius`` floats
+    or (B,) tensors. Returns ``(B, *l.shape)`` or ``l.shape``.
     """
     l = torch.as_tensor(l, dtype=torch.float64)
 
@@ -260,7 +261,7 @@ class CahnHilliard:
             lam_im = -D * k2 * (a2 * self.S + e2 * k2)
             decaying = lam_ex + lam_im <= 0
 
-            def worst(h):
+            def worst(h, lam_ex=lam_ex, lam_im=lam_im, decaying=decaying):
                 r = imex_amplification(tableau, h * lam_ex, h * lam_im).abs()
                 return float(r[decaying].max()) if bool(decaying.any()) else 0.0
 

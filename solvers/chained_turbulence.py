@@ -2,8 +2,8 @@
 
 Mickelin, Slomka, Burns, Lecoanet, Vasquez, Brandt & Dunkel (2018), "Anomalous chained turbulence
 in actively driven flows on spheres", Phys. Rev. Lett. 120, 164503 (eqs. 1-3), as described in
-docs/datasets/chained_turbulence.md (mickelin_gns). On a sphere of radius ``R`` (non-dimensional: ``R = 1``, ``K = 1/R^2``,
-time unit ``tau = 1``)::
+docs/datasets/chained_turbulence.md (mickelin_gns). On a sphere of radius ``R`` (non-dimensional:
+``R = 1``, ``K = 1/R^2``, time unit ``tau = 1``)::
 
     d(omega)/dt + u . grad(omega) = L omega,    L = f(lap + 4K) (lap + 2K),
     f(x) = Gamma0 - Gamma2 x + Gamma4 x^2,
@@ -18,7 +18,7 @@ Numerics (ours, docs/datasets/chained_turbulence.md "Our method" / "Ours, decide
 * state: the vorticity spectrum ``omega_lm`` (orthonormal harmonics, torch-harmonics ``(lmax, mmax)``
   layout), float64, batch = ensemble, each trajectory with its own operator coefficients;
 * the linear operator is integrated exactly by exponential time differencing (Cox-Matthews ETDRK4,
-  :class:`dandelion.solvers.integrators.ETDRK4`): ``sigma(127)`` reaches -5e9 / tau, far too stiff for any explicit
+  :class:`dandelion.solvers.exponential.ETDRK4`): ``sigma(127)`` reaches -5e9 / tau, far too stiff for any explicit
   scheme, and ``exp(sigma dt)`` is exact because ``L`` is diagonal;
 * advection ``-u . grad(omega)`` is evaluated pseudo-spectrally on the 3/2-dealiased Gauss grid of the
   shared :class:`dandelion.solvers.spectral.SpectralCore` (exact Galerkin projection of the quadratic
@@ -29,13 +29,14 @@ Numerics (ours, docs/datasets/chained_turbulence.md "Our method" / "Ours, decide
 * adaptive steps: advective CFL number ``max|u| dt / (pi R / lmax) <= cfl``, capped at
   ``dt_max = 0.05 tau`` (the reference's largest step); ``pi R / lmax`` is the half wavelength of the
   highest resolved degree (the equatorial spacing of a ``2 lmax``-column grid). Default ``cfl = 0.2``
-  (docs/datasets/chained_turbulence.md), not 0.3: the 4-stage scheme damps the highest advected degrees by ~``(u k dt)^6/144``
-  per step, and over 1 tau of inviscid flow from a saturated state (lmax 24) the enstrophy drifts by
-  5.7e-6 relative at 0.3 but 7.7e-7 at 0.2 (2.6e-8 at 0.1; drift ~ dt^5), so 0.2 meets the 1e-6
-  conservation check at the generation step. The steps are shrunk uniformly so that every
-  :meth:`ChainedTurbulenceSimulation.advance_to` target is hit exactly (the landing rule of
-  :mod:`dandelion.solvers.time_stepping`, with the CFL step of each trajectory as its limit). ETDRK4's stability along the
-  imaginary axis (~2.8) is far from ``u k dt <= 0.2 pi``.
+  (docs/datasets/chained_turbulence.md), not 0.3: the 4-stage scheme damps the highest advected
+  degrees by ~``(u k dt)^6/144`` per step, and over 1 tau of inviscid flow from a saturated state
+  (lmax 24) the enstrophy drifts by 5.7e-6 relative at 0.3 but 7.7e-7 at 0.2 (2.6e-8 at 0.1;
+  drift ~ dt^5), so 0.2 meets the 1e-6 conservation check at the generation step. The steps are
+  shrunk uniformly so that every :meth:`ChainedTurbulenceSimulation.advance_to` target is hit
+  exactly (the landing rule of :mod:`dandelion.solvers.time_stepping`, with the CFL step of each
+  trajectory as its limit). ETDRK4's stability along the imaginary axis (~2.8) is far from
+  ``u k dt <= 0.2 pi``.
 
 Sign: with ``lap(psi) = -omega`` and ``u = r_hat x grad(psi)`` the stored ``omega`` is
 ``-r_hat . curl(u)`` (docs/datasets/chained_turbulence.md); :class:`~dandelion.solvers.spectral.SpectralCore` uses
@@ -51,7 +52,7 @@ import torch
 
 from dandelion.sphere import SphereGrid
 
-from .integrators import ETDRK4
+from .exponential import ETDRK4
 from .spectral import SpectralCore
 from .time_stepping import Simulation, check_finite
 
@@ -176,13 +177,13 @@ def peak_degree(r_over_lambda: float, kappa_lambda: float, lmax: int = 200) -> i
 
 
 def unstable_degrees(r_over_lambda: float, kappa_lambda: float, *, radius: float = 1.0) -> list[int]:
-    """Degrees ``l >= 1`` with a positive linear growth rate ``sigma(l) > 0`` (docs/datasets/chained_turbulence.md operator).
+    """Degrees ``l >= 1`` with a positive linear growth rate ``sigma(l) > 0``.
 
-    Computed from the operator of :func:`operator_coefficients` over ``l = 1 .. max(floor(4 pi R/Lambda), 64)``
-    (beyond which ``sigma`` is negative). A cell with a single unstable degree is untouched by advection
-    (the Jacobian of a one-degree field with itself vanishes), so it grows at ``1/tau`` until far past
-    the saturated amplitude of the other cells before it breaks up; :mod:`dandelion.datasets.chained_turbulence`
-    keeps only cells with at least two.
+    Computed from the operator of :func:`operator_coefficients` (docs/datasets/chained_turbulence.md)
+    over ``l = 1 .. max(floor(4 pi R/Lambda), 64)`` (beyond which ``sigma`` is negative). A cell with a
+    single unstable degree is untouched by advection (the Jacobian of a one-degree field with itself
+    vanishes), so it grows at ``1/tau`` until far past the saturated amplitude of the other cells before
+    it breaks up; :mod:`dandelion.datasets.chained_turbulence` keeps only cells with at least two.
     """
     lam = float(radius) / float(r_over_lambda)
     l = torch.arange(1, int(max(math.floor(4.0 * math.pi * radius / lam), 64)) + 1, dtype=torch.float64)
@@ -191,7 +192,10 @@ def unstable_degrees(r_over_lambda: float, kappa_lambda: float, *, radius: float
 
 
 def ic_max_degree(r_over_lambda: float, kappa_lambda: float, *, radius: float = 1.0) -> int:
-    """Highest degree of the initial noise, ``l_i = ceil(R (pi/Lambda + kappa/2)) + 4`` (docs/datasets/chained_turbulence.md)."""
+    """Highest degree of the initial noise, ``l_i = ceil(R (pi/Lambda + kappa/2)) + 4``.
+
+    See docs/datasets/chained_turbulence.md.
+    """
     lam = radius / float(r_over_lambda)
     kappa = float(kappa_lambda) / lam
     return int(math.ceil(radius * (math.pi / lam + kappa / 2) - 1e-12)) + 4
@@ -312,7 +316,8 @@ class ChainedTurbulenceSimulation(Simulation):
         self.batch = r.shape[0]
         if tuple(omega0.shape) != (self.batch, self.lmax, self.lmax):
             raise ValueError(
-                f"omega0 has shape {tuple(omega0.shape)}, expected (B, lmax, lmax) = {(self.batch, self.lmax, self.lmax)}"
+                f"omega0 has shape {tuple(omega0.shape)}, expected (B, lmax, lmax) = "
+                f"{(self.batch, self.lmax, self.lmax)}"
             )
         self.gammas = operator_coefficients(r, kl, radius=self.radius, tau=self.tau)
         self.core = SpectralCore(self.lmax, dealias=1.5, radius=self.radius).to(self.device)

@@ -26,9 +26,8 @@ Schemes
   (one explicit evaluation per step; the primitive-equation runs).
 * :class:`ETDRK2`, :class:`ETDRK4`: exponential time differencing (Cox & Matthews 2002, *J. Comput.
   Phys.* 176, 430-455, eqs. 22 and 26-29) for ``du/dt = L u + N(u)`` with ``L`` diagonal and real,
-  integrated exactly through the phi-functions ``phi_0(z) = exp(z)``, ``phi_{k+1}(z) = (phi_k(z) - 1/k!)/z``
-  (:func:`phi_functions`: the Taylor series for ``|z| < 1``, where the recursion cancels (Kassam &
-  Trefethen 2005, *SIAM J. Sci. Comput.* 26, 1214), the closed forms elsewhere).
+  integrated exactly through the phi-functions (:func:`phi_functions`); defined in
+  :mod:`dandelion.solvers.exponential` and re-exported here.
 
 :func:`imex_amplification` evaluates a tableau's amplification factor on the scalar test equation
 ``u' = lambda_ex u + lambda_im u``, from which simulations derive scheme-specific step limits.
@@ -47,12 +46,13 @@ for tableaux with non-decreasing ``c`` every factor is a decay.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from .exponential import ETDRK2, ETDRK4, phi_functions
 
 __all__ = [
     "tree_map",
@@ -374,9 +374,12 @@ class SemiImplicitLeapfrog:
 
 
 def imex_amplification(tableau: IMEXTableau, z_ex: torch.Tensor, z_im: torch.Tensor) -> torch.Tensor:
-    """Amplification factor ``R`` of an IMEX tableau on ``u' = lambda_ex u + lambda_im u`` with
+    """Amplification factor ``R`` of an IMEX tableau on ``u' = lambda_ex u + lambda_im u``.
+
     ``z_ex = h lambda_ex`` (explicit) and ``z_im = h lambda_im`` (implicit), any broadcastable shapes:
-    stages ``U_i = 1 + sum_j a_ex_ij z_ex U_j + sum_j a_im_ij z_im U_j``, ``R = 1 + sum_j (b_ex_j z_ex + b_im_j z_im) U_j``."""
+    stages ``U_i = 1 + sum_j a_ex_ij z_ex U_j + sum_j a_im_ij z_im U_j``,
+    ``R = 1 + sum_j (b_ex_j z_ex + b_im_j z_im) U_j``.
+    """
     T = tableau
     U: list = []
     for i in range(len(T.c)):
@@ -388,129 +391,3 @@ def imex_amplification(tableau: IMEXTableau, z_ex: torch.Tensor, z_im: torch.Ten
     for j in range(len(T.c)):
         out = out + (T.b_ex[j] * z_ex + T.b_im[j] * z_im) * U[j]
     return out
-
-
-# ---------------------------------------------------------------------------- exponential time differencing
-_SERIES_TERMS = 30
-_SERIES_RADIUS = 1.0
-
-
-def phi_functions(z: torch.Tensor, kmax: int = 3) -> list[torch.Tensor]:
-    """``[phi_0(z), ..., phi_kmax(z)]`` for real ``z`` of any shape (float64).
-
-    Parameters
-    ----------
-    z : torch.Tensor
-        Real arguments (e.g. ``sigma * dt``); cast to float64. Large negative values (stiff
-        decay, ``z = -1e9``) are fine; ``exp`` overflows above ``z ~ 709``.
-    kmax : int
-        Highest phi-function wanted (>= 0).
-
-    Returns
-    -------
-    list of torch.Tensor, each the shape of ``z``, float64.
-
-    Raises
-    ------
-    ValueError
-        If ``kmax < 0`` or ``z`` is complex.
-    """
-    if kmax < 0:
-        raise ValueError(f"kmax={kmax} must be >= 0")
-    if torch.is_complex(z):
-        raise ValueError("phi_functions takes real z (diagonal real rates)")
-    z = z.to(torch.float64)
-    small = z.abs() < _SERIES_RADIUS
-    zs = torch.where(small, z, torch.zeros_like(z))  # series argument (masked)
-    zl = torch.where(small, torch.ones_like(z), z)  # closed-form argument (masked, never 0)
-    out = [torch.exp(z)]
-    phi_large = torch.expm1(zl) / zl
-    for k in range(1, kmax + 1):
-        # series: phi_k(z) = sum_j z^j / (j + k)!  (Horner, highest term first)
-        acc = torch.zeros_like(zs)
-        for j in range(_SERIES_TERMS - 1, -1, -1):
-            acc = acc * zs + 1.0 / math.factorial(j + k)
-        if k > 1:
-            phi_large = (phi_large - 1.0 / math.factorial(k - 1)) / zl
-        out.append(torch.where(small, acc, phi_large))
-    return out
-
-
-def _step(dt, linear: torch.Tensor):
-    """``dt`` as a float, or as a float64 tensor broadcastable against ``linear`` (one step per trajectory)."""
-    if isinstance(dt, torch.Tensor):
-        if not bool((dt > 0).all()):
-            raise ValueError(f"every dt must be positive, got {dt.reshape(-1).tolist()}")
-        return dt.to(dtype=torch.float64, device=linear.device)
-    if not dt > 0:
-        raise ValueError(f"dt={dt} must be positive")
-    return float(dt)
-
-
-class ETDRK2:
-    """Cox-Matthews ETDRK2 (2002, eq. 22) for ``du/dt = L u + N(u)`` with diagonal real ``L``.
-
-    Parameters
-    ----------
-    linear : torch.Tensor
-        Real rates ``L``, broadcastable against the state (e.g. ``(B, lmax, 1)``), units 1/time.
-    dt : float or torch.Tensor
-        Step, same time unit; a tensor broadcastable against ``linear`` (e.g. ``(B, 1, 1)``) gives each
-        trajectory its own step.
-
-    ``step(u, nonlinear, nu=None)`` returns ``u(t + dt)``; ``nonlinear(u)`` must return ``N(u)`` with
-    the state's shape. Two evaluations of ``N`` per step; exact when ``N = 0``.
-    """
-
-    def __init__(self, linear: torch.Tensor, dt):
-        self.dt = h = _step(dt, linear)
-        e, p1, p2 = phi_functions(linear.to(torch.float64) * h, kmax=2)
-        self.e, self.hp1, self.hp2 = e, h * p1, h * p2
-
-    def step(
-        self, u: torch.Tensor, nonlinear: Callable[[torch.Tensor], torch.Tensor], nu: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """``u(t + dt)``; ``nu = N(u)`` may be passed if already computed."""
-        nu = nonlinear(u) if nu is None else nu
-        a = self.e * u + self.hp1 * nu
-        return a + self.hp2 * (nonlinear(a) - nu)
-
-
-class ETDRK4:
-    """Cox-Matthews ETDRK4 (2002, eqs. 26-29) for ``du/dt = L u + N(u)`` with diagonal real ``L``.
-
-    Coefficients (``z = L dt``): half-step ``exp(z/2)`` and ``dt/2 * phi_1(z/2)``; final
-    ``f1 = phi_1 - 3 phi_2 + 4 phi_3``, ``f2 = phi_2 - 2 phi_3`` (weighting ``N(a) + N(b)`` twice), ``f3 = -phi_2 + 4 phi_3``
-    (Kassam & Trefethen 2005, eq. 2.5 written in phi-functions). Four evaluations of ``N`` per
-    step; fourth order; exact for ``N = 0``; reduces to a classical 4-stage RK scheme for ``L = 0``.
-
-    Parameters
-    ----------
-    linear : torch.Tensor
-        Real rates ``L`` broadcastable against the state, 1/time.
-    dt : float or torch.Tensor
-        Step, same time unit (a tensor: one step per trajectory, broadcastable against ``linear``).
-    """
-
-    def __init__(self, linear: torch.Tensor, dt):
-        self.dt = h = _step(dt, linear)
-        z = linear.to(torch.float64) * h
-        e2, q1 = phi_functions(0.5 * z, kmax=1)
-        e, p1, p2, p3 = phi_functions(z, kmax=3)
-        self.e, self.e2, self.q = e, e2, 0.5 * h * q1
-        self.f1 = h * (p1 - 3.0 * p2 + 4.0 * p3)
-        self.f2 = 2.0 * h * (p2 - 2.0 * p3)  # the weight of N(a) + N(b), i.e. 2 f2 of Cox-Matthews
-        self.f3 = h * (-p2 + 4.0 * p3)
-
-    def step(
-        self, u: torch.Tensor, nonlinear: Callable[[torch.Tensor], torch.Tensor], nu: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """``u(t + dt)``; ``nu = N(u)`` may be passed if already computed."""
-        nu = nonlinear(u) if nu is None else nu
-        a = self.e2 * u + self.q * nu
-        na = nonlinear(a)
-        b = self.e2 * u + self.q * na
-        nb = nonlinear(b)
-        c = self.e2 * a + self.q * (2.0 * nb - nu)
-        nc = nonlinear(c)
-        return self.e * u + self.f1 * nu + self.f2 * (na + nb) + self.f3 * nc

@@ -284,7 +284,10 @@ class PrimitiveEquations:
         return self.core.integrate_grid(ps) / (4 * math.pi * self.core.radius**2)
 
     def tracer_mass(self, x: torch.Tensor) -> torch.Tensor:
-        """Mass-weighted global-mean tracer ``sum_k dsigma_k mean(ps q_k)`` (Pa), shape (B,) (exact: the l=0 coefficient)."""
+        """Mass-weighted global-mean tracer ``sum_k dsigma_k mean(ps q_k)`` (Pa), shape (B,).
+
+        Exact: computed from the l=0 coefficient.
+        """
         m = self.core.mean(PEState(x, self.n).tracer)
         return (m * self.dsig).sum(-1)
 

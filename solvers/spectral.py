@@ -340,7 +340,10 @@ class SpectralCore(nn.Module):
         self._dv1 = _SymLegendre(dv[1], "out", nb)
 
     def extra_repr(self) -> str:
-        return f"lmax={self.lmax}, nlat={self.nlat}, nlon={self.nlon}, grid={self.grid}, dealias={self.dealias}, radius={self.radius}"
+        return (
+            f"lmax={self.lmax}, nlat={self.nlat}, nlon={self.nlon}, grid={self.grid}, dealias={self.dealias}, "
+            f"radius={self.radius}"
+        )
 
     @property
     def device(self) -> torch.device:

@@ -15,7 +15,7 @@ A simulation with a state-dependent step (the CFL step of chained turbulence) gi
 ``max_step`` per trajectory; before every step it is re-evaluated, and where the planned step
 exceeds it the rest of that trajectory's interval is re-split by the same rule. With a fixed step
 that divides the interval (every frame interval of the shipped datasets) the steps are exactly the
-fixed step, so the rule reproduces the step counts and states of the former per-solver loops.
+fixed step, so the rule gives the same step counts and states as stepping by the fixed step by hand.
 
 **Stability limits.** A simulation lists its limits as :class:`StabilityLimit` (advective Courant
 number, inertial ``f dt``, explicit gravity waves, scheme-specific conditions), each with the
@@ -238,7 +238,8 @@ def advance(sim: Simulation, t: float) -> None:
     if sim.fixed_step is not None and sim.fixed_step > span * (1.0 + TOLERANCE):
         raise ValueError(
             f"{sim.name}: time step dt={sim.fixed_step:g} {sim.time_units} is longer than the interval {span:g} "
-            f"{sim.time_units} to t={t:g}; it is not shortened silently: choose dt <= {span:g} (a divisor of the frame interval)"
+            f"{sim.time_units} to t={t:g}; it is not shortened silently: choose dt <= {span:g} (a divisor of the "
+            "frame interval)"
         )
     clock = sim.clock
     target = None

@@ -1,5 +1,8 @@
-"""Chained turbulence (docs/datasets/chained_turbulence.md): operator coefficients, exact linear growth, gauge and angular
-momentum, inviscid invariants from a saturated state, spectral peak (slow), ETD phi-functions."""
+"""Chained turbulence (docs/datasets/chained_turbulence.md).
+
+Operator coefficients, exact linear growth, gauge and angular momentum, inviscid invariants from a
+saturated state, spectral peak (slow), ETD phi-functions.
+"""
 
 import math
 
@@ -18,7 +21,7 @@ from dandelion.solvers.chained_turbulence import (
     operator_coefficients,
     peak_degree,
 )
-from dandelion.solvers.integrators import ETDRK2, ETDRK4, phi_functions
+from dandelion.solvers.exponential import ETDRK2, ETDRK4, phi_functions
 from dandelion.sphere import SphereGrid
 
 SWEEP = [(r, kl) for r in (2, 4, 7, 10) for kl in (0.4, 0.7, 1.0, 1.4, 1.8)]
@@ -266,6 +269,7 @@ def test_time_mean_spectrum_peaks_near_the_linear_peak(r, kl):
     mean = torch.stack(spec).mean(0)
     peak = int(torch.argmax(mean[1:])) + 1
     print(
-        f"r={r} kL={kl}: spectrum peak l={peak}, predicted {peak_degree(r, kl)}, RMS vorticity {np.mean(rms):.2f}/tau, steps {sim.n_steps}"
+        f"r={r} kL={kl}: spectrum peak l={peak}, predicted {peak_degree(r, kl)}, RMS vorticity "
+        f"{np.mean(rms):.2f}/tau, steps {sim.n_steps}"
     )
     assert abs(peak - peak_degree(r, kl)) <= 2

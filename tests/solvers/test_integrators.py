@@ -40,7 +40,10 @@ def test_convergence_order(scheme, order):
     eq = SplitOscillator(wn=1.3, wl=4.0, d=-2.0)
     u0 = Pair(torch.tensor([1.0 + 0j], dtype=torch.complex128), torch.tensor([0.5j], dtype=torch.complex128))
     T = 1.0
-    exact = lambda x: x * torch.exp(torch.tensor((1j * (1.3 + 4.0) - 2.0) * T))
+
+    def exact(x):
+        return x * torch.exp(torch.tensor((1j * (1.3 + 4.0) - 2.0) * T))
+
     errs = []
     for n in (40, 80):
         out = integrate(make_stepper(scheme, eq, T / n), u0, n)

@@ -180,7 +180,8 @@ def test_jablonowski_williamson_wave_develops():
     v_sh = float(vp[:, :, sh].abs().max())
     dps = float((out[True]["ps"] - out[False]["ps"]).abs().max())
     print(
-        f"JW06 day 9, T21 L20: unperturbed max|v| = {float(vs.abs().max()):.3f} m/s; perturbed NH max|v| = {v_nh:.2f} m/s, "
+        f"JW06 day 9, T21 L20: unperturbed max|v| = {float(vs.abs().max()):.3f} m/s; perturbed NH max|v| = "
+        f"{v_nh:.2f} m/s, "
         f"SH max|v| = {v_sh:.3f} m/s, max|ps - ps_unperturbed| = {dps / 100:.2f} hPa"
     )
     assert float(vs.abs().max()) < 1.0

@@ -119,7 +119,10 @@ def test_bump_widths_and_seam_symmetry():
     # widths: e-folding distances of the paper, alpha = 1/3 rad zonal, beta = 1/15 rad meridional
     assert BUMP_ALPHA == pytest.approx(1 / 3) and BUMP_BETA == pytest.approx(1 / 15)
     c = math.cos(math.pi / 4)
-    t = lambda x: torch.tensor(x, dtype=torch.float64)
+
+    def t(x):
+        return torch.tensor(x, dtype=torch.float64)
+
     assert float(bump_height(t(math.pi / 4), t(-1 / 3), 1.0, math.pi / 4, 0.0)) == pytest.approx(c / math.e, rel=1e-12)
     lat_n = t(math.pi / 4 + 1 / 15)
     assert float(bump_height(lat_n, t(0.0), 1.0, math.pi / 4, 0.0)) == pytest.approx(
@@ -134,7 +137,10 @@ def test_bump_only_on_northern_jet():
     # the initial fields themselves (before spectral truncation): jets at +-phi_c, bump in the north only
     grid = SphereGrid(181, 360, "equiangular")
     pts = (grid.xyz, grid.east, grid.north)
-    one = lambda x: torch.tensor([x], dtype=torch.float64)
+
+    def one(x):
+        return torch.tensor([x], dtype=torch.float64)
+
     jets = [
         (one(80.0), one(math.radians(30)), one(math.radians(70))),
         (one(80.0), one(math.radians(-70)), one(math.radians(-30))),

@@ -1,6 +1,10 @@
-"""The one time-stepping driver: the landing rule reproduces the step counts of the former per-solver
-loops, fixed steps that divide an interval are taken exactly, stability limits are refused with the
-largest safe step, and the state-dependent limits are checked during the run."""
+"""The one time-stepping driver.
+
+The landing rule reproduces the step counts of independent restatements of each solver's stepping
+rule (fixed steps, the geometric schedule, the adaptive CFL loop), fixed steps that divide an interval
+are taken exactly, stability limits are refused with the largest safe step, and the state-dependent
+limits are checked during the run.
+"""
 
 import math
 
@@ -16,17 +20,22 @@ from dandelion.solvers.integrators import ARS222, IMEX_EULER, imex_amplification
 from dandelion.solvers.time_stepping import StabilityLimit, enforce_limits
 
 
-# ------------------------------------------------------------------ the former rules, restated from their loops
+# ------------------------------------------------------------------ reference rules, written as explicit loops
 def fixed_step_count(span, dt):
-    """ShallowWaterSimulation / HeldSuarezSimulation.advance_to before the driver: ``floor(span/dt + 1e-9)``
-    steps of ``dt`` plus one shorter step if more than ``1e-9 dt`` remains."""
+    """The fixed-step rule of ShallowWaterSimulation / HeldSuarezSimulation, restated.
+
+    ``floor(span/dt + 1e-9)`` steps of ``dt`` plus one shorter step if more than ``1e-9 dt`` remains.
+    """
     n = math.floor(span / dt + 1e-9)
     return n + (1 if span - n * dt > 1e-9 * dt else 0)
 
 
 def schedule_step_count(t0, t1, dt=None):
-    """CahnHilliardSimulation's former step_times: the geometric schedule (ratio growth 0.01 in t + c,
-    no step above 100) or uniform steps no longer than ``dt``."""
+    """CahnHilliardSimulation's step schedule, restated.
+
+    The geometric schedule (ratio growth 0.01 in t + c, no step above 100) or uniform steps no longer
+    than ``dt``.
+    """
     if dt is not None:
         return max(1, math.ceil((t1 - t0) / dt - 1e-9))
     c = math.exp(-5.0) / math.expm1(0.01)
@@ -41,7 +50,7 @@ def galewsky_params(B, u_max=80.0):
 
 
 def counts(sim, targets):
-    out, t0, old = [], sim.time, sim.n_steps
+    out, old = [], sim.n_steps
     for t in targets:
         sim.advance_to(t)
         out.append(sim.n_steps - old)
@@ -51,7 +60,7 @@ def counts(sim, targets):
 
 # ------------------------------------------------------------------ landing rule
 @pytest.mark.parametrize("lmax", [16, 32])
-def test_shallow_water_step_counts_match_the_former_rule(lmax):
+def test_shallow_water_step_counts_match_the_fixed_step_rule(lmax):
     dt = galewsky_default_dt(lmax)
     targets = [14400.0, 28800.0, 30000.0, 31000.0, 86400.0]
     sim = GalewskySimulation(galewsky_params(2), lmax=lmax, dt=dt, nu=1e5)
@@ -76,7 +85,7 @@ def test_dividing_step_is_taken_exactly():
 
 
 @pytest.mark.parametrize("dt", [1800.0, 2400.0])
-def test_held_suarez_step_counts_match_the_former_rule(dt):
+def test_held_suarez_step_counts_match_the_fixed_step_rule(dt):
     p = dict(
         omega_factor=torch.tensor([1.0, 2.0]),
         delta_T_y=torch.tensor([60.0, 40.0]),
@@ -88,7 +97,7 @@ def test_held_suarez_step_counts_match_the_former_rule(dt):
 
 
 @pytest.mark.parametrize("dt", [None, 0.3])
-def test_cahn_hilliard_step_counts_match_the_former_schedule(dt):
+def test_cahn_hilliard_step_counts_match_the_geometric_schedule(dt):
     phi0 = torch.stack(
         [initial_phi(np.random.default_rng(b), mean=0.5, variance=0.01, radius=5.0, lmax=12) for b in range(2)]
     )
@@ -99,8 +108,8 @@ def test_cahn_hilliard_step_counts_match_the_former_schedule(dt):
     assert counts(sim, targets) == [schedule_step_count(a, b, dt) for a, b in zip([0.0] + targets, targets)]
 
 
-def test_chained_turbulence_adaptive_steps_match_the_former_loop():
-    """The former loop, restated: per trajectory, split the rest into ceil(rest / cfl_step) equal steps,
+def test_chained_turbulence_adaptive_steps_match_an_explicit_loop():
+    """The adaptive CFL loop, restated: per trajectory, split the rest into ceil(rest / cfl_step) equal steps,
     re-split when the CFL step drops below the plan; all trajectories step together."""
     r, kl = torch.tensor([4.0, 7.0]), torch.tensor([1.0, 1.4])
     om = torch.stack(
