@@ -32,8 +32,11 @@ __all__ = ["CahnHilliardScenario"]
 
 @register_scenario("cahn_hilliard")
 class CahnHilliardScenario(Scenario):
-    """Cahn-Hilliard scenario (module docstring). Scenario config keys: ``dt_frame`` (10),
-    ``stabilizer`` (2), ``scheme`` ("ars222" or "imex_euler"), ``dt`` (null = the reference schedule), ``cell_area`` (0.039), ``cell_edge`` (0.3)."""
+    """Cahn-Hilliard scenario (module docstring).
+
+    Scenario config keys: ``dt_frame`` (10), ``stabilizer`` (2), ``scheme`` ("ars222" or "imex_euler"),
+    ``dt`` (null = the reference schedule), ``cell_area`` (0.039), ``cell_edge`` (0.3).
+    """
 
     time_units = "nondimensional"
     fields = {"phi": FieldSpec("scalar", "1", "phase field (order parameter)", ("phi",))}
@@ -78,8 +81,11 @@ class CahnHilliardScenario(Scenario):
         return self.cfg["dt_frame"]
 
     def validate_time_step(self) -> None:
-        """A fixed ``dt`` longer than the frame interval is refused (the scheme's own limit depends on
-        the state and is checked by the solver: :meth:`~dandelion.solvers.cahn_hilliard.CahnHilliard.largest_stable_step`)."""
+        """A fixed ``dt`` longer than the frame interval is refused.
+
+        The scheme's own limit depends on the state and is checked by the solver
+        (:meth:`~dandelion.solvers.cahn_hilliard.CahnHilliard.largest_stable_step`).
+        """
         self.refuse_step_longer_than_frames(self.cfg["dt"])
 
     def sanity_bounds(self):

@@ -1,4 +1,6 @@
-"""``chained_turbulence``: actively driven vorticity on the unit sphere (docs/datasets/chained_turbulence.md, mickelin_gns).
+"""``chained_turbulence``: actively driven vorticity on the unit sphere.
+
+Dataset card: docs/datasets/chained_turbulence.md (variant mickelin_gns).
 
 The generalised Navier-Stokes model of Mickelin et al. (2018, PRL 120, 164503), solved by
 :class:`dandelion.solvers.chained_turbulence.ChainedTurbulenceSimulation` (spectral, ETDRK4, l = 0 held

@@ -1,4 +1,6 @@
-"""``held_suarez``: dry dynamical core with Held-Suarez (1994) forcing and a passive tracer (docs/datasets/held_suarez.md, variant C).
+"""``held_suarez``: dry dynamical core with Held-Suarez (1994) forcing and a passive tracer.
+
+Dataset card: docs/datasets/held_suarez.md (variant C).
 
 Each trajectory is one run of the sigma-coordinate spectral primitive-equation core
 (:mod:`dandelion.solvers.primitive_equations`) forced as in :mod:`dandelion.solvers.held_suarez`,

@@ -200,7 +200,8 @@ class Scenario:
             )
         if not self.band_limited and cfg.get("output_lmax") is not None:
             raise ValueError(
-                f"dataset.output_lmax={cfg['output_lmax']!r} does not apply to {self.name!r} (finite volume, not band-limited)"
+                f"dataset.output_lmax={cfg['output_lmax']!r} does not apply to {self.name!r} (finite volume, not "
+                "band-limited)"
             )
         merged = dict(self.DEFAULTS)
         merged.update({k: v for k, v in cfg.items() if v is not None or k not in merged})

@@ -1,8 +1,9 @@
 """Day-6 relative vorticity of the canonical Galewsky et al. (2004) case, for comparison with their Fig. 4.
 
 Runs :func:`dandelion.solvers.galewsky.canonical_galewsky` (one jet, u_max 80 m/s, H 10 km,
-bump 120 m, Laplacian viscosity 1e5 m^2/s) at band limit ``--lmax`` (default 128: the 256x512 equiangular grid holds degrees < 128) and draws the
-vorticity synthesised exactly on a 256 x 512 equiangular grid (truncated to that grid's band limit).
+bump 120 m, Laplacian viscosity 1e5 m^2/s) at band limit ``--lmax`` (default 128: the 256x512
+equiangular grid holds degrees < 128) and draws the vorticity synthesised exactly on a 256 x 512
+equiangular grid (truncated to that grid's band limit).
 
     python docs/make_galewsky_figure.py [--lmax 128] [--dt 900] [--out docs/galewsky_vorticity_day6.png]
 """

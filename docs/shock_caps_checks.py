@@ -27,7 +27,10 @@ def caps(grid, K, delta, seed):
 
 
 def cfl_sweep(ny=24, t_end=0.4, values=(0.3, 0.45, 0.6, 0.8, 1.0, 1.2, 1.5)):
-    """Per Courant number: worst relative energy increase in one step, min h, mass drift, on K=16, delta=1, seeds 0-3."""
+    """Per Courant number: worst relative energy increase in one step, min h, mass drift.
+
+    On K=16, delta=1, seeds 0-3.
+    """
     g = CalhounHelzelGrid(ny)
     op = FVOperator(g)
     q0 = op.project(torch.stack([caps(g, 16, 1.0, s) for s in range(4)]))

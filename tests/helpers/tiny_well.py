@@ -20,10 +20,11 @@ DT = 1.0  # model hours between frames
 
 
 def analytic(colat: np.ndarray, lon: np.ndarray, traj: int, n_frames: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``height (T, nlat, nlon)``, ``u`` and ``v`` (eastward, northward) ``(T, nlat, nlon)`` at the given rows and columns.
+    """``height (T, nlat, nlon)``, ``u`` and ``v`` (eastward, northward) ``(T, nlat, nlon)`` at given nodes.
 
-    height: a smooth quadratic in the position vector turning about the z axis; velocity: a solid-body
-    rotation about an axis that depends on the trajectory, exactly tangent.
+    The nodes are the given rows and columns. height: a smooth quadratic in the position vector turning
+    about the z axis; velocity: a solid-body rotation about an axis that depends on the trajectory,
+    exactly tangent.
     """
     th, ph = colat[:, None], lon[None, :]
     xyz = np.stack([np.sin(th) * np.cos(ph), np.sin(th) * np.sin(ph), np.cos(th) + 0 * ph])

@@ -1,4 +1,7 @@
-"""The report's figures say what they show: axes that fit the data, labels naming the error, titles naming the forecast."""
+"""The report's figures say what they show.
+
+Axes that fit the data, labels naming the error, titles naming the forecast.
+"""
 
 import numpy as np
 import pytest

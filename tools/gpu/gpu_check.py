@@ -230,8 +230,7 @@ def run(out: Path, dry: bool, wheels: Path, budget_s: float, python: str = sys.e
         _install(c, wheels, lim["install"])
     c.step(
         "tests",
-        py
-        + ["-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests" / "benchmarks" / "test_gpu_models.py")],
+        py + ["-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests" / "dandelion" / "test_gpu_models.py")],
         lim["tests"],
     )
 
@@ -271,7 +270,7 @@ def run(out: Path, dry: bool, wheels: Path, budget_s: float, python: str = sys.e
     data = c.work / "galewsky"
     gen = py + [
         "-m",
-        "dandelion.datasets.generate",
+        "dandelion.cli.generate",
         "dataset=galewsky",
         f"dataset.path={data}",
         f"dataset.nlat={g['nlat']}",
