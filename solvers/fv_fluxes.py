@@ -95,7 +95,10 @@ class FVOperator:
 
     def __init__(self, grid: CalhounHelzelGrid, gravity: float = GRAVITY_ND):
         self.grid, self.g = grid, float(gravity)
-        t = lambda v: v.permute(2, 0, 1).contiguous()  # (Y, X, 3) -> (3, Y, X)
+
+        def t(v):  # (Y, X, 3) -> (3, Y, X)
+            return v.permute(2, 0, 1).contiguous()
+
         self.nx_, self.ny_ = t(grid.normal_x), t(grid.normal_y)
         self.rx, self.ry = t(grid.mid_x), t(grid.mid_y)
         self.lx, self.ly = grid.len_x, grid.len_y

@@ -155,7 +155,10 @@ class ConservativeRemap:
         quad = torch.stack([torch.stack([c[:-1, :-1], c[:-1, 1:]], 2), torch.stack([c[1:, :-1], c[1:, 1:]], 2)], 2)
         quad = quad.reshape(ny * nx, 2, 2, 3)  # per cell a 2 x 2 corner array
         area_in = g.area.cpu().numpy().ravel()
-        unit = lambda v: v / np.linalg.norm(v, axis=-1, keepdims=True)
+
+        def unit(v):
+            return v / np.linalg.norm(v, axis=-1, keepdims=True)
+
         for m in np.unique(m_cell):
             m = int(m)
             cells = np.nonzero(m_cell.ravel() == m)[0]
@@ -219,7 +222,10 @@ class ConservativeRemap:
         """Remapped conserved variables ``(B, 4, nlat, nlon)`` (``h``, ``m_x``, ``m_y``, ``m_z``)."""
         B = q.shape[0]
         sx, sy = self.slopes(q)
-        flat = lambda v: v.reshape(B * 4, -1).transpose(0, 1)
+
+        def flat(v):
+            return v.reshape(B * 4, -1).transpose(0, 1)
+
         out = sum(torch.sparse.mm(w, flat(v)) for w, v in zip(self._w, (q, sx, sy)))
         out = out.transpose(0, 1).reshape(B, 4, self.grid_out.nlat, self.grid_out.nlon)
         for r in self.pole_rows:
