@@ -19,12 +19,14 @@ every cell ``(dataset, model, seed)``:
    over leads 1..20), area-weighted and the Well's unweighted definition, per field and averaged;
 5. the cell's result JSON ``results_dir/<dataset>/<model>/seed<k>.json`` is written atomically.
 
-The bookkeeping (which cells exist and are finished, :mod:`dandelion.benchmarks.grid.cells`): a cell whose result JSON exists and was made under the same protocol (:func:`protocol_hash` of the
-scale's settings, and the resolved trainer configuration) is finished and skipped; any other is
-``stale`` and run again. A sweep run whose ``result.json`` exists under
-``runs/<dataset>/<model>/seed<k>/t<training_hash>/`` is reused; an interrupted sweep run continues
-exactly from its ``last.pt``. So the same command resumes a killed benchmark. ``dandelion-report target=leaderboard scale=<scale>`` then gathers the cells
-(:mod:`dandelion.benchmarks.leaderboard.render`).
+The bookkeeping (which cells exist and are finished, :mod:`dandelion.benchmarks.grid.cells`): a cell whose
+result JSON exists and was made under the same protocol (:func:`protocol_hash` of the scale's settings, and the
+resolved trainer configuration) is finished and skipped; any other is ``stale`` and run again. A sweep run whose
+``result.json`` exists under ``runs/<dataset>/<model>/seed<k>/t<training_hash>/`` is reused; an interrupted sweep
+run continues exactly from its ``last.pt``. So the same command resumes a killed benchmark.
+``dandelion-report target=leaderboard scale=<scale>`` then gathers the cells
+(:mod:`dandelion.benchmarks.leaderboard.render`). The calls into the jobs (generation, training command,
+rollout) are in :mod:`dandelion.benchmarks.grid.runs`; where the folders are, in :mod:`dandelion.benchmarks.paths`.
 
 Use::
 
@@ -41,7 +43,6 @@ import math
 import shlex
 import sys
 import time
-from importlib.resources import files
 from pathlib import Path
 
 import torch
@@ -55,7 +56,6 @@ from dandelion.benchmarks.grid.cells import (
     data_digest,
     dataset_spec,
     flatten_overrides,
-    fmt_value,
     lr_tag,
     metric_summaries,
     protocol_hash,
@@ -65,82 +65,44 @@ from dandelion.benchmarks.grid.cells import (
     training_hash,
 )
 from dandelion.benchmarks.grid.references import linear_ar_reference, persistence_reference
+from dandelion.benchmarks.grid.runs import (
+    _benchmark_command,
+    _device,
+    _evaluate,
+    _loss,
+    _read_curve,
+    _run_record,
+    _train_overrides,
+    ensure_dataset,
+)
+from dandelion.benchmarks.paths import resolve_scale_dirs
 from dandelion.cli.common import check_choice, check_device, run
 from dandelion.cli.common import compose_config as compose
-from dandelion.cli.rollout import rollout
 from dandelion.cli.train import train
-from dandelion.datasets.folder import is_complete, load_metadata
-from dandelion.datasets.generate import generate
-from dandelion.runtime import device_name, machine, versions, write_json_atomic
+from dandelion.datasets.folder import load_metadata
+from dandelion.runtime import machine, versions, write_json_atomic
 
-__all__ = ["benchmark", "run_cell", "sweep_lr", "ensure_dataset", "check", "main"]
-
-
-def _device(cfg) -> str:
-    return device_name(cfg.get("device") or cfg.scale.get("device") or "cpu")
-
-
-def ensure_dataset(cfg, key: str) -> Path:
-    """Generate (or complete) the dataset of grid key ``key``; returns its folder.
-
-    A complete folder is left as it is (``dandelion-generate`` checks its fingerprint, so a folder made
-    with another configuration is refused with a ValueError naming it).
-    """
-    spec = dataset_spec(cfg, key)
-    path = Path(spec["path"])
-    if is_complete(path):
-        return path
-    over = [f"dataset={spec['dataset']}", f"dataset.path={path}", *flatten_overrides(spec["overrides"], "dataset.")]
-    gcfg = compose("generate", over)
-    print(
-        f"[benchmark] generating {key}: dandelion-generate {' '.join(over)} batch_size={spec['generate_batch_size']}",
-        flush=True,
-    )
-    generate(
-        OmegaConf.create(
-            {
-                "dataset": OmegaConf.to_container(gcfg.dataset, resolve=True),
-                "device": _device(cfg),
-                "batch_size": spec["generate_batch_size"],
-                "progress": bool(cfg.get("progress", False)),
-            }
-        )
-    )
-    return path
+__all__ = [
+    "benchmark",
+    "run_cell",
+    "sweep_lr",
+    "ensure_dataset",
+    "check",
+    "main",
+    "CELL_SCHEMA",
+    "cell_path",
+    "cells",
+    "compose",
+    "data_digest",
+    "dataset_spec",
+    "flatten_overrides",
+    "protocol_hash",
+    "resolved_trainer",
+    "write_json_atomic",
+]
 
 
 # ---------------------------------------------------------------------------------------------- one cell
-
-
-def _train_overrides(cfg, key: str, model: str, seed: int, lr: float, run_dir: Path, data_path: Path) -> list[str]:
-    s = cfg.scale
-    spec = dataset_spec(cfg, key)
-    trainer = OmegaConf.to_container(s.trainer, resolve=True)
-    trainer["lr"] = float(lr)
-    trainer["progress"] = bool(cfg.get("progress", False))
-    return [
-        f"dataset={spec['dataset']}",
-        f"dataset.path={data_path}",
-        *_model_choice(model),
-        f"model.preset={s.preset}",
-        f"seed={int(seed)}",
-        f"device={_device(cfg)}",
-        f"run_dir={run_dir}",
-        *flatten_overrides(trainer, "trainer."),
-        *_plugins(cfg),
-    ]
-
-
-def _model_choice(model: str) -> list[str]:
-    """``model=NAME`` when configs/model/NAME.yaml exists, else the default group entry renamed (plugin models)."""
-    if files("dandelion.configs").joinpath("model", f"{model}.yaml").is_file():
-        return [f"model={model}"]
-    return [f"model.name={model}"]
-
-
-def _plugins(cfg) -> list[str]:
-    plugins = list(cfg.scale.get("plugins") or [])
-    return [f"plugins={fmt_value(plugins)}"] if plugins else []
 
 
 def _train_one(cfg, key, model, seed, lr, data_path, run_dir: Path | None = None) -> dict:
@@ -184,52 +146,6 @@ def _train_one(cfg, key, model, seed, lr, data_path, run_dir: Path | None = None
         write_json_atomic(done, res)
         print(f"[benchmark] {run_dir}: diverged ({err}); recorded in {done}", flush=True)
     return {**res, "lr": float(lr), "command": command, "reused": False}
-
-
-def _evaluate(cfg, key, checkpoint: Path, data_path: Path, out_dir: Path) -> tuple[dict, str]:
-    e = cfg.scale.evaluation
-    spec = dataset_spec(cfg, key)
-    over = [
-        f"checkpoint={checkpoint}",
-        f"dataset={spec['dataset']}",
-        f"dataset.path={data_path}",
-        f"device={_device(cfg)}",
-        f"split={e.get('split', 'test')}",
-        f"n_steps={int(e.n_steps)}",
-        f"init_stride={int(e.get('init_stride', 1))}",
-        f"max_inits={fmt_value(e.get('max_inits'))}",
-        f"batch_size={int(e.get('batch_size', 8))}",
-        f"output_dir={out_dir}",
-        "save_forecasts=false",
-        "sample=false",
-        "plots=false",
-        f"progress={fmt_value(bool(cfg.get('progress', False)))}",
-        f"spectra_leads=[1,{min(5, int(e.n_steps))},{int(e.n_steps)}]",
-        *_plugins(cfg),
-    ]
-    r = rollout(compose("rollout", over))
-    return r["results"], "dandelion-rollout " + " ".join(shlex.quote(o) for o in over)
-
-
-def _read_curve(run_dir) -> list[dict]:
-    """The validation curve of a training run: ``[{step, phase, train_loss, val_loss, val_vrmse}, ...]`` from its
-    ``metrics.jsonl`` (one record per epoch; empty when the file is missing)."""
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a torn last line of a killed run
-        out.append({k: r.get(k) for k in ("step", "phase", "train_loss", "val_loss", "val_vrmse")})
-    return out
-
-
-def _loss(run: dict) -> float:
-    v = float(run.get("val_loss", math.nan))
-    return v if math.isfinite(v) else math.inf  # a diverged run is the worst
 
 
 def sweep_lr(cfg, key: str, model: str, seed: int, data_path: Path) -> tuple[list[dict], dict, dict]:
@@ -375,8 +291,8 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
         "seed": int(seed),
         "n_parameters": int(best.get("n_parameters", 0)),
         "lr": float(best["lr"]),
-        "selection": "lowest next-step loss (area-weighted MSE in the target's normalised units) of the final model (last.pt, after the "
-        "autoregressive fine-tune) on the valid split, "
+        "selection": "lowest next-step loss (area-weighted MSE in the target's normalised units) of the final model "
+        "(last.pt, after the autoregressive fine-tune) on the valid split, "
         + (
             f"swept on seed {sweep_seed} (widened along the ladder until the best rate is inside the tried rates) and "
             "reused for the other seeds"
@@ -416,34 +332,18 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
     return record
 
 
-def _run_record(r: dict) -> dict:
-    return {
-        "lr": float(r["lr"]),
-        "val_loss": float(r["val_loss"]),
-        "val_vrmse": float(r["val_vrmse"]),
-        "train_loss": float(r["train_loss"]),
-        "steps": int(r["step"]),
-        "stopped": r.get("stopped"),
-        "minutes": float(r.get("minutes", 0.0)),
-        "run_dir": r["run_dir"],
-        "reused": bool(r.get("reused")),
-        "curve": r.get("curve", []),
-    }
-
-
-def _benchmark_command(cfg) -> str:
-    return "dandelion-benchmark " + " ".join(shlex.quote(a) for a in (cfg.get("_argv") or [f"scale={cfg.scale.name}"]))
-
-
 # ---------------------------------------------------------------------------------------------- the grid
 
 
 def benchmark(cfg) -> dict:
-    """Run (or resume) every unfinished cell of the grid; returns ``{"cells": [...], "ran": n, "skipped": n, "failed": [...]}``.
+    """Run (or resume) every unfinished cell of the grid; returns ``{"cells": [...], "ran": n, "skipped": n,
+    "failed": [...]}``. ``scale.results_dir`` and ``scale.work_dir`` are resolved first
+    (:func:`dandelion.benchmarks.paths.resolve_scale_dirs`; ``_argv``: the command line).
 
     A cell whose every learning rate diverged is reported in ``failed`` (with the reason) and the grid goes on.
     """
     cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
+    resolve_scale_dirs(cfg, cfg.get("_argv"))
     if cfg.scale.get("threads"):
         torch.set_num_threads(int(cfg.scale.threads))
     grid = cells(cfg)
@@ -488,7 +388,10 @@ def benchmark(cfg) -> dict:
 
 def check(cfg, overrides=()) -> None:
     """What ``dandelion-benchmark`` checks before any work: the device, and that ``only.*`` names datasets and
-    models of the scale. Raises :class:`dandelion.cli.common.UsageError` (with the closest name)."""
+    models of the scale, and that ``scale.results_dir`` and ``scale.work_dir`` can be found from the current
+    directory (:func:`dandelion.benchmarks.paths.resolve_scale_dirs`). Raises :class:`dandelion.cli.common.UsageError`
+    (with the closest name, or the option to pass)."""
+    resolve_scale_dirs(cfg, overrides)
     check_device(cfg.get("device") or cfg.scale.get("device") or "cpu")
     only = cfg.get("only") or {}
     for key, choices in (("datasets", list(cfg.scale.datasets)), ("models", [str(m) for m in cfg.scale.models])):
@@ -497,7 +400,8 @@ def check(cfg, overrides=()) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``dandelion-benchmark scale=cpu|full [only.datasets=[..]] [only.models=[..]] [device=..] [dry_run=true]`` (``--help``)."""
+    """``dandelion-benchmark scale=cpu|full [only.datasets=[..]] [only.models=[..]] [device=..] [dry_run=true]``
+    (``--help``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
 
     def _job(cfg: DictConfig) -> None:

@@ -18,12 +18,7 @@ ONE process (same seed, same input batch) and measured with :mod:`dandelion.benc
 * ``ratio_to_dandelion``: every model's number over Dandelion's in the same group;
 * ``largest_batch`` (CUDA; on the CPU only with a simulated capacity ``models.cpu_capacity_mib``):
   the largest batch whose training step runs, found by :func:`search_largest` from a first guess
-  ``free memory / peak per sample`` and checked by real training steps;
-* ``models.identity_sampler=true``: each warp model (Dandelion, Flower2D) is measured a second time in
-  the same group with its sampling replaced by the identity (row ``<model>/identity-sampler``,
-  :mod:`benchmarks.sampler_floor`): the floor of its step that no sampler implementation can go
-  below. Every warp model's row then also counts ``sampled_values`` (values sampled per forward of the
-  batch, one per channel and node of each warp).
+  ``free memory / peak per sample`` and checked by real training steps.
 """
 
 from __future__ import annotations
@@ -44,7 +39,6 @@ from dandelion.benchmarks.speed.measure import (
     timed,
     train_step,
 )
-from dandelion.benchmarks.speed.sampler_floor import sampled_values, with_identity_sampler
 from dandelion.registry import build_model, count_parameters
 
 __all__ = ["measure_group", "add_ratios", "search_largest", "largest_batch", "bench_models"]
@@ -162,7 +156,7 @@ def largest_batch(
                 train_step(model, x, opt, dtype)
                 sync(device)
                 return True
-            return peak_bytes(lambda: train_step(model, x, opt, dtype), device) <= free
+            return peak_bytes(lambda x=x: train_step(model, x, opt, dtype), device) <= free
         except RuntimeError as err:
             if not _oom(err):
                 raise
@@ -185,15 +179,7 @@ def largest_batch(
     return res
 
 
-#: Suffix of the rows of ``models.identity_sampler`` (the model with its warps' sampling replaced by the identity).
-IDENTITY_SUFFIX = "/identity-sampler"
-#: Models with warps that :func:`~dandelion.benchmarks.speed.sampler_floor.with_identity_sampler` can replace.
-WARP_MODELS = ("dandelion", "flower2d")
-
-
 def _build(name: str, spec: dict, device: torch.device) -> torch.nn.Module:
-    if name.endswith(IDENTITY_SUFFIX):
-        return with_identity_sampler(_build(name[: -len(IDENTITY_SUFFIX)], spec, device))
     overrides = {}
     if name == "disco" and spec.get("disco_optimized_kernel") is not None:
         overrides["optimized_kernel"] = bool(spec["disco_optimized_kernel"])
@@ -221,7 +207,7 @@ def measure_group(names: list[str], spec: dict) -> list[dict]:
     out_channels, n_warmup, n_repeat, disco_optimized_kernel (None = the preset's choice),
     checkpoint_blocks (Dandelion's activation checkpointing, default False), compile_kernels (Dandelion's
     torch.compile'd warp-index and norm kernels, default False), largest_batch (bool), max_batch, max_step_s,
-    max_tries, cpu_capacity_mib (None), identity_sampler (default False: add a ``<model>/identity-sampler`` row for each warp model of ``names``).
+    max_tries, cpu_capacity_mib (None).
 
     Returns one row per model; a model that fails to build or run gets a row with ``error``.
     """
@@ -236,14 +222,10 @@ def measure_group(names: list[str], spec: dict) -> list[dict]:
     torch.manual_seed(1)
     x = torch.randn(b, int(spec["in_channels"]), int(spec["nlat"]), int(spec["nlon"]), device=device)
     rows, live = {}, {}
-    if spec.get("identity_sampler"):
-        names = list(names) + [n + IDENTITY_SUFFIX for n in names if n in WARP_MODELS]
     for name in names:
         row = rows[name] = {"model": name, **base}
         try:
             model = _build(name, spec, device)
-            if spec.get("identity_sampler") and name.split("/")[0] in WARP_MODELS:
-                row["sampled_values"] = sampled_values(model, x)
             if name == "disco":
                 kernel = spec.get("disco_optimized_kernel")
                 row["disco_optimized_kernel"] = "preset default" if kernel is None else bool(kernel)
@@ -273,11 +255,11 @@ def measure_group(names: list[str], spec: dict) -> list[dict]:
         for name in order[k:] + order[:k]:
             model, opt = live[name]
             try:
-                c, w = timed(lambda: _forward(model, x, dtype), device)
+                c, w = timed(lambda model=model: _forward(model, x, dtype), device)
                 clocks[name]["forward_cpu_s"].append(c)
                 clocks[name]["forward_wall_s"].append(w)
                 model.train()
-                c, w = timed(lambda: train_step(model, x, opt, dtype), device)
+                c, w = timed(lambda model=model, opt=opt: train_step(model, x, opt, dtype), device)
                 clocks[name]["train_step_cpu_s"].append(c)
                 clocks[name]["train_step_wall_s"].append(w)
             except Exception as err:
@@ -295,8 +277,10 @@ def measure_group(names: list[str], spec: dict) -> list[dict]:
         try:
             model.train()
             row["saved_activation_bytes"] = saved_activation_bytes(model, x, dtype)
-            row["train_step_peak_bytes"] = peak_bytes(lambda: train_step(model, x, opt, dtype), device)
-            row["forward_peak_bytes"] = peak_bytes(lambda: _forward(model, x, dtype), device)
+            row["train_step_peak_bytes"] = peak_bytes(
+                lambda model=model, opt=opt: train_step(model, x, opt, dtype), device
+            )
+            row["forward_peak_bytes"] = peak_bytes(lambda model=model: _forward(model, x, dtype), device)
             for k in ("saved_activation_bytes", "train_step_peak_bytes", "forward_peak_bytes"):
                 row[k.replace("_bytes", "_bytes_per_sample")] = row[k] / b
             if spec.get("largest_batch") and (device.type == "cuda" or spec.get("cpu_capacity_mib")):
@@ -378,7 +362,6 @@ def bench_models(m, device: str, save: Callable[[dict], None] | None = None, out
                         "disco_optimized_kernel": m.get("disco_optimized_kernel"),
                         "checkpoint_blocks": bool(m.get("checkpoint_blocks", False)),
                         "compile_kernels": bool(m.get("compile_kernels", False)),
-                        "identity_sampler": bool(m.get("identity_sampler", False)),
                         "largest_batch": bool(m.get("largest_batch", False))
                         and str(dtype) in [str(d) for d in m.get("largest_batch_dtypes", ["fp32"])],
                         "max_batch": m.get("max_batch"),
@@ -410,7 +393,8 @@ def _line(r: dict) -> str:
         return "-" if v is None else f"{v:.2f}x"
 
     mem = (
-        f", saved {r['saved_activation_bytes_per_sample'] / 2**20:.1f} MiB/sample, peak {r['train_step_peak_bytes_per_sample'] / 2**20:.1f} MiB/sample"
+        f", saved {r['saved_activation_bytes_per_sample'] / 2**20:.1f} MiB/sample, peak "
+        f"{r['train_step_peak_bytes_per_sample'] / 2**20:.1f} MiB/sample"
         if "train_step_peak_bytes" in r
         else ""
     )

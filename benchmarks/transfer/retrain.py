@@ -2,9 +2,9 @@
 
 A benchmark cell (``results_dir/<dataset>/<model>/seed<k>.json``, committed) names the run it scored
 (``run.run_dir``, under ``work_dir/runs``, not committed). On a fresh clone, or a machine that lost its runs, the
-transfer (:mod:`dandelion.benchmarks.transfer.zero_shot`) cannot load that checkpoint. ``retrain_missing=true`` retrains it:
-:func:`retrain_cell` trains the cell's run again into its own folder, at the cell's seed and chosen rate, and only
-if the scale's training protocol is still the cell's (the run folder's ``t<hash>``,
+transfer (:mod:`dandelion.benchmarks.transfer.zero_shot`) cannot load that checkpoint. ``retrain_missing=true``
+retrains it: :func:`retrain_cell` trains the cell's run again into its own folder, at the cell's seed and chosen
+rate, and only if the scale's training protocol is still the cell's (the run folder's ``t<hash>``,
 :func:`dandelion.benchmarks.grid.cells.training_hash`); it then scores the model on the trained grid with the cell's
 evaluation and records both scores (:func:`retrained_path`), so that a retrained model's transfer is read against
 its own trained-grid error. The record and every transfer JSON carry the checkpoint's SHA-256, which says which
@@ -50,18 +50,9 @@ RETRAINED_SCHEMA = "dandelion-transfer-retrained/2"
 
 
 def selected_checkpoint(cell: dict) -> Path:
-    """``last.pt`` of the run the cell evaluated: ``cell["run"]`` (the seed's own run; the ``sweep`` entries may be
-    another seed's when the rate was swept on one seed), else the sweep entry at the chosen rate (older cells).
-
-    Raises
-    ------
-    ValueError
-        If the cell records neither.
-    """
-    run = cell.get("run") or next((r for r in cell["sweep"] if float(r["lr"]) == float(cell["lr"])), None)
-    if run is None:
-        raise ValueError(f"cell {cell.get('_path')}: no run record and no sweep entry at the chosen lr {cell['lr']}")
-    return Path(run["run_dir"]) / "last.pt"
+    """``last.pt`` of the run the cell evaluated: ``cell["run"]``, the seed's own run (the ``sweep`` entries may be
+    another seed's when the rate was swept on one seed)."""
+    return Path(cell["run"]["run_dir"]) / "last.pt"
 
 
 def checkpoint_sha256(cell: dict) -> str | None:
@@ -157,8 +148,9 @@ def retrain_cell(cfg, cell: dict, device: str = "cpu", progress: bool = False) -
     now, was = f"t{training_hash(cfg, key)}", ckpt.parent.parent.name
     if now != was:
         raise ValueError(
-            f"cell {key} {model} seed {seed} was trained under protocol {was} ({ckpt.parent}), the scale's is now {now}: "
-            "a retrained model would not be the cell's; rerun dandelion-benchmark to renew the cells, then the transfer"
+            f"cell {key} {model} seed {seed} was trained under protocol {was} ({ckpt.parent}), the scale's is now "
+            f"{now}: a retrained model would not be the cell's; rerun dandelion-benchmark to renew the cells, "
+            "then the transfer"
         )
     data_path = B.ensure_dataset(cfg, key)
     ckpt.parent.mkdir(parents=True, exist_ok=True)
@@ -168,7 +160,8 @@ def retrain_cell(cfg, cell: dict, device: str = "cpu", progress: bool = False) -
             marker, {"cell": cell.get("_path"), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         )
     print(
-        f"[transfer] retraining {key} {model} seed {seed} at lr {lr:g} into {ckpt.parent} (its checkpoint was not on this machine)",
+        f"[transfer] retraining {key} {model} seed {seed} at lr {lr:g} into {ckpt.parent} "
+        "(its checkpoint was not on this machine)",
         flush=True,
     )
     run = B._train_one(cfg, key, model, seed, lr, data_path, run_dir=ckpt.parent)

@@ -18,10 +18,11 @@ cells remapped onto the finer grid, and cells refined with it.
 For every finished cell (``results_dir/<dataset>/<model>/seed<k>.json``) the selected checkpoint
 (``last.pt`` of the chosen learning rate's run) is loaded with its OWN normalisation statistics (the
 checkpoint's, never the fine test set's ``stats.yaml``), rebuilt on the finer grid by the model's
-transfer rule (:func:`transfer_rule`) and scored with the cell's evaluation settings (next-step and
-1:20 VRMSE, area-weighted and the Well's) by :func:`dandelion.evaluation.rollout.evaluate`. One JSON per
-(fine dataset, model, seed) is written atomically to ``results_dir/transfer/<fine key>/<model>/seed<k>.json``;
-a finished one (same cell, checkpoint, fine dataset and model's transfer rule, :data:`RULE_REVISIONS`) is skipped,
+transfer rule (:func:`dandelion.benchmarks.transfer.rules.transfer_rule`) and scored with the cell's evaluation
+settings (next-step and 1:20 VRMSE, area-weighted and the Well's) by :func:`dandelion.evaluation.rollout.evaluate`.
+One JSON per (fine dataset, model, seed) is written atomically to
+``results_dir/transfer/<fine key>/<model>/seed<k>.json``; a finished one (same cell, checkpoint, fine dataset and
+model's transfer rule, :data:`~dandelion.benchmarks.transfer.rules.RULE_REVISIONS`) is skipped,
 so the command resumes. A model
 whose weights cannot run at the finer grid gets a JSON with ``transferable: false`` and the reason. A cell whose
 checkpoint is not on this machine (a fresh clone) is listed as pending, or retrained first with
@@ -52,6 +53,7 @@ from omegaconf import DictConfig, OmegaConf
 from dandelion.benchmarks.grid import benchmark as B
 from dandelion.benchmarks.grid.cells import _digest, cell_path, data_digest, load_cells, metric_summaries
 from dandelion.benchmarks.grid.references import Persistence
+from dandelion.benchmarks.paths import resolve_scale_dirs
 from dandelion.benchmarks.transfer.report import TRANSFER_SCHEMA, VARIANTS
 from dandelion.benchmarks.transfer.retrain import (
     checkpoint_ready,
@@ -63,6 +65,7 @@ from dandelion.benchmarks.transfer.retrain import (
     score,
     selected_checkpoint,
 )
+from dandelion.benchmarks.transfer.rules import RULE_REVISIONS, TRANSFER_RULES, transfer_forecaster, transfer_rule
 from dandelion.benchmarks.transfer.sets import (
     FIXED_PHYSICS,
     FV_CELLS,
@@ -73,14 +76,12 @@ from dandelion.benchmarks.transfer.sets import (
     generation_cost,
     solver_resolution,
 )
-from dandelion.channels import ChannelLayout
-from dandelion.checkpoint import config_from_checkpoint, layout_from_checkpoint, load_checkpoint, model_state
+from dandelion.checkpoint import config_from_checkpoint, load_checkpoint
 from dandelion.cli.common import check_choice, check_device, run
 from dandelion.datasets.folder import load_metadata
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.forecast import Forecaster
-from dandelion.grid_guard import allow_grid_change
-from dandelion.registry import build_model, import_plugins
+from dandelion.registry import import_plugins
 from dandelion.runtime import device_name, machine, versions, write_json_atomic
 
 __all__ = [
@@ -108,157 +109,6 @@ __all__ = [
 ]
 
 
-# ---------------------------------------------------------------------------------------------- models
-
-
-def _keep_trained_modes(model, spec: dict) -> tuple[dict, str]:
-    return (
-        {"lmax": int(model.lmax)},
-        f"spectral weights kept for the trained degrees l < {int(model.lmax)} (lmax fixed); its SHTs run on the finer grid, "
-        "so degrees above the trained band limit are not represented inside the network",
-    )
-
-
-def _keep_trained_band_limits(model, spec: dict) -> tuple[dict, str]:
-    pool = [int(b) for b in model.pool_lmax]
-    return (
-        {"pool_lmax": pool},
-        f"same weights; warps are great-circle displacements in radians; each spectral pooling keeps its trained band limit "
-        f"(pool_lmax {pool}, fixed as SFNO's lmax) instead of the finer level grids' (which would double them)",
-    )
-
-
-#: Model name -> ``f(model built on the training grid, model_spec) -> (build overrides, description)`` for a
-#: model whose weights, or whose band limits, depend on the resolution but keep their meaning at another grid once
-#: the overrides hold. SFNO keeps its trained modes; Dandelion its trained pooling band limits: built on a finer grid
-#: it would otherwise pool at what the finer levels resolve, a different operator from the one trained (measured in
-#: benchmarks/results/cpu/NOTES.md, "Zero-shot resolution transfer").
-TRANSFER_RULES = {"sfno": _keep_trained_modes, "dandelion": _keep_trained_band_limits}
-
-#: Model key of the scale's cells (``cell["model"]``, the registry name for every model today) -> revision of its
-#: transfer rule, part of its records' hash: a rule changed after records were made makes that model's records stale
-#: (and only that model's), also on a machine without the checkpoints, where its cells are then pending until
-#: ``retrain_missing=true``. A model without an entry has its first rule. Editing a rule in :data:`TRANSFER_RULES`
-#: (or a model's build) without a new revision here leaves its old records counted as current.
-RULE_REVISIONS = {"dandelion": "trained pooling band limits (pool_lmax), 2026-12-02"}
-
-_RESOLUTION_FREE = {
-    "disco": "same weights, filters rebuilt at the finer grid with the same cutoff radius in radians (theta_cutoff)",
-    "flower2d": (
-        "same weights: warp displacements are in normalised image coordinates (a fraction of the longitude turn and "
-        "of the pole-to-pole rows), so they move as far in radians at every grid; its 2x2 strided down/up "
-        "convolutions act per pixel, i.e. over half the angular distance at 2x resolution"
-    ),
-}
-
-
-def transfer_rule(ckpt: dict) -> dict:
-    """How the checkpoint's model runs at another grid: ``{"transferable", "treatment" | "reason", "overrides"}``.
-
-    Resolution-free models (``resolution_dependent = False``, :mod:`dandelion.grid_guard`) keep their weights;
-    a model with a rule in :data:`TRANSFER_RULES` is rebuilt with the rule's overrides (SFNO: keep the trained modes;
-    Dandelion: keep the trained pooling band limits); any other resolution-dependent model is not transferable and
-    the reason says why.
-    """
-    spec = ckpt["extra"]["model_spec"]
-    g = ckpt["grid"]
-    model = build_model(
-        spec["name"],
-        spec["preset"],
-        int(spec["in_channels"]),
-        int(spec["out_channels"]),
-        int(g["nlat"]),
-        int(g["nlon"]),
-        str(g["grid"]),
-        **dict(spec.get("overrides") or {}),
-    )
-    name = str(spec["name"])
-    if name in TRANSFER_RULES:
-        over, text = TRANSFER_RULES[name](model, spec)
-        return {"transferable": True, "treatment": text, "overrides": over}
-    if not getattr(model, "resolution_dependent", True):
-        return {
-            "transferable": True,
-            "treatment": _RESOLUTION_FREE.get(name, "same weights (resolution_dependent = False)"),
-            "overrides": {},
-        }
-    return {
-        "transferable": False,
-        "overrides": {},
-        "reason": f"{type(model).__name__} has resolution-dependent weights (resolution_dependent = True) and no transfer rule "
-        "in dandelion.benchmarks.transfer.zero_shot.TRANSFER_RULES",
-    }
-
-
-def transfer_forecaster(
-    checkpoint, dataset, device: str = "cpu", ckpt: dict | None = None, overrides: dict | None = None
-) -> tuple[Forecaster | None, dict]:
-    """The checkpoint's model as a :class:`~dandelion.forecast.Forecaster` on ``dataset``'s grid, normalised
-    with the CHECKPOINT's statistics; returns ``(forecaster or None, rule)`` (:func:`transfer_rule`). ``overrides``
-    (build hyper-parameters, e.g. Dandelion's ``pool_lmax``) apply on top of the rule's, for diagnostics.
-
-    Raises
-    ------
-    ValueError
-        If the dataset's fields differ from the checkpoint's, the grid types differ, or one of the two has a wet mask
-        and the other none. A masked model gets the dataset's own mask (the finer grid's land) as its input channel.
-    """
-    ckpt = load_checkpoint(checkpoint) if ckpt is None else ckpt
-    layout = layout_from_checkpoint(ckpt)
-    if dataset.layout.fields != layout.fields:
-        raise ValueError(
-            f"checkpoint {checkpoint} was trained on fields {layout.fields} but {dataset.path} has {dataset.layout.fields}"
-        )
-    if dataset.grid.grid != str(ckpt["grid"]["grid"]):
-        raise ValueError(
-            f"checkpoint {checkpoint} was trained on a {ckpt['grid']['grid']!r} grid, {dataset.path} is {dataset.grid.grid!r}: "
-            "the transfer changes the resolution only"
-        )
-    rule = transfer_rule(ckpt)
-    if not rule["transferable"]:
-        return None, rule
-    spec = ckpt["extra"]["model_spec"]
-    model = build_model(
-        spec["name"],
-        spec["preset"],
-        int(spec["in_channels"]),
-        int(spec["out_channels"]),
-        dataset.grid.nlat,
-        dataset.grid.nlon,
-        dataset.grid.grid,
-        **{**dict(spec.get("overrides") or {}), **rule["overrides"], **dict(overrides or {})},
-    )
-    with allow_grid_change(model):  # PyTorch still checks every weight shape
-        model.load_state_dict(model_state(ckpt, model))
-    extra = ckpt.get("extra", {})
-    layout = ChannelLayout(
-        layout.fields, layout.stats, dataset.grid, stats_source=f"checkpoint {checkpoint}", levels=layout.levels
-    )
-    n_in = extra.get("n_in")
-    if n_in is None:  # as dandelion.checkpoint.load_model: the trainer's n_in, else the input channels per frame
-        n_in = (config_from_checkpoint(ckpt).get("trainer") or {}).get("n_in") or int(
-            spec["in_channels"]
-        ) // layout.n_channels
-    wet = extra.get("wet")
-    if (wet is None) != (getattr(dataset, "wet", None) is None):
-        raise ValueError(
-            f"checkpoint {checkpoint} was trained {'without' if wet is None else 'with'} a wet mask but {dataset.path} "
-            f"{'has one' if wet is None else 'has none'}: the transfer needs the same kind of dataset"
-        )
-    # a masked model gets the finer grid's own mask (land rasterised there) as its constant input channel
-    fc = Forecaster(
-        model.eval(),
-        layout,
-        int(n_in),
-        name=str(spec["name"]),
-        checkpoint=checkpoint,
-        target=extra.get("target", "frame"),
-        inputs=extra.get("inputs", "frames"),
-        wet=None if wet is None else dataset.wet,
-    )
-    return fc.to(device_name(device)).eval(), rule
-
-
 # ---------------------------------------------------------------------------------------------- results
 
 
@@ -283,9 +133,11 @@ def _transfer_hash(cell: dict, fd: dict, meta: dict) -> str:
 
 def current_record(cell: dict, fd: dict, results_dir) -> dict | None:
     """The transfer JSON of this cell on fine test set ``fd`` if it was made from the same cell, checkpoint path, test
-    set, evaluation and transfer rule revision (:data:`RULE_REVISIONS`) and, where the checkpoint is on this machine, from the same checkpoint file (its SHA-256; a
-    JSON without one is taken as the cell's original unless a retrain record says the file was replaced); else None
-    (none, torn or stale). Without the checkpoint here a JSON stays current: results need no runs."""
+    set, evaluation and transfer rule revision (:data:`~dandelion.benchmarks.transfer.rules.RULE_REVISIONS`) and,
+    where the checkpoint is on this machine, from the same checkpoint file (its SHA-256); else None (none, torn or
+    stale). Without the checkpoint here a JSON stays current: results need no runs. A JSON without a checkpoint
+    digest (90 of the committed 216 were made before records carried one, and their checkpoints are not in the
+    repository to digest them) is taken as the cell's original unless a retrain record says the file was replaced."""
     out = transfer_path(results_dir, fd["key"], cell["model"], cell["seed"])
     try:
         old = json.loads(out.read_text())
@@ -320,7 +172,8 @@ def transfer_cell(cell: dict, fd: dict, results_dir, device: str = "cpu", progre
     seed = config_from_checkpoint(ckpt).get("seed")
     if seed is not None and int(seed) != int(cell["seed"]):
         raise ValueError(
-            f"cell {cell.get('_path')} is seed {cell['seed']} but its checkpoint {ckpt_path} was trained with seed {seed}"
+            f"cell {cell.get('_path')} is seed {cell['seed']} but its checkpoint {ckpt_path} was trained with "
+            f"seed {seed}"
         )
     model, rule = transfer_forecaster(ckpt_path, data, device=device, ckpt=ckpt)
     rec = {
@@ -424,6 +277,7 @@ def transfer(cfg) -> dict:
     ``{"datasets": [...], "ran": n, "skipped": n, "retrained": n, "pending": [...]}`` (cells that could not be
     evaluated, with the reason)."""
     cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
+    resolve_scale_dirs(cfg, cfg.get("_argv"))
     import_plugins(list(cfg.scale.get("plugins") or []))
     device, progress = _device(cfg), bool(cfg.get("progress", False))
     keys = [k for k in cfg.transfer.datasets if _only(cfg, "datasets") is None or k in _only(cfg, "datasets")]
@@ -499,7 +353,9 @@ def transfer(cfg) -> dict:
 
 def check(cfg, overrides=()) -> None:
     """What ``dandelion-transfer`` checks first: the device, and that ``transfer.datasets`` and ``only.*`` name
-    datasets of the scale. Raises :class:`dandelion.cli.common.UsageError` (with the closest name)."""
+    datasets of the scale, and that the scale's folders can be found (:mod:`dandelion.benchmarks.paths`). Raises
+    :class:`dandelion.cli.common.UsageError` (with the closest name, or the option to pass)."""
+    resolve_scale_dirs(cfg, overrides)
     check_device(cfg.get("device") or cfg.scale.get("device") or "cpu")
     for key in cfg.transfer.datasets:
         check_choice(key, list(cfg.scale.datasets), "transfer.datasets")
@@ -514,6 +370,8 @@ def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
 
     def _job(cfg: DictConfig) -> None:
+        OmegaConf.set_struct(cfg, False)
+        cfg._argv = [a for a in argv if a != "--debug"]
         out = transfer(cfg)
         print(json.dumps({k: v for k, v in out.items() if k != "datasets"}))
         print("[transfer] made by: dandelion-transfer " + " ".join(shlex.quote(a) for a in argv if a != "--debug"))

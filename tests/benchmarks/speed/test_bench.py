@@ -134,67 +134,6 @@ def test_models_group_rows_are_consistent():
     assert all(v == 1.0 for v in ref["ratio_to_dandelion"].values())
 
 
-def test_identity_sampler_floor_rows():
-    """models.identity_sampler: each warp model measured again with its sampling replaced by the identity."""
-    spec = {
-        "preset": "tiny",
-        "nlat": 16,
-        "nlon": 32,
-        "grid": "equiangular",
-        "batch": 2,
-        "dtype": "fp32",
-        "device": "cpu",
-        "in_channels": 16,
-        "out_channels": 4,
-        "n_warmup": 1,
-        "n_repeat": 1,
-        "identity_sampler": True,
-    }
-    rows = {r["model"]: r for r in measure_group(["dandelion", "sfno", "flower2d"], spec)}
-    assert set(rows) == {"dandelion", "sfno", "flower2d", "dandelion/identity-sampler", "flower2d/identity-sampler"}
-    assert all("error" not in r for r in rows.values()), [r.get("error") for r in rows.values()]
-    assert "sampled_values" not in rows["sfno"]
-    # Dandelion tiny (width 16, multipliers 1, 2; one encoder block per level, one decoder block) at 16x32:
-    # two warps on the 16x32 grid at 16 channels, one on the 8x16 Gauss grid at 32 channels, batch 2
-    assert (
-        rows["dandelion"]["sampled_values"]
-        == rows["dandelion/identity-sampler"]["sampled_values"]
-        == 2 * (2 * 16 * 16 * 32 + 32 * 8 * 16)
-    )
-    # Flower2D tiny (width 12, two levels, one block each way at the fine level): 12 channels at 16x32 twice, 24 at 8x16
-    assert (
-        rows["flower2d"]["sampled_values"]
-        == rows["flower2d/identity-sampler"]["sampled_values"]
-        == 2 * (2 * 12 * 16 * 32 + 24 * 8 * 16)
-    )
-    for name in ("dandelion", "flower2d"):  # the rows measured patched models: their warps keep no sampling tensors
-        assert rows[name + "/identity-sampler"]["saved_activation_bytes"] < rows[name]["saved_activation_bytes"]
-
-
-@pytest.mark.parametrize("kind", ["dandelion", "flower2d"])
-def test_identity_sampler_passes_values_and_keeps_the_displacement_network(kind):
-    from dandelion.baselines.flower2d import SelfWarp2d
-    from dandelion.benchmarks.speed.sampler_floor import with_identity_sampler
-    from dandelion.sphere import SphereGrid
-
-    torch.manual_seed(0)
-    layer = TangentWarpS2(SphereGrid(8, 16), 4, 2, 8, 0.2) if kind == "dandelion" else SelfWarp2d(4, 2, 8, (8, 16))
-    x = torch.randn(2, 4, 8, 16)
-    assert not torch.allclose(
-        layer(x), layer.value(x)
-    )  # the real warp moves the values (non-zero initial displacements)
-    warp = with_identity_sampler(torch.nn.Sequential(layer))
-    y = warp(x)
-    assert torch.equal(y, layer.value(x))  # no displacement applied
-    y.square().sum().backward()
-    assert layer.value.weight.grad.abs().sum() > 0
-    # the displacement network is in the graph (its backward runs) with a zero gradient
-    disp = layer.offset if kind == "dandelion" else layer.disp
-    assert all(p.grad is not None and not p.grad.any() for p in disp.parameters())
-    with pytest.raises(ValueError, match="no warp module"):
-        with_identity_sampler(torch.nn.Linear(2, 2))
-
-
 def test_saved_activations_scale_with_the_batch():
     spec = {
         "preset": "tiny",

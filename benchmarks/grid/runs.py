@@ -1,0 +1,150 @@
+"""The pieces of one benchmark cell that call the jobs: dataset generation, the training command of a sweep run,
+the test rollout, and the records kept of them (:mod:`dandelion.benchmarks.grid.benchmark` assembles a cell)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from importlib.resources import files
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from dandelion.benchmarks.grid.cells import dataset_spec, flatten_overrides, fmt_value
+from dandelion.cli.common import compose_config as compose
+from dandelion.cli.rollout import rollout
+from dandelion.datasets.folder import is_complete
+from dandelion.datasets.generate import generate
+from dandelion.runtime import device_name
+
+__all__ = ["ensure_dataset"]
+
+
+def _device(cfg) -> str:
+    return device_name(cfg.get("device") or cfg.scale.get("device") or "cpu")
+
+
+def ensure_dataset(cfg, key: str) -> Path:
+    """Generate (or complete) the dataset of grid key ``key``; returns its folder.
+
+    A complete folder is left as it is (``dandelion-generate`` checks its fingerprint, so a folder made
+    with another configuration is refused with a ValueError naming it).
+    """
+    spec = dataset_spec(cfg, key)
+    path = Path(spec["path"])
+    if is_complete(path):
+        return path
+    over = [f"dataset={spec['dataset']}", f"dataset.path={path}", *flatten_overrides(spec["overrides"], "dataset.")]
+    gcfg = compose("generate", over)
+    print(
+        f"[benchmark] generating {key}: dandelion-generate {' '.join(over)} batch_size={spec['generate_batch_size']}",
+        flush=True,
+    )
+    generate(
+        OmegaConf.create(
+            {
+                "dataset": OmegaConf.to_container(gcfg.dataset, resolve=True),
+                "device": _device(cfg),
+                "batch_size": spec["generate_batch_size"],
+                "progress": bool(cfg.get("progress", False)),
+            }
+        )
+    )
+    return path
+
+
+def _train_overrides(cfg, key: str, model: str, seed: int, lr: float, run_dir: Path, data_path: Path) -> list[str]:
+    s = cfg.scale
+    spec = dataset_spec(cfg, key)
+    trainer = OmegaConf.to_container(s.trainer, resolve=True)
+    trainer["lr"] = float(lr)
+    trainer["progress"] = bool(cfg.get("progress", False))
+    return [
+        f"dataset={spec['dataset']}",
+        f"dataset.path={data_path}",
+        *_model_choice(model),
+        f"model.preset={s.preset}",
+        f"seed={int(seed)}",
+        f"device={_device(cfg)}",
+        f"run_dir={run_dir}",
+        *flatten_overrides(trainer, "trainer."),
+        *_plugins(cfg),
+    ]
+
+
+def _model_choice(model: str) -> list[str]:
+    """``model=NAME`` when configs/model/NAME.yaml exists, else the default group entry renamed (plugin models)."""
+    if files("dandelion.configs").joinpath("model", f"{model}.yaml").is_file():
+        return [f"model={model}"]
+    return [f"model.name={model}"]
+
+
+def _plugins(cfg) -> list[str]:
+    plugins = list(cfg.scale.get("plugins") or [])
+    return [f"plugins={fmt_value(plugins)}"] if plugins else []
+
+
+def _evaluate(cfg, key, checkpoint: Path, data_path: Path, out_dir: Path) -> tuple[dict, str]:
+    e = cfg.scale.evaluation
+    spec = dataset_spec(cfg, key)
+    over = [
+        f"checkpoint={checkpoint}",
+        f"dataset={spec['dataset']}",
+        f"dataset.path={data_path}",
+        f"device={_device(cfg)}",
+        f"split={e.get('split', 'test')}",
+        f"n_steps={int(e.n_steps)}",
+        f"init_stride={int(e.get('init_stride', 1))}",
+        f"max_inits={fmt_value(e.get('max_inits'))}",
+        f"batch_size={int(e.get('batch_size', 8))}",
+        f"output_dir={out_dir}",
+        "save_forecasts=false",
+        "sample=false",
+        "plots=false",
+        f"progress={fmt_value(bool(cfg.get('progress', False)))}",
+        f"spectra_leads=[1,{min(5, int(e.n_steps))},{int(e.n_steps)}]",
+        *_plugins(cfg),
+    ]
+    r = rollout(compose("rollout", over))
+    return r["results"], "dandelion-rollout " + " ".join(shlex.quote(o) for o in over)
+
+
+def _read_curve(run_dir) -> list[dict]:
+    """The validation curve of a training run: ``[{step, phase, train_loss, val_loss, val_vrmse}, ...]`` from its
+    ``metrics.jsonl`` (one record per epoch; empty when the file is missing)."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a torn last line of a killed run
+        out.append({k: r.get(k) for k in ("step", "phase", "train_loss", "val_loss", "val_vrmse")})
+    return out
+
+
+def _loss(run: dict) -> float:
+    v = float(run.get("val_loss", math.nan))
+    return v if math.isfinite(v) else math.inf  # a diverged run is the worst
+
+
+def _run_record(r: dict) -> dict:
+    return {
+        "lr": float(r["lr"]),
+        "val_loss": float(r["val_loss"]),
+        "val_vrmse": float(r["val_vrmse"]),
+        "train_loss": float(r["train_loss"]),
+        "steps": int(r["step"]),
+        "stopped": r.get("stopped"),
+        "minutes": float(r.get("minutes", 0.0)),
+        "run_dir": r["run_dir"],
+        "reused": bool(r.get("reused")),
+        "curve": r.get("curve", []),
+    }
+
+
+def _benchmark_command(cfg) -> str:
+    return "dandelion-benchmark " + " ".join(shlex.quote(a) for a in (cfg.get("_argv") or [f"scale={cfg.scale.name}"]))

@@ -1,0 +1,475 @@
+"""The text of ``leaderboard.md``: the cells of one scale (and their references) as markdown.
+
+The file opens with the answer: the headline table (:func:`headline_table`; one row per dataset, one column per
+model, next-step and 1:20 area-weighted VRMSE averaged over fields and seeds, the best model of each dataset and
+lead summary in **bold**). Then what a reader of the numbers must know first (warnings, pending cells, links to the
+budget study and the decision record), the tables with their spread over seeds (one per metric registered with a
+leaderboard title, :func:`dandelion.metrics.metric`; per field), the extra sections (zero-shot transfer), the
+training details and the plots; provenance (datasets, data versions, protocol, machine) and the exact commands that
+made every number come last. The job that writes it, and the plots, is :mod:`dandelion.benchmarks.leaderboard.render`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dandelion.benchmarks.grid.cells import REFERENCES, equivalence_path, equivalent
+from dandelion.metrics import METRICS, metric_names
+
+__all__ = [
+    "REFERENCE_MODEL",
+    "DIGEST_KEYS",
+    "HEADLINE",
+    "PROVENANCE",
+    "COMMANDS",
+    "aggregate",
+    "bold_best",
+    "headline_table",
+    "render_markdown",
+]
+
+#: Headings of the first and the last parts of the file.
+HEADLINE = "## Headline: VRMSE, next step / 1:20"
+PROVENANCE = "## Provenance"
+COMMANDS = "## Commands"
+
+REFERENCE_MODEL = "dandelion"
+
+
+def _stats(values) -> dict:
+    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
+    if v.size == 0:
+        return {"mean": math.nan, "std": math.nan, "n": 0}
+    return {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if v.size > 1 else math.nan, "n": int(v.size)}
+
+
+def aggregate(cells: list[dict]) -> dict:
+    """Group cells by dataset and model: ``{dataset_key: {model: {...}}}`` with mean/std/n over seeds of
+    ``next_step`` and ``rollout_mean`` per variable of every metric with a leaderboard table
+    (:func:`dandelion.metrics.metric_names` ``table=True``) that the cells hold, mean curves, and details."""
+    out: dict = {}
+    for c in cells:
+        out.setdefault(c["dataset_key"], {}).setdefault(c["model"], []).append(c)
+    agg: dict = {}
+    for d, models in out.items():
+        agg[d] = {}
+        for m, cs in models.items():
+            entry = {
+                "seeds": [c["seed"] for c in cs],
+                "n_parameters": cs[0]["n_parameters"],
+                "preset": cs[0]["preset"],
+                "lrs": [c["lr"] for c in cs],
+                "steps": [c["steps"] for c in cs],
+                "train_minutes": [(c.get("run") or {}).get("minutes", c["minutes"]["train_wall"]) for c in cs],
+                "cells": cs,
+                "nlat": cs[0]["nlat"],
+                "nlon": cs[0]["nlon"],
+                "dataset": cs[0]["dataset"],
+                "reduced": cs[0].get("reduced"),
+                "lead_time_hours": cs[0].get("lead_time_hours"),
+                "lead_time": cs[0].get("lead_time"),
+            }
+            for part in ("next_step", "rollout_mean"):
+                entry[part] = {}
+                for metric in metric_names(table=True):
+                    if not all(metric in c[part] for c in cs):
+                        continue
+                    variables = list(cs[0][part][metric])
+                    entry[part][metric] = {v: _stats([c[part][metric].get(v) for c in cs]) for v in variables}
+            entry["curves"] = {
+                metric: {
+                    v: np.mean([c["curves"][metric][v] for c in cs], axis=0).tolist() for v in cs[0]["curves"][metric]
+                }
+                for metric in cs[0]["curves"]
+            }
+            agg[d][m] = entry
+    return agg
+
+
+def bold_best(values: dict) -> set:
+    """Keys of ``values`` (key -> float, lower is better) holding the minimum (ties all win; NaN never wins)."""
+    finite = {k: v for k, v in values.items() if v is not None and math.isfinite(v)}
+    if not finite:
+        return set()
+    best = min(finite.values())
+    return {k for k, v in finite.items() if v <= best * (1 + 1e-12)}
+
+
+def _cell(s: dict, bold: bool) -> str:
+    if s["n"] == 0:
+        return "–"
+    txt = f"{s['mean']:.4f} ± " + (f"{s['std']:.4f}" if math.isfinite(s["std"]) else "n/a")
+    return f"**{txt}**" if bold else txt
+
+
+def _table(agg: dict, metric: str, datasets: list[str], models: list[str]) -> list[str]:
+    head = ["model"]
+    cols = []
+    for d in datasets:
+        for part, label in (("next_step", "next step"), ("rollout_mean", "1:20")):
+            head.append(f"{d} {label}")
+            cols.append((d, part))
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * len(cols)) + "|"]
+    refs = {d: agg[d][next(iter(agg[d]))].get("references") or {} for d in datasets}
+    for name, label in REFERENCES.items():  # reference lines (persistence, linear AR), never bold
+        if any(name in r for r in refs.values()):
+            lines.append(
+                f"| *{label}* | "
+                + " | ".join(
+                    f"*{refs[d][name][part][metric]['mean']:.4f}*"
+                    if name in refs[d] and metric in refs[d][name][part]
+                    else "–"
+                    for d, part in cols
+                )
+                + " |"
+            )
+    best = {}
+    for d, part in cols:
+        best[(d, part)] = bold_best(
+            {m: agg[d][m][part][metric]["mean"]["mean"] for m in models if m in agg[d] and metric in agg[d][m][part]}
+        )
+    for m in models:
+        row = [m]
+        for d, part in cols:
+            if m not in agg[d] or metric not in agg[d][m][part]:
+                row.append("–")
+                continue
+            row.append(_cell(agg[d][m][part][metric]["mean"], m in best[(d, part)]))
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def _field_table(agg: dict, d: str, models: list[str], metric: str = "vrmse") -> list[str]:
+    """One row per field (a dataset can have dozens: Held-Suarez has 41), one column per model and lead
+    summary, the best (lowest mean) of each row and summary in bold."""
+    variables = [v for v in next(iter(agg[d].values()))["next_step"][metric] if v != "mean"]
+    have = [m for m in models if m in agg[d]]
+    cols = [("next_step", m) for m in have] + [("rollout_mean", m) for m in have]
+    head = ["field"] + [f"{m} {'next' if p == 'next_step' else '1:20'}" for p, m in cols]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
+    for v in variables:
+        best = {p: bold_best({m: agg[d][m][p][metric][v]["mean"] for m in have}) for p in ("next_step", "rollout_mean")}
+        lines.append("| " + " | ".join([v] + [_cell(agg[d][m][p][metric][v], m in best[p]) for p, m in cols]) + " |")
+    return lines
+
+
+#: The keys of a record's data digest: ``data_files_sha256`` (trajectory files and splits,
+#: :func:`~dandelion.benchmarks.grid.cells.data_digest`) and ``data_sha256`` (the whole ``checksums.sha256``,
+#: ``dataset.yaml`` included), which 9 committed cpu cells and 6 references carry instead: it cannot be converted
+#: into the other without their data. Digests are compared within one definition only.
+DIGEST_KEYS = ("data_files_sha256", "data_sha256")
+_DIGEST_NAMES = {
+    "data_files_sha256": "`data_files_sha256`",
+    "data_sha256": "the earlier `data_sha256`, which also digested `dataset.yaml`",
+}
+
+
+def _data_digests(
+    cells: list[dict], references: dict | None, d: str, key: str = "data_files_sha256"
+) -> list[str | None]:
+    """The digest ``key`` (:data:`DIGEST_KEYS`) of every cell and reference record of dataset key ``d`` (None: not
+    recorded)."""
+    recs = [c for c in cells if c["dataset_key"] == d] + list(((references or {}).get(d) or {}).values())
+    return [r.get(key) for r in recs]
+
+
+def _data_versions(cells: list[dict], references: dict | None, datasets: list[str]) -> list[str]:
+    """Which version of each dataset its cells and references were scored on, per digest definition
+    (:data:`DIGEST_KEYS`; a record can carry both, one made before either carries none)."""
+    lines = []
+    for d in datasets:
+        for key in DIGEST_KEYS:
+            digests = _data_digests(cells, references, d, key)
+            seen = sorted(set(digests) - {None})
+            if seen:
+                lines.append(
+                    f"- `{d}` ({_DIGEST_NAMES[key]}): {', '.join(f'`{x}`' for x in seen)} "
+                    f"({sum(x is not None for x in digests)} of {len(digests)} records)"
+                )
+    if not lines:
+        return []
+    return [
+        "Data versions (`data_files_sha256`: digest of the trajectory files' and splits' checksums; the files are "
+        "written without timestamps, so a dataset regenerated with the same configuration has the same digest; "
+        "records without a digest predate the recording, and digests of different definitions are not compared):",
+        "",
+        *lines,
+        "",
+    ]
+
+
+def _data_version_notes(d: str, cells: list[dict], references: dict | None, eq: list[dict]) -> list[str]:
+    """A note (versions recorded as equivalent, citing the evidence) or a warning for each digest definition under
+    which the records of ``d`` name more than one version of its data."""
+    out = []
+    for key in DIGEST_KEYS:
+        versions = sorted(set(_data_digests(cells, references, d, key)) - {None})
+        if len(versions) < 2:
+            continue
+        mine = [e for e in eq if e["definition"] == key]
+        if equivalent(versions, mine):
+            worst = max(x for e in mine for x in e["max_relative_difference"].values())
+            out += [
+                f"Note: the cells and references of {d} were scored on {len(versions)} versions of its data "
+                f"({_DIGEST_NAMES[key]} {versions}), regenerated on different machines; recomputed on each, the "
+                f"references differ by at most {worst:.1e} relative (`{equivalence_path('.', d).as_posix()}`, made by "
+                "`benchmarks/grid/verify_references.py`).",
+                "",
+            ]
+        else:
+            out += [
+                f"**Warning**: the cells and references of {d} were scored on {len(versions)} different versions of "
+                f"its data ({_DIGEST_NAMES[key]} {versions}); regenerate the dataset and rerun the cells that "
+                "differ before comparing them (or, if they differ by round-off only, record it with "
+                "`benchmarks/grid/verify_references.py --equivalent-within=TOL`).",
+                "",
+            ]
+    return out
+
+
+def headline_table(agg: dict, datasets: list[str], models: list[str], metric: str = "vrmse") -> list[str]:
+    """One row per dataset, one column per model (then persistence, in italics): ``next step / 1:20`` of the field-
+    averaged ``metric``, mean over seeds; **bold**: the lowest of the row for that lead summary (never a reference)."""
+    parts = ("next_step", "rollout_mean")
+    lines = [
+        "| dataset | " + " | ".join(models) + " | *persistence* |",
+        "|---|" + "---:|" * (len(models) + 1),
+    ]
+    for d in datasets:
+        means = {
+            p: {m: agg[d][m][p][metric]["mean"]["mean"] for m in models if m in agg[d] and metric in agg[d][m][p]}
+            for p in parts
+        }
+        best = {p: bold_best(means[p]) for p in parts}
+        row = [d]
+        for m in models:
+            if m not in means["next_step"] or m not in means["rollout_mean"]:
+                row.append("–")
+                continue
+            row.append(" / ".join(f"**{means[p][m]:.4f}**" if m in best[p] else f"{means[p][m]:.4f}" for p in parts))
+        ref = (agg[d][next(iter(agg[d]))].get("references") or {}).get("persistence")
+        if ref is not None and all(metric in ref[p] for p in parts):
+            row.append(" / ".join(f"*{ref[p][metric]['mean']:.4f}*" for p in parts))
+        else:
+            row.append("–")
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def _warnings(d: str, cells: list[dict], references: dict | None, eq: list[dict]) -> tuple[list[str], list[str]]:
+    """``(warnings, notes)`` of dataset ``d``: references or cells made under other protocols, and its data versions
+    (:func:`_data_version_notes`)."""
+    warn = []
+    cell_hashes = {c.get("protocol_hash") for c in cells if c["dataset_key"] == d}
+    for name, ref in ((references or {}).get(d) or {}).items():
+        ref_hash = ref.get("protocol_hash")
+        if ref_hash is not None and cell_hashes != {ref_hash}:
+            warn += [
+                f"**Warning**: the {name} reference of {d} was made under protocol {ref_hash}, the cells under "
+                f"{sorted(map(str, cell_hashes))}; rerun `dandelion-benchmark` to refresh it.",
+                "",
+            ]
+    if len(cell_hashes) > 1:
+        warn += [
+            f"**Warning**: the cells of {d} were made under {len(cell_hashes)} different protocols "
+            f"({sorted(map(str, cell_hashes))}); rerun `dandelion-benchmark` so that they agree before comparing them.",
+            "",
+        ]
+    notes = []
+    for line in _data_version_notes(d, cells, references, eq):
+        if line:
+            (warn if line.startswith("**Warning**") else notes).extend([line, ""])
+    return warn, notes
+
+
+def _paragraphs(lines: list[str]) -> list[str]:
+    return [x for line in lines if line for x in (line, "")]
+
+
+def _protocol_text(cells: list[dict], scale: str) -> str:
+    c0 = cells[0]
+    t = c0["trainer"]
+    tr = c0.get("trainer_resolved") or t
+    target = c0.get("target") or tr.get("target", "frame")
+    inputs = tr.get("inputs", "frames")
+    sees = (
+        "the older frames as scaled differences to the newest" if inputs == "differences" else "the normalised frames"
+    )
+    predicts = (
+        "normalised increment (x_t+1 = x_t + s * output; loss in units of the increment)"
+        if target == "increment"
+        else "next frame"
+    )
+    ft = t.get("finetune") or {}
+    return (
+        f"Protocol (scale `{scale}`): {t.get('n_in', 4)} frames in, 1 out; the network sees {sees} and predicts the "
+        f"{predicts}; batch {t.get('batch_size')}; pretrain {t.get('epochs')} x {t.get('max_batches_per_epoch')} "
+        f"steps, autoregressive fine-tune {ft.get('epochs', 0)} x {t.get('max_batches_per_epoch')} steps of "
+        f"{ft.get('n_out', 2)}-step windows; learning rate from the sweep "
+        f"{sorted({r['lr'] for c in cells for r in c['sweep']})} by {c0['selection']}. Budgets are counted in "
+        "optimiser steps, so the numbers do not depend on the machine's load; wall minutes are reported for "
+        f"information only (machine: {c0['machine'].get('cpu')}, {c0['machine'].get('cores')} cores, GPU "
+        f"{c0['machine'].get('gpu')}; torch {c0['versions'].get('torch')}, torch-harmonics "
+        f"{c0['versions'].get('torch_harmonics')})."
+    )
+
+
+def render_markdown(
+    cells: list[dict],
+    scale: str,
+    plots: dict | None = None,
+    report_command: str | None = None,
+    references: dict | None = None,
+    pending: dict | None = None,
+    equivalences: dict | None = None,
+    links: list[str] | None = None,
+    sections: list[str] | None = None,
+) -> str:
+    """The ``leaderboard.md`` text for the cells of one scale, in the order of the module docstring.
+
+    ``references``: dataset key -> {reference name (:data:`~dandelion.benchmarks.grid.cells.REFERENCES`) -> record}
+    (reference lines in the tables); ``pending``: label (a dataset key, or a dataset key and model) -> why it has no
+    finished cell yet; ``equivalences``: dataset key -> its recorded data-version equivalences
+    (:func:`~dandelion.benchmarks.grid.cells.data_equivalences`), which turn the warning about several data versions
+    into a note that names the evidence; ``links``: lines (markdown) shown under the headline; ``sections``: lines
+    of further sections placed after the per-field tables (the zero-shot transfer)."""
+    agg = aggregate(cells)
+    for d, refs in (references or {}).items():
+        for e in agg.get(d, {}).values():
+            e["references"] = refs
+    datasets = sorted(agg, key=lambda d: (agg[d][next(iter(agg[d]))]["dataset"], agg[d][next(iter(agg[d]))]["nlat"], d))
+    models = []
+    for c in cells:
+        if c["model"] not in models:
+            models.append(c["model"])
+    if REFERENCE_MODEL in models:
+        models = [REFERENCE_MODEL] + [m for m in models if m != REFERENCE_MODEL]
+    n20 = min(20, cells[0]["evaluation"].get("n_steps", 20))
+    L = [f"# Dandelion benchmark leaderboard, scale `{scale}`", ""]
+    L += [
+        f"Test split; area-weighted VRMSE averaged over the fields (scalar fields and the u, v components of vector "
+        f"fields) and over seeds, lower is better. Each entry: next step (lead 1) / 1:{n20} (mean over leads "
+        f"1..{n20} of autoregressive rollouts); **bold** = the best model of the dataset for that lead summary. "
+        "*persistence*: the last input frame as every forecast. The spread over seeds, the Well's unweighted VRMSE "
+        "and the per-field values follow; how the numbers were made, at the end.",
+        "",
+        HEADLINE,
+        "",
+        *headline_table(agg, datasets, models),
+        "",
+    ]
+    warnings, notes = [], []
+    for d in datasets:
+        w, n = _warnings(d, cells, references, (equivalences or {}).get(d) or [])
+        warnings += w
+        notes += n
+    L += warnings
+    if pending:
+        L += ["Cells of the scale without results yet (pending; a '–' in the tables):", ""]
+        L += [f"- `{d}`: {why}" for d, why in pending.items()]
+        L.append("")
+    L += _paragraphs(links or [])
+    L += [
+        'Below: mean ± sample std over seeds ("± n/a" with one seed); **bold** = best (lowest mean) of the column.',
+        "",
+    ]
+    if references:
+        L += [
+            "*persistence (reference)*: the last input frame as every forecast (no training), same forecasts and "
+            "metrics. *linear AR (reference)*: one pointwise linear map of the protocol's inputs to the increment, the "
+            "same at every grid point, fitted by area-weighted least squares on the train split "
+            "(`benchmarks/grid/references.py`).",
+            "",
+        ]
+    for metric in metric_names(table=True):  # one table per registered metric the cells hold
+        if any(metric in e["next_step"] for d in datasets for e in agg[d].values()):
+            L += [f"## {METRICS[metric].title}", ""] + _table(agg, metric, datasets, models) + [""]
+    L += ["## Per field, area-weighted VRMSE", ""]
+    for d in datasets:
+        L += [f"### {d}", ""] + _field_table(agg, d, models) + [""]
+    L += list(sections or [])
+    L += _training(agg, datasets, models)
+    if plots:
+        L += ["## Plots", ""]
+        for k, p in plots.items():
+            name = str(p).replace("\\", "/").rsplit("/", 1)[-1]
+            L += [f"- `{name}`: {k.replace('_', ' ')}", f"  ![{k}]({name})"]
+        L.append("")
+    L += [PROVENANCE, ""]
+    L += [
+        "Every number above comes from the cell files `<dataset>/<model>/seed<k>.json` beside this file (and the "
+        "reference files `<dataset>/<reference>.json`), made by the commands below; nothing is recomputed here.",
+        "",
+    ]
+    reduced = sorted({d for d in datasets if agg[d][next(iter(agg[d]))]["reduced"]})
+    if reduced:
+        L += [
+            f"Reduced datasets (solver band limit below the dataset card's; few short trajectories): "
+            f"{', '.join(reduced)}. They benchmark the models at small size; they are not the paper's numbers.",
+            "",
+        ]
+    L += [_protocol_text(cells, scale), ""]
+    L += _data_versions(cells, references, datasets)
+    L += notes
+    L += [COMMANDS, "", "Made by:", "", "```"]
+    L += sorted({c["commands"]["benchmark"] for c in cells})
+    L.append(report_command or f"dandelion-report target=leaderboard scale={scale}")
+    L += [
+        "```",
+        "",
+        "<details><summary>The training and rollout commands of every cell (equivalent stand-alone form)</summary>",
+        "",
+    ]
+    for c in cells:
+        L.append(f"**{c['dataset_key']} / {c['model']} / seed {c['seed']}** (chosen lr {c['lr']:g})")
+        L += ["```", *c["commands"]["train"], c["commands"]["rollout"], "```"]
+    L += ["", "</details>", ""]
+    return "\n".join(L)
+
+
+def _training(agg: dict, datasets: list[str], models: list[str]) -> list[str]:
+    L = [
+        "## Training",
+        "",
+        "| dataset | model | preset | parameters | seeds | chosen lr per seed | sweep (lr: final valid loss) | inside "
+        "| steps | wall min per run (mean) |",
+        "|---|---|---|---:|---|---|---|---|---:|---:|",
+    ]
+    for d in datasets:
+        for m in models:
+            if m not in agg[d]:
+                continue
+            e = agg[d][m]
+            L.append(
+                f"| {d} | {m} | {e['preset']} | {e['n_parameters']:,} | {','.join(map(str, e['seeds']))} | "
+                f"{', '.join(f'{lr:g}' for lr in e['lrs'])} | {_sweep_text(e['cells'])} | {_inside_text(e['cells'])} | "
+                f"{max(e['steps'])} | {np.mean(e['train_minutes']):.1f} |"
+            )
+    L += [
+        "",
+        "'inside': the chosen rate has a tried rate on each side (the sweep was widened along the ladder until it had, "
+        "or the ladder ended). A sweep shown once ran on the sweep seed and its rate was reused by the other seeds.",
+        "",
+    ]
+    return L
+
+
+def _sweep_text(cs: list[dict]) -> str:
+    """The sweeps of a model's cells: once when every seed reused one sweep (``lr_selection.sweep_seed``), else
+    per seed."""
+    seen, parts = set(), []
+    for c in cs:
+        sel = c.get("lr_selection") or {}
+        tag = sel.get("sweep_seed", c["seed"])
+        if tag in seen:
+            continue
+        seen.add(tag)
+        parts.append(f"s{tag}: " + ", ".join(f"{r['lr']:g}: {r['val_loss']:.4g}" for r in c["sweep"]))
+    return "; ".join(parts)
+
+
+def _inside_text(cs: list[dict]) -> str:
+    flags = {(c.get("lr_selection") or {}).get("inside") for c in cs}
+    return "yes" if flags == {True} else "no (edge of the ladder)" if False in flags else "n/a"
