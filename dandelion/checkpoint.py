@@ -23,6 +23,7 @@ of :func:`dandelion.build_model` apart from the grid; ``layout`` =
 from __future__ import annotations
 
 import os
+import pickle
 import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -35,7 +36,7 @@ from .channels import ChannelLayout
 from .forecast import Forecaster
 from .grid_guard import allow_grid_change
 from .registry import build_model, unwrap_model
-from .runtime import device_name, plain, temp_path, versions
+from .runtime import DamagedFileError, device_name, plain, temp_path, versions
 
 __all__ = [
     "save_checkpoint",
@@ -172,18 +173,38 @@ def load_checkpoint(path, map_location="cpu") -> dict:
         If ``path`` does not exist.
     ValueError
         If the file is not a Dandelion checkpoint (no ``format`` key of this module).
+    DamagedFileError
+        If torch cannot read the file (truncated, garbage, or holding objects ``weights_only`` refuses); the message
+        names the file and the fix.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(
             f"checkpoint {path} does not exist: pass the best.pt or last.pt of a dandelion-train run directory"
         )
-    ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except (RuntimeError, OSError, EOFError, ValueError, pickle.UnpicklingError) as err:
+        # torch's own text advises weights_only=False, which would run the file's code: never passed on
+        raise DamagedFileError(
+            f"checkpoint {path} is not readable ({_why(err)}): pass the best.pt or last.pt of a dandelion-train run, "
+            "or retrain; last.pt and best.pt are written atomically, so the other one of the run may be sound"
+        ) from err
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise ValueError(
             f"{path} is not a dandelion checkpoint (format {FORMAT!r}); was it written by dandelion-train?"
         )
     return ckpt
+
+
+def _why(err: BaseException) -> str:
+    """A short cause for an unreadable checkpoint, without torch's advice to load it unsafely."""
+    if isinstance(err, pickle.UnpicklingError):
+        return "it holds objects other than tensors and plain data, or is not a torch file"
+    text = " ".join(str(err).split())
+    if "zip archive" in text or "central directory" in text or isinstance(err, EOFError):
+        return "truncated or not a torch zip archive"
+    return text[:120]
 
 
 def config_from_checkpoint(ckpt: dict):
@@ -323,7 +344,8 @@ def load_model(checkpoint, device="cpu", dataset=None, allow_resolution_change: 
         data_fields = dataset.layout.fields
         if data_fields != layout.fields:
             raise ValueError(
-                f"checkpoint {checkpoint} was trained on fields {layout.fields} but the dataset {dataset.path} has {data_fields}: "
+                f"checkpoint {checkpoint} was trained on fields {layout.fields} but the dataset {dataset.path} has "
+                f"{data_fields}: "
                 "evaluate it on a dataset with the same fields"
             )
         want = dataset.grid.to_dict()
@@ -331,17 +353,24 @@ def load_model(checkpoint, device="cpu", dataset=None, allow_resolution_change: 
             what = ", ".join(k for k in ("grid", "nlat", "nlon") if want[k] != saved[k])
             if not allow_resolution_change:
                 raise ValueError(
-                    f"checkpoint {checkpoint} was trained on {saved} but the dataset {dataset.path} is on {want} ({what} differ): "
-                    "use data on the training grid, or pass allow_resolution_change=true for a model whose weights do not depend on the resolution"
+                    f"checkpoint {checkpoint} was trained on {saved} but the dataset {dataset.path} is on {want} "
+                    f"({what} differ): use data on the training grid, or pass allow_resolution_change=true for a "
+                    "model whose weights do not depend on the resolution"
                 )
         wet, data_wet = ckpt.get("extra", {}).get("wet"), getattr(dataset, "wet", None)
         if (wet is None) != (data_wet is None) or (
             wet is not None and not torch.equal(torch.as_tensor(wet, dtype=torch.bool), data_wet)
         ):
+            theirs = (
+                "a different one"
+                if data_wet is not None and wet is not None
+                else "one"
+                if data_wet is not None
+                else "none"
+            )
             raise ValueError(
-                f"checkpoint {checkpoint} was trained {'with' if wet is not None else 'without'} a land mask but the dataset "
-                f"{dataset.path} has {'a different one' if data_wet is not None and wet is not None else 'one' if data_wet is not None else 'none'}: "
-                "evaluate a model on data with the mask it was trained with"
+                f"checkpoint {checkpoint} was trained {'with' if wet is not None else 'without'} a land mask but the "
+                f"dataset {dataset.path} has {theirs}: evaluate a model on data with the mask it was trained with"
             )
         model = model_from_checkpoint(
             ckpt,

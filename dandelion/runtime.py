@@ -8,6 +8,8 @@
 * :func:`write_text_atomic`, :func:`write_json_atomic`, :func:`write_yaml_atomic`: the file is written
   under a hidden temporary name in its final folder (:func:`temp_path`) and renamed with
   ``os.replace``, so a file with its final name is always complete;
+* :class:`DamagedFileError`: an input file that is truncated, corrupt or not what it should be (the message
+  names the file and the fix); :func:`check_writable`: an output's folder can be written, before any work;
 * :func:`versions` and :func:`machine`: the provenance records stored in dataset folders,
   checkpoints and benchmark cells.
 """
@@ -20,7 +22,9 @@ import importlib.metadata as md
 import json
 import os
 import platform
+import re
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -34,8 +38,12 @@ __all__ = [
     "plain",
     "resolve_device",
     "device_name",
+    "check_device",
     "ProcessGroup",
     "temp_path",
+    "temp_leftovers",
+    "check_writable",
+    "DamagedFileError",
     "write_text_atomic",
     "write_json_atomic",
     "write_yaml_atomic",
@@ -61,6 +69,31 @@ def plain(obj):
     return obj
 
 
+def check_device(name, key: str = "device") -> str:
+    """``name`` when it is ``cpu``, ``auto``, ``cuda`` or ``cuda:N`` that this machine has.
+
+    Raises
+    ------
+    ValueError
+        For another name, CUDA asked for without CUDA, or a device index this machine lacks (the message
+        names ``key`` and the values to use).
+    """
+    name = str(name or "auto")
+    if name in ("cpu", "auto"):
+        return name
+    m = re.fullmatch(r"cuda(?::(\d+))?", name)
+    if not m:
+        raise ValueError(f"{key}={name} is not a device: use {key}=cpu, cuda, cuda:N or auto")
+    if not torch.cuda.is_available():
+        raise ValueError(f"{key}={name} but CUDA is not available on this machine: use {key}=cpu (or {key}=auto)")
+    if m.group(1) is not None and int(m.group(1)) >= torch.cuda.device_count():
+        raise ValueError(
+            f"{key}={name} but this machine has {torch.cuda.device_count()} CUDA device(s): "
+            f"use {key}=cuda:0 .. cuda:{torch.cuda.device_count() - 1}"
+        )
+    return name
+
+
 def resolve_device(name, local_rank: int = 0) -> torch.device:
     """The torch device of ``name`` (``"auto"`` or None: CUDA if available, else CPU).
 
@@ -71,13 +104,8 @@ def resolve_device(name, local_rank: int = 0) -> torch.device:
     ValueError
         If CUDA is asked for but is not available (the message says to use ``device=cpu``).
     """
-    name = str(name or "auto")
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    dev = torch.device(name)
+    dev = torch.device(device_name(check_device(name)))
     if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"device={name} but CUDA is not available here: use device=cpu (or device=auto)")
         if dev.index is None:
             dev = torch.device("cuda", local_rank)
     return dev
@@ -159,10 +187,52 @@ class ProcessGroup:
 
 
 # ---------------------------------------------------------------------------------------------- atomic files
-def temp_path(path) -> Path:
-    """The hidden temporary name (same folder, ``.<name>.<pid>.tmp``) a file is written under before ``os.replace``."""
+def temp_path(path, kind: str = "tmp") -> Path:
+    """The hidden temporary name ``.<name>.<pid>.<kind>`` (same folder) a file or store is written under before
+    ``os.replace``: the process id keeps two writers of one name apart."""
     path = Path(path)
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    return path.with_name(f".{path.name}.{os.getpid()}.{kind}")
+
+
+def temp_leftovers(path) -> list[Path]:
+    """The temporary files of ``path`` (:func:`temp_path`, any process id) that lie in its folder: what an
+    interrupted writer left. Only a holder of the folder's :class:`OutputLock` may delete them."""
+    path = Path(path)
+    return sorted(path.parent.glob(f".{glob_escape(path.name)}.*.tmp")) if path.parent.is_dir() else []
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with the glob metacharacters ``*?[`` bracketed (:mod:`glob.escape` for one path component)."""
+    return re.sub(r"([*?[])", r"[\1]", name)
+
+
+def check_writable(path, key: str = "output") -> Path:
+    """Check that ``path`` (a file or folder to create) can be written: its nearest existing folder accepts a
+    new file (a probe file is created and removed). Returns ``path``.
+
+    Raises
+    ------
+    PermissionError
+        Naming ``key``, the folder that refuses and the fix, when that folder cannot be written.
+    NotADirectoryError
+        When the nearest existing ancestor is a file.
+    """
+    path = Path(path).expanduser()
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise NotADirectoryError(f"{key}={path}: {folder} is a file, not a folder: choose another {key}")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".dandelion-write-probe.", dir=folder)
+    except OSError as err:
+        raise PermissionError(
+            f"{key}={path} cannot be written: {folder} refuses new files ({err.strerror or err}); "
+            f"choose a writable {key}"
+        ) from err
+    os.close(fd)
+    os.unlink(probe)
+    return path
 
 
 def write_text_atomic(path, text: str) -> Path:
@@ -193,6 +263,11 @@ def write_json_atomic(path, obj, indent: int = 1) -> Path:
 def write_yaml_atomic(path, data) -> Path:
     """Write ``data`` as YAML atomically (keys in insertion order)."""
     return write_text_atomic(path, yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120))
+
+
+# ---------------------------------------------------------------------------------------------- damaged inputs
+class DamagedFileError(OSError):
+    """An input file is truncated, corrupt or not what it should be; the message names the file and the fix."""
 
 
 # ---------------------------------------------------------------------------------------------- provenance

@@ -29,6 +29,8 @@ from .storage import CorruptFileError, trajectory_filename
 
 __all__ = [
     "SPLITS",
+    "RESAMPLE_MARK",
+    "completeness_problem",
     "is_complete",
     "load_metadata",
     "load_stats",
@@ -48,18 +50,64 @@ SPLITS = ("train", "valid", "test")
 def _load_yaml(path: Path, what: str, fix: str) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist: {what}; {fix}")
-    with open(path) as fh:
-        data = yaml.safe_load(fh)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise CorruptFileError(f"{path} is not valid YAML ({' '.join(str(err).split())[:120]}); {fix}") from err
     if not isinstance(data, dict):
         raise CorruptFileError(f"{path} is not a YAML mapping; {fix}")
     return data
 
 
-def is_complete(path: str | os.PathLike) -> bool:
-    """Whether the folder's generation finished: its ``checksums.sha256`` and ``stats.yaml`` are written (both
-    last, atomically)."""
+#: The mark ``dandelion-well-resample`` keeps in its output folder: ``complete: false`` until every file is written.
+RESAMPLE_MARK = "dandelion_resample.yaml"
+
+
+def completeness_problem(path: str | os.PathLike) -> str | None:
+    """Why the dataset folder ``path`` is not complete, or None when it is. The one definition every reader uses.
+
+    * A folder written by ``dandelion-generate`` (it has ``dataset.yaml``) is complete when ``dataset.yaml`` does
+      not say ``complete: false`` and ``stats.yaml`` and ``checksums.sha256`` are written (both last, atomically);
+    * a folder written by ``dandelion-well-resample`` (it has :data:`RESAMPLE_MARK`) when the mark says
+      ``complete: true``;
+    * any other folder (e.g. one in the Well's layout as downloaded) is taken as complete.
+
+    The text names the folder and the command that finishes it.
+    """
     path = Path(path)
-    return (path / "checksums.sha256").exists() and (path / "stats.yaml").exists()
+    meta_file, mark = path / "dataset.yaml", path / RESAMPLE_MARK
+    if meta_file.is_file():
+        try:
+            meta = yaml.safe_load(meta_file.read_text())
+        except yaml.YAMLError:
+            meta = None
+        if not isinstance(meta, dict):
+            return f"{meta_file} is not a readable YAML mapping: regenerate the dataset with dandelion-generate"
+        missing = [n for n in ("stats.yaml", "checksums.sha256") if not (path / n).is_file()]
+        if meta.get("complete") is False or missing:
+            return (
+                f"{path} is incomplete (its generation did not finish): rerun the dandelion-generate command that "
+                f"made it ({meta.get('command') or 'the same command'}; generation resumes)"
+            )
+        return None
+    if mark.is_file():
+        try:
+            info = yaml.safe_load(mark.read_text())
+        except yaml.YAMLError:
+            info = None
+        if not isinstance(info, dict) or info.get("complete") is not True:
+            command = (info or {}).get("command") if isinstance(info, dict) else None
+            return (
+                f"{path} is an unfinished dandelion-well-resample output ({mark} says it is not complete): rerun "
+                f"`{command or 'dandelion-well-resample src=SRC dst=' + str(path)}` to finish it (it resumes), "
+                "or delete the folder"
+            )
+    return None
+
+
+def is_complete(path: str | os.PathLike) -> bool:
+    """Whether the folder is complete (:func:`completeness_problem` finds nothing)."""
+    return completeness_problem(path) is None
 
 
 def load_metadata(path: str | os.PathLike) -> dict:
@@ -93,8 +141,15 @@ def load_splits(path: str | os.PathLike) -> dict:
             f"{p} does not exist: not a dataset folder, or generation never started; "
             "generate it with dandelion-generate dataset=NAME dataset.path=DIR"
         )
-    with open(p) as fh:
-        return json.load(fh)
+    try:
+        data = json.loads(p.read_text())
+    except (ValueError, UnicodeDecodeError) as err:
+        raise CorruptFileError(
+            f"{p} is not valid JSON ({err}): rerun the dandelion-generate command that made the folder to rewrite it"
+        ) from err
+    if not isinstance(data, dict):
+        raise CorruptFileError(f"{p} is not a JSON mapping: rerun the dandelion-generate command that made the folder")
+    return data
 
 
 def list_split(path: str | os.PathLike, split: str) -> list[Path]:

@@ -4,7 +4,7 @@ Usage::
 
     dandelion-generate dataset=galewsky dataset.path=DIR [dataset.nlat=32 dataset.nlon=64 dataset.lmax=21
                        dataset.n_trajectories=4 dataset.n_frames=24 dataset.seed=0] [device=cuda batch_size=8]
-    torchrun --nproc_per_node=4 -m dandelion.datasets.generate dataset=galewsky dataset.path=DIR device=cuda
+    torchrun --nproc_per_node=4 -m dandelion.cli.generate dataset=galewsky dataset.path=DIR device=cuda
 
 What it does:
 
@@ -44,12 +44,21 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from dandelion.runtime import ProcessGroup, plain, versions, write_json_atomic, write_yaml_atomic
+from dandelion.locks import LockHeldError, OutputLock, noting_state
+from dandelion.runtime import (
+    ProcessGroup,
+    check_device,
+    plain,
+    temp_leftovers,
+    versions,
+    write_json_atomic,
+    write_yaml_atomic,
+)
 
 from .folder import SPLITS, load_metadata, split_of, write_checksums
 from .scenario import SanityBoundError, Scenario, get_scenario
 from .statistics import compute_stats
-from .storage import CorruptFileError, TrajectoryWriter, open_trajectory, temp_path, trajectory_filename
+from .storage import CorruptFileError, TrajectoryWriter, open_trajectory, trajectory_filename
 
 __all__ = ["generate", "check", "config_fingerprint", "build_scenario"]
 
@@ -92,9 +101,10 @@ def _prepare(cfg):
         ) from err
     scenario.validate_time_step()  # an unsafe step is refused before anything is written
     root = Path(path).expanduser().resolve()
-    device = str(cfg.get("device") or "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device={device} was requested but torch sees no CUDA device: pass device=cpu")
+    device = check_device(cfg.get("device") or "cpu")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    _check_grid(scenario)
     batch_size = cfg.get("batch_size")
     batch_size = 4 if batch_size is None else int(batch_size)
     if batch_size < 1:
@@ -110,6 +120,41 @@ def _prepare(cfg):
     return cfg, scenario, root, device, batch_size, resolved, config_fingerprint(resolved)
 
 
+#: U-Net levels of the deepest Dandelion presets; each level halves nlon (dandelion.model, dandelion.pooling).
+_UNET_LEVELS = 4
+_WARNED_NLON: set[int] = set()
+
+
+def _check_grid(scenario: Scenario) -> None:
+    """Refuse a solver band limit beyond any use for the stored grid; say which models an nlon cannot train.
+
+    A spectral solver's ``lmax`` above both the stored grid's band limit and the scenario's own default (the
+    band limit its physics asks for) only buys degrees that are truncated away before storage, at a cost that
+    grows like ``lmax**3``. An ``nlon`` that does not divide by ``2**(levels-1)`` is refused by the U-Net
+    models (Dandelion, Flower2D) at training: said here, once, as a warning."""
+    if scenario.band_limited:
+        lmax, grid_lmax = int(scenario.cfg["lmax"]), scenario.grid.lmax
+        bound = max(grid_lmax, int(scenario.default_lmax), int(scenario.min_lmax))
+        if lmax > bound:
+            raise ValueError(
+                f"dataset.lmax={lmax} is above the band limit of the stored {scenario.grid.nlat}x{scenario.grid.nlon} "
+                f"{scenario.grid.grid} grid ({grid_lmax}) and above the {scenario.name} default "
+                f"({scenario.default_lmax}): "
+                f"the extra degrees are truncated away before storage; use dataset.lmax<={bound} (or null), or raise "
+                "dataset.nlat and dataset.nlon"
+            )
+    nlon, step = scenario.grid.nlon, 2 ** (_UNET_LEVELS - 1)
+    if nlon % step and nlon not in _WARNED_NLON:  # check() and generate() both prepare: said once
+        _WARNED_NLON.add(nlon)
+        tqdm.write(
+            f"dandelion-generate: warning: dataset.nlon={nlon} does not divide by {step}: the U-Net models (dandelion, "
+            "flower2d) need nlon divisible by 2**(levels-1) (2, 4, 8 for 2, 3, 4 levels; the paper presets have 4) "
+            f"and refuse it at training; SFNO and DISCO train on it. Choose nlon a multiple of {step} to train every "
+            "model",
+            file=sys.stderr,
+        )
+
+
 def check(cfg) -> Path:
     """Everything :func:`generate` checks before integrating, writing nothing: the scenario and its
     configuration, the device, and that ``dataset.path`` is new, empty or holds the same dataset.
@@ -118,6 +163,8 @@ def check(cfg) -> Path:
     """
     _cfg, _scenario, root, _device, _batch, resolved, fingerprint = _prepare(cfg)
     _claim(root, {"fingerprint": fingerprint}, resolved, write=False)
+    if (root / OutputLock.NAME).is_file():  # a writer now: refused here, before any work
+        OutputLock.folder(root, "dandelion-generate").acquire().release()
     return root
 
 
@@ -153,44 +200,61 @@ def generate(cfg) -> Path:
     dist = ProcessGroup(timeout=timedelta(days=7))  # gloo, for barriers; each rank picks its own GPU below
     if device.startswith("cuda") and dist.world_size > 1 and device == "cuda":
         device = f"cuda:{dist.local_rank}"
+    lock = None
     try:
-        meta = {
-            **scenario.describe(),
-            "fingerprint": fingerprint,
-            "complete": False,
-            "config": {"dataset": resolved, "device": device, "batch_size": batch_size},
-            "command": shlex.join(sys.argv),
-            "versions": versions(),
-        }
-        splits = scenario.make_splits(seed=int(resolved.get("split_seed", 42)))
-        _claim(root, meta, resolved, write=dist.rank == 0)  # every rank refuses a mismatch by itself
-        if dist.rank == 0:
-            write_json_atomic(root / "splits.json", splits)
-        dist.barrier()
-        only = cfg.get(
-            "splits"
-        )  # e.g. [test]: a test set on another grid; the split itself is that of the full dataset
-        wanted = sorted(i for sp in (only or SPLITS) for i in splits[sp])
-        if only is not None:
-            meta["generated_splits"] = list(only)
-        ids = wanted[dist.rank :: dist.world_size]
-        _run(
-            scenario,
-            root,
-            ids,
-            split_of(splits),
-            batch_size=batch_size,
-            device=device,
-            progress=progress,
-            desc=f"{scenario.name}" + (f" rank {dist.rank}" if dist.world_size > 1 else ""),
-        )
-        dist.barrier()
-        if dist.rank == 0:
-            _finalise(root, scenario, meta, splits)
-        dist.barrier()
+        refused = None
+        if dist.rank == 0:  # one writer per folder: a second run into it is refused, naming this one
+            _claim(root, {"fingerprint": fingerprint}, resolved, write=False)
+            try:
+                lock = OutputLock.folder(root, "dandelion-generate").acquire()
+            except LockHeldError as err:
+                refused = str(err)
+        refused = dist.broadcast(refused)
+        if refused:
+            raise LockHeldError(refused)
+        with noting_state(f"state in {root} (finished trajectory files are kept); rerun the same command to continue"):
+            _generate_locked(cfg, scenario, root, device, batch_size, resolved, fingerprint, progress, dist)
     finally:
+        if lock is not None:
+            lock.release()
         dist.close()
     return root
+
+
+def _generate_locked(cfg, scenario, root, device, batch_size, resolved, fingerprint, progress, dist) -> None:
+    """The body of :func:`generate`, run while rank 0 holds the folder's lock."""
+    meta = {
+        **scenario.describe(),
+        "fingerprint": fingerprint,
+        "complete": False,
+        "config": {"dataset": resolved, "device": device, "batch_size": batch_size},
+        "command": shlex.join(sys.argv),
+        "versions": versions(),
+    }
+    splits = scenario.make_splits(seed=int(resolved.get("split_seed", 42)))
+    _claim(root, meta, resolved, write=dist.rank == 0)  # every rank refuses a mismatch by itself
+    if dist.rank == 0:
+        write_json_atomic(root / "splits.json", splits)
+    dist.barrier()
+    only = cfg.get("splits")  # e.g. [test]: a test set on another grid; the split itself is that of the full dataset
+    wanted = sorted(i for sp in (only or SPLITS) for i in splits[sp])
+    if only is not None:
+        meta["generated_splits"] = list(only)
+    ids = wanted[dist.rank :: dist.world_size]
+    _run(
+        scenario,
+        root,
+        ids,
+        split_of(splits),
+        batch_size=batch_size,
+        device=device,
+        progress=progress,
+        desc=f"{scenario.name}" + (f" rank {dist.rank}" if dist.world_size > 1 else ""),
+    )
+    dist.barrier()
+    if dist.rank == 0:
+        _finalise(root, scenario, meta, splits)
+    dist.barrier()
 
 
 def _claim(root: Path, meta: dict, resolved: dict, *, write: bool = True) -> None:
@@ -263,8 +327,9 @@ def _run(
 ) -> None:
     """Generate the missing files among ``ids`` in fixed batches of ``batch_size``."""
     paths = {i: root / split[i] / trajectory_filename(i) for i in ids}
-    for i, p in paths.items():  # leftovers of an interrupted run (only this rank's ids)
-        temp_path(p).unlink(missing_ok=True)
+    for p in paths.values():  # leftovers of an interrupted run (this rank's ids; the folder's lock is held)
+        for tmp in temp_leftovers(p):
+            tmp.unlink(missing_ok=True)
     missing = set()
     for i, p in paths.items():
         if not _is_complete(p, i, scenario.n_frames):
@@ -306,13 +371,14 @@ def _run(
                     try:
                         sim.advance_to(float(t))
                         values = scenario.stored_fields(sim.fields(out_grid))
-                        for j, i in enumerate(batch):
+                        for j in range(len(batch)):
                             for name, a in values.items():
                                 if not np.isfinite(a[j]).all():
                                     raise FloatingPointError(f"non-finite {name} in trajectory {j} of the batch")
                     except FloatingPointError as e:
                         raise FloatingPointError(
-                            f"{scenario.name}: a trajectory became non-finite or unstable before t={t} ({scenario.time_units}) "
+                            f"{scenario.name}: a trajectory became non-finite or unstable before t={t} "
+                            f"({scenario.time_units}) "
                             f"in the batch of trajectory ids {batch} (batch index in the solver's message): {e}. "
                             "Parameters: "
                             + "; ".join(f"id {i}: {p}" for i, p in zip(batch, params))

@@ -19,7 +19,7 @@ from dandelion.sphere import SphereGrid
 
 from .storage import file_levels, is_surface, open_trajectory, read_field, read_mask
 
-__all__ = ["WELL_STATS_KEYS", "FieldMoments", "stream_trajectory", "compute_stats"]
+__all__ = ["WELL_STATS_KEYS", "FieldMoments", "stream_trajectory", "first_non_finite", "compute_stats"]
 
 #: Top-level keys of the Well's ``stats.yaml`` (the Well's ``ZScoreNormalization`` / ``RMSNormalization``).
 WELL_STATS_KEYS = ("mean", "std", "mean_delta", "std_delta", "rms", "rms_delta")
@@ -120,7 +120,7 @@ class FieldMoments:
         if self.components is not None:  # the Well's: one update per block, levels pooled
             d = np.diff(a if self.prev is None else np.concatenate([self.prev[None], a]), axis=0)
             for c, (mx, mdx) in enumerate(zip(*self.components)):
-                pick = (lambda z: z[..., c]) if self.vector else (lambda z: z)
+                pick = (lambda z, c=c: z[..., c]) if self.vector else (lambda z: z)
                 mx.add(pick(a), w)
                 if d.shape[0]:
                     mdx.add(pick(d), w)
@@ -166,18 +166,49 @@ class FieldMoments:
 
 
 def stream_trajectory(
-    read: Callable[[int, int], Mapping[str, np.ndarray]], n_frames: int, acc: Mapping[str, FieldMoments], w: np.ndarray
+    read: Callable[[int, int], Mapping[str, np.ndarray]],
+    n_frames: int,
+    acc: Mapping[str, FieldMoments],
+    w: np.ndarray,
+    where: str = "a trajectory",
 ) -> None:
     """Feed one trajectory to the accumulators, a block of frames at a time.
 
-    ``read(start, stop)`` gives ``{field: frames start:stop}`` for at least the fields of ``acc``.
+    ``read(start, stop)`` gives ``{field: frames start:stop}`` for at least the fields of ``acc``; ``where`` names
+    the trajectory (its file) in the error.
+
+    Raises
+    ------
+    ValueError
+        If a frame holds a NaN or Inf where the weights are not zero (:func:`first_non_finite`): the statistics would
+        be NaN; the message names ``where``, the field and the frame.
     """
     for m in acc.values():
         m.new_trajectory()
     for start in range(0, n_frames, _BLOCK):
         block = read(start, min(n_frames, start + _BLOCK))
         for name, m in acc.items():
+            bad = first_non_finite(block[name], w)
+            if bad is not None:
+                raise ValueError(
+                    f"{where}: field {name!r} is not finite at frame {start + bad}: the statistics would be NaN; "
+                    "regenerate (or download again) that file, or move it out of the split"
+                )
             m.add(block[name], w)
+
+
+def first_non_finite(frames: np.ndarray, w: np.ndarray | None = None) -> int | None:
+    """Index of the first frame of ``frames`` ``(T, [L,] nlat, nlon[, 2])`` holding a NaN or Inf, or None.
+
+    With weights ``w`` of shape ``(nlat, nlon)`` (a masked dataset), points of weight zero (land) are not looked at;
+    ``(nlat, 1)`` quadrature weights look at every point."""
+    a = np.asarray(frames)
+    bad = ~np.isfinite(a)
+    if w is not None and np.ndim(w) == 2 and np.shape(w)[1] > 1:
+        keep = np.asarray(w) != 0
+        bad &= keep if a.shape[-2:] == keep.shape else keep[..., None]  # vectors: a trailing component axis
+    rows = bad.reshape(bad.shape[0], -1).any(1)
+    return int(np.argmax(rows)) if rows.any() else None
 
 
 def compute_stats(files: Iterable[str | os.PathLike], fields: Mapping[str, Mapping], *, well: bool = False) -> dict:
@@ -246,10 +277,11 @@ def compute_stats(files: Iterable[str | os.PathLike], fields: Mapping[str, Mappi
                     n_levels = None if levels is None or is_surface(d) else d.shape[2]
                     acc[name] = FieldMoments(fields[name]["kind"] == "vector", n_levels, well=well)
             stream_trajectory(
-                lambda a, b: {n: read_field(d, a, b) for n, d in ds.items()},
+                lambda a, b, ds=ds: {n: read_field(d, a, b) for n, d in ds.items()},
                 int(f["dimensions"]["time"].shape[0]),
                 acc,
                 w,
+                where=str(path),
             )
     out = {name: acc[name].entry() for name in fields}
     if well:

@@ -3,10 +3,10 @@
 
 Trajectory file (the Well's layout, docs/datasets/README.md, with our deviations)::
 
-    /                    attrs dataset_name, grid_type="spherical", grid, nlat, nlon, lmax (absent when band_limited=False),
-                         band_limited, n_spatial_dims=2, n_trajectories=1, trajectory_id, simulation_parameters,
-                         time_units, dandelion_version, and one attribute per simulation parameter holding its value
-                         (as the Well asks)
+    /                    attrs dataset_name, grid_type="spherical", grid, nlat, nlon, lmax (absent when
+                         band_limited=False), band_limited, n_spatial_dims=2, n_trajectories=1, trajectory_id,
+                         simulation_parameters, time_units, dandelion_version, and one attribute per simulation
+                         parameter holding its value (as the Well asks)
     boundary_conditions/ lon_periodic (bc_type PERIODIC), lat_open (OPEN; level_wall WALL in leveled files), each
                          with associated_dims, associated_fields=[], sample_varying, time_varying and a bool mask
                          (True at the first and last point of its dimension): the Well's loader needs this group
@@ -38,8 +38,9 @@ Chunks hold one frame over the whole sphere (all levels); compression is gzip (l
 a Fletcher-32 checksum per chunk so that a flipped byte fails loudly on read. Files are deterministic
 (no creation times are recorded), so the same data gives the same bytes.
 
-Every file is written under a temporary name in its final folder and renamed with ``os.replace``
-once complete: a file with its final name is always complete.
+Every file is written under a temporary name in its final folder (hidden, with the writer's process id) and
+renamed with ``os.replace`` once complete: a file with its final name is always complete, and holds finite values
+only (:meth:`TrajectoryWriter.write_frame` refuses a NaN or Inf).
 """
 
 from __future__ import annotations
@@ -52,7 +53,11 @@ import h5py
 import numpy as np
 
 from dandelion import __version__
+from dandelion.runtime import DamagedFileError, temp_leftovers
+from dandelion.runtime import temp_path as _process_temp_path
 from dandelion.sphere import SphereGrid
+
+from .layout import is_surface, layout_problems
 
 __all__ = [
     "CorruptFileError",
@@ -60,6 +65,8 @@ __all__ = [
     "write_boundary_conditions",
     "trajectory_filename",
     "temp_path",
+    "temp_leftovers",
+    "open_hdf5",
     "open_trajectory",
     "read_fields",
     "read_field",
@@ -69,23 +76,13 @@ __all__ = [
 ]
 
 _COMPRESSION = dict(compression="gzip", compression_opts=4, shuffle=True, fletcher32=True)
-_REQUIRED_ROOT_ATTRS = (
-    "dataset_name",
-    "grid_type",
-    "grid",
-    "nlat",
-    "nlon",
-    "n_spatial_dims",
-    "n_trajectories",
-    "trajectory_id",
-    "simulation_parameters",
-    "time_units",
-    "dandelion_version",
+_REGENERATE = (
+    "delete it and rerun the dandelion-generate command that made the folder (it regenerates missing files), "
+    "or check it with dandelion-verify"
 )
-_REQUIRED_GROUPS = ("dimensions", "scalars", "t0_fields", "t1_fields", "t2_fields")
 
 
-class CorruptFileError(OSError):
+class CorruptFileError(DamagedFileError):
     """A dataset file is truncated, corrupt or does not follow the layout; the message names the file."""
 
 
@@ -95,13 +92,25 @@ def trajectory_filename(trajectory_id: int) -> str:
 
 
 def temp_path(path: str | os.PathLike) -> Path:
-    """The temporary name a trajectory file is written under before ``os.replace`` (same folder, hidden).
+    """The temporary name a trajectory file is written under before ``os.replace``: same folder, hidden, with this
+    process's id (:func:`dandelion.runtime.temp_path`), so two writers never share one. A rerun holding the
+    folder's lock removes the leftovers of any process (:func:`dandelion.runtime.temp_leftovers`), and
+    ``dandelion-verify`` reports them."""
+    return _process_temp_path(path)
 
-    Unlike :func:`dandelion.runtime.temp_path` the name carries no process id: a rerun finds (and
-    removes) the leftovers of an interrupted run, and ``dandelion-verify`` reports them.
-    """
+
+def open_hdf5(path: str | os.PathLike, fix: str) -> h5py.File:
+    """``h5py.File(path, "r")``; a file HDF5 cannot open raises :class:`CorruptFileError` naming it and ``fix``.
+
+    Raises FileNotFoundError for a missing file."""
     path = Path(path)
-    return path.with_name(f".{path.name}.tmp")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: {fix}")
+    try:
+        return h5py.File(path, "r")
+    except OSError as e:
+        why = " ".join(str(e).split())
+        raise CorruptFileError(f"cannot open {path} (truncated or corrupt HDF5: {why[:160]}): {fix}") from e
 
 
 # ---------------------------------------------------------------------------------------------- writing
@@ -181,7 +190,8 @@ class TrajectoryWriter:
         if leveled:
             if self.levels.size == 0 or not np.isfinite(self.levels).all():
                 raise ValueError(
-                    f"levels={levels!r} must be a non-empty list of finite values ({level_units}); pass levels=None for a 2-D dataset"
+                    f"levels={levels!r} must be a non-empty list of finite values ({level_units}); "
+                    "pass levels=None for a 2-D dataset"
                 )
             self.level_fields = set(self.fields) if level_fields is None else {str(n) for n in level_fields}
             unknown = sorted(self.level_fields - set(self.fields))
@@ -193,8 +203,6 @@ class TrajectoryWriter:
             self.level_fields = set()
         self.n_written = 0
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.tmp.exists():
-            self.tmp.unlink()
         T, nlat, nlon = len(self.times), grid.nlat, grid.nlon
         f = h5py.File(self.tmp, "w", libver="earliest", track_order=False)
         self.file = f
@@ -280,7 +288,14 @@ class TrajectoryWriter:
                 a = a[None]  # surface field: size-1 level axis
             if a.shape != d.shape[2:]:
                 raise ValueError(f"field {name!r} has shape {a.shape}, expected {d.shape[2:]}")
-            d[0, index] = a.astype(np.float32)
+            a = a.astype(np.float32)
+            if not np.isfinite(a).all():  # after the cast: a finite float64 beyond 3.4e38 is Inf in float32
+                raise FloatingPointError(
+                    f"{self.path}: frame {index} of field {name!r} holds {np.isnan(a).sum()} NaN and "
+                    f"{np.isinf(a).sum()} Inf values (as float32): the file is not written; check the solver's "
+                    "settings (time step, band limit) for this trajectory"
+                )
+            d[0, index] = a
         self.n_written = max(self.n_written, index + 1)
 
     def close(self) -> Path:
@@ -380,15 +395,9 @@ def open_trajectory(path: str | os.PathLike, *, check_data: bool = False) -> h5p
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"trajectory file {path} does not exist: check the dataset path and splits.json")
+    f = open_hdf5(path, _REGENERATE)
     try:
-        f = h5py.File(path, "r")
-    except OSError as e:
-        raise CorruptFileError(
-            f"cannot open trajectory file {path} (truncated or corrupt HDF5: {e}); delete it and rerun "
-            "dandelion-generate with the same configuration to regenerate it"
-        ) from e
-    try:
-        problems = _layout_problems(f, check_data=check_data)
+        problems = layout_problems(f, check_data=check_data)
     except Exception as e:  # h5py raises OSError/KeyError/RuntimeError on damaged metadata or chunks
         problems = [f"unreadable content ({type(e).__name__}: {e})"]
     if problems:
@@ -396,78 +405,9 @@ def open_trajectory(path: str | os.PathLike, *, check_data: bool = False) -> h5p
         raise CorruptFileError(
             f"trajectory file {path} is damaged or not in the dandelion layout: "
             + "; ".join(problems)
-            + ". Delete it and rerun dandelion-generate with the same configuration to regenerate it"
+            + f". {_REGENERATE[0].upper()}{_REGENERATE[1:]}"
         )
     return f
-
-
-def _layout_problems(f: h5py.File, *, check_data: bool) -> list[str]:
-    problems = [f"missing root attribute {a!r}" for a in _REQUIRED_ROOT_ATTRS if a not in f.attrs]
-    if "lmax" not in f.attrs and bool(f.attrs.get("band_limited", True)):
-        problems.append("missing root attribute 'lmax' (and band_limited is not False)")
-    problems += [f"missing group {g!r}" for g in _REQUIRED_GROUPS if g not in f]
-    if problems:
-        return problems
-    nlat, nlon = int(f.attrs["nlat"]), int(f.attrs["nlon"])
-    leveled = "level" in f["dimensions"]
-    if leveled != (int(f.attrs["n_spatial_dims"]) == 3):
-        problems.append(
-            f"n_spatial_dims={int(f.attrs['n_spatial_dims'])} but dimensions/level is "
-            + ("present" if leveled else "absent")
-        )
-    for name, n in (("time", None), ("lat", nlat), ("lon", nlon)) + ((("level", None),) if leveled else ()):
-        if name not in f["dimensions"]:
-            problems.append(f"missing dimensions/{name}")
-            continue
-        d = f["dimensions"][name]
-        if d.ndim != 1 or (n is not None and d.shape[0] != n):
-            problems.append(f"dimensions/{name} has shape {d.shape}")
-    if problems:
-        return problems
-    T = f["dimensions"]["time"].shape[0]
-    L = f["dimensions"]["level"].shape[0] if leveled else None
-    for p in f.attrs["simulation_parameters"]:
-        if p not in f["scalars"]:
-            problems.append(f"missing scalars/{p}")
-    for group, trailing in (("t0_fields", ()), ("t1_fields", (2,))):
-        for name, d in f[group].items():
-            want = (1, T, nlat, nlon) + trailing
-            if leveled:
-                surface = is_surface(d)
-                want = (1, T, 1 if surface else L, nlat, nlon) + trailing
-                if len(d.attrs.get("dim_varying", [])) != 3:
-                    problems.append(f"{group}/{name} dim_varying has not 3 entries (level, lat, lon)")
-            if d.shape != want:
-                problems.append(f"{group}/{name} has shape {d.shape}, expected {want}")
-            if d.dtype != np.float32:
-                problems.append(f"{group}/{name} has dtype {d.dtype}, expected float32")
-            for a in ("units", "long_name"):
-                if a not in d.attrs:
-                    problems.append(f"{group}/{name} lacks attribute {a!r}")
-            if trailing and list(d.attrs.get("component_names", [])) != ["u", "v"]:
-                problems.append(f"{group}/{name} component_names is not ['u', 'v']")
-            if check_data and not problems:
-                for k in range(T):
-                    if not np.isfinite(d[0, k]).all():
-                        problems.append(f"{group}/{name} has non-finite values at frame {k}")
-                        break
-    if "mask" in f:  # a masked dataset: mask/wet (nlat, nlon), 1 = ocean
-        wet = f["mask"].get("wet")
-        if wet is None or wet.shape != (nlat, nlon):
-            problems.append(
-                f"mask/wet is {'missing' if wet is None else f'of shape {wet.shape}'}, expected ({nlat}, {nlon})"
-            )
-    if check_data:
-        for name in ("time", "lat", "lon") + (("level",) if leveled else ()):
-            if not np.isfinite(f["dimensions"][name][()]).all():
-                problems.append(f"dimensions/{name} has non-finite values")
-    return problems
-
-
-def is_surface(d: h5py.Dataset) -> bool:
-    """True for a surface field of a leveled file: size-1 level axis, ``dim_varying[0] == False``."""
-    dv = d.attrs.get("dim_varying", None)
-    return dv is not None and len(dv) == 3 and not bool(dv[0])
 
 
 def file_levels(f: h5py.File) -> np.ndarray | None:
@@ -484,7 +424,8 @@ def read_field(d: h5py.Dataset, start: int | None = None, stop: int | None = Non
 
 def read_fields(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """All fields of a trajectory file as arrays: scalars ``(T, nlat, nlon)``, vectors ``(T, nlat, nlon, 2)``;
-    in a leveled file, level fields ``(T, L, nlat, nlon[, 2])`` and surface fields squeezed to ``(T, nlat, nlon[, 2])``."""
+    in a leveled file, level fields ``(T, L, nlat, nlon[, 2])`` and surface fields squeezed to
+    ``(T, nlat, nlon[, 2])``."""
     with open_trajectory(path) as f:
         out = {n: read_field(d) for n, d in f["t0_fields"].items()}
         out.update({n: read_field(d) for n, d in f["t1_fields"].items()})

@@ -24,8 +24,9 @@ from dandelion.channels import ChannelLayout
 from dandelion.sphere import SphereGrid
 
 from . import folder
+from .statistics import first_non_finite
 from .storage import open_trajectory, read_field, read_mask
-from .well import WellFolder, is_well_folder
+from .well import WellFolder, is_well_folder, open_well_file
 
 __all__ = ["WindowDataset"]
 
@@ -79,6 +80,9 @@ class WindowDataset(torch.utils.data.Dataset):
         if self.well is not None:
             self.metadata, self.stats = self.well.metadata, self.well.stats
         else:
+            problem = folder.completeness_problem(self.path) if (self.path / "dataset.yaml").is_file() else None
+            if problem:
+                raise ValueError(problem)
             self.metadata = folder.load_metadata(self.path)
             self.stats = folder.load_stats(self.path)
         self.grid = SphereGrid(int(self.metadata["nlat"]), int(self.metadata["nlon"]), str(self.metadata["grid"]))
@@ -97,6 +101,12 @@ class WindowDataset(torch.utils.data.Dataset):
         else:
             self.files = [Path(f) for f in folder.list_split(self.path, self.split)]
             self.samples = [0] * len(self.files)
+        if not self.files and self.well is not None:
+            sub = self.path / "data" / ("valid" if self.split == "val" else self.split)
+            raise ValueError(
+                f"split {self.split!r} of {self.path} holds no trajectory ({sub} has no .hdf5/.h5 file): download that "
+                "split of the Well dataset (or rerun the dandelion-well-resample that wrote the folder)"
+            )
         if not self.files:
             raise ValueError(
                 f"split {self.split!r} of {self.path} holds no trajectory: check splits.json or regenerate the dataset"
@@ -106,7 +116,7 @@ class WindowDataset(torch.utils.data.Dataset):
         if self.well is not None:
             self.trajectory_ids = self.well.trajectory_ids(self.split)
             for f in self.files:
-                with h5py.File(f, "r") as h:
+                with open_well_file(f) as h:
                     self.well.check_file(h, f)
                     self.n_frames.append(int(h["dimensions/time"].shape[-1]))
         for f in self.files if self.well is None else []:
@@ -119,7 +129,8 @@ class WindowDataset(torch.utils.data.Dataset):
         self._offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         if self._offsets[-1] == 0:
             raise ValueError(
-                f"split {self.split!r} of {self.path}: no trajectory has n_in + n_out = {span} frames (longest: {max(self.n_frames)}); use fewer frames"
+                f"split {self.split!r} of {self.path}: no trajectory has n_in + n_out = {span} frames "
+                f"(longest: {max(self.n_frames)}); use fewer frames"
             )
         self._handles: OrderedDict = OrderedDict()
         self._pid = None
@@ -128,7 +139,8 @@ class WindowDataset(torch.utils.data.Dataset):
         for key in ("nlat", "nlon", "grid"):
             if key in h.attrs and str(h.attrs[key]) != str(self.metadata[key]):
                 raise ValueError(
-                    f"{f}: {key}={h.attrs[key]} but dataset.yaml says {self.metadata[key]}; the folder mixes grids: regenerate it"
+                    f"{f}: {key}={h.attrs[key]} but dataset.yaml says {self.metadata[key]}; the folder mixes grids: "
+                    "regenerate it"
                 )
         self._check_mask(h, f)
         lat = np.asarray(h["dimensions/lat"][:], dtype=np.float64)
@@ -140,12 +152,14 @@ class WindowDataset(torch.utils.data.Dataset):
         for name in self.layout.scalars:
             if name not in h.get("t0_fields", {}):
                 raise ValueError(
-                    f"field {name!r} (scalar, listed in dataset.yaml) is missing from t0_fields of {f}: regenerate this trajectory"
+                    f"field {name!r} (scalar, listed in dataset.yaml) is missing from t0_fields of {f}: "
+                    "regenerate this trajectory"
                 )
         for name in self.layout.vectors:
             if name not in h.get("t1_fields", {}):
                 raise ValueError(
-                    f"field {name!r} (vector, listed in dataset.yaml) is missing from t1_fields of {f}: regenerate this trajectory"
+                    f"field {name!r} (vector, listed in dataset.yaml) is missing from t1_fields of {f}: "
+                    "regenerate this trajectory"
                 )
 
     def _check_mask(self, h, f):
@@ -185,8 +199,8 @@ class WindowDataset(torch.utils.data.Dataset):
         if h is None:
             try:  # the layout was validated in __init__; reopening is the hot path of random access
                 h = h5py.File(self.files[i], "r")
-            except OSError:
-                h = open_trajectory(self.files[i])  # raises with the storage module's explanation
+            except OSError:  # raises with the storage module's explanation, naming the file
+                h = open_well_file(self.files[i]) if self.well is not None else open_trajectory(self.files[i])
             self._handles[i] = h
             while len(self._handles) > self.max_open_files:
                 self._handles.popitem(last=False)[1].close()
@@ -217,10 +231,25 @@ class WindowDataset(torch.utils.data.Dataset):
         level fields (T, L, nlat, nlon[, 2]); surface fields of a leveled file squeezed (T, nlat, nlon[, 2])."""
         h = self._handle(file_index)
         if self.well is not None:
-            return self.well.read(h, self.samples[file_index], start, stop)
-        out = {n: read_field(h["t0_fields"][n], start, stop) for n in self.layout.scalars}
-        out.update({n: read_field(h["t1_fields"][n], start, stop) for n in self.layout.vectors})
+            out = self.well.read(h, self.samples[file_index], start, stop)
+        else:
+            out = {n: read_field(h["t0_fields"][n], start, stop) for n in self.layout.scalars}
+            out.update({n: read_field(h["t1_fields"][n], start, stop) for n in self.layout.vectors})
+        self._check_finite(out, file_index, start)
         return out
+
+    def _check_finite(self, frames: dict[str, np.ndarray], file_index: int, start: int) -> None:
+        """Refuse frames holding a NaN or Inf on a point that counts (wet points of a masked dataset): the data,
+        not the model, is then at fault, and the message names the file, trajectory, field and frame."""
+        w = None if self.wet is None else self.wet.numpy()
+        for name, a in frames.items():
+            bad = first_non_finite(a, w)
+            if bad is not None:
+                raise ValueError(
+                    f"{self.files[file_index]}: the data is not finite (NaN or Inf) in field {name!r} of trajectory "
+                    f"{self.trajectory_ids[file_index]} at frame {(start or 0) + bad} (split {self.split!r}): "
+                    "regenerate that file (or check it with dandelion-verify), or move it out of the split"
+                )
 
     def times(self, file_index: int) -> np.ndarray:
         """Frame times of one file (``dimensions/time``, units in ``metadata['time_units']``)."""
@@ -229,6 +258,8 @@ class WindowDataset(torch.utils.data.Dataset):
         return np.asarray(self._handle(file_index)["dimensions/time"][:], dtype=np.float64)
 
     def __getitem__(self, index: int) -> dict:
+        """One window (class docstring). Raises ValueError naming the file, trajectory and frame of a NaN or Inf in
+        the data."""
         f, t0 = self.window(index)
         raw = self.read_frames(f, t0, t0 + self.n_in + self.n_out)
         frames = self.layout.encode({k: torch.from_numpy(np.asarray(v, dtype=np.float32)) for k, v in raw.items()})

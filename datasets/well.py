@@ -53,6 +53,8 @@ import yaml
 from dandelion.runtime import write_yaml_atomic
 from dandelion.sphere import GRIDS, SphereGrid, analysis_lmax
 
+from .folder import completeness_problem
+from .storage import CorruptFileError, open_hdf5
 from .well_format import area_weighted_stats
 
 __all__ = [
@@ -75,6 +77,14 @@ _SPLITS = ("train", "valid", "test")
 LATITUDE_NAMES = {"lat": "lat", "latitude": "lat", "theta": "colat", "colatitude": "colat"}
 _LON_NAMES = ("lon", "longitude", "phi")
 _GRID_ATOL = 1e-5  # radians (float32 coordinates hold about 1e-7 relative)
+#: What to do about a Well-layout file HDF5 cannot open.
+WELL_FIX = "download it again (or rerun the dandelion-well-resample that wrote it), or move it out of the folder"
+
+
+def open_well_file(path) -> h5py.File:
+    """A file of a Well-layout folder opened read-only; one HDF5 cannot open raises
+    :class:`dandelion.datasets.storage.CorruptFileError` naming it and :data:`WELL_FIX`."""
+    return open_hdf5(path, WELL_FIX)
 
 
 class UnsupportedGridError(ValueError):
@@ -153,6 +163,10 @@ class WellFolder:
     ------
     FileNotFoundError
         If ``data/train`` holds no HDF5 file.
+    CorruptFileError
+        For a file HDF5 cannot open, or a damaged statistics cache (the message names the file and the fix).
+    ValueError
+        For an unfinished ``dandelion-well-resample`` output (:func:`dandelion.datasets.folder.completeness_problem`).
     UnsupportedGridError
         If the latitudes are not one of our grids or the longitudes are not ``2*pi*j/nlon`` (the
         message describes the grid found and names the resampling remedy).
@@ -169,8 +183,11 @@ class WellFolder:
                 f"{self.path / 'data' / 'train'} holds no .hdf5/.h5 file: not a dataset folder in the Well's layout "
                 "(expected DIR/data/{train,valid,test}/*.hdf5)"
             )
+        problem = completeness_problem(self.path)  # an unfinished resample: nothing is read, no statistics cached
+        if problem:
+            raise ValueError(problem)
         self.first_file = first[0]
-        with h5py.File(self.first_file, "r") as f:
+        with open_well_file(self.first_file) as f:
             self._inspect(f)
         self.metadata = self._metadata()
         self.stats = self._load_or_compute_stats() if compute_stats else self._cached_stats()
@@ -216,8 +233,8 @@ class WellFolder:
         grid = latitude_grid(order, nlon)
         if grid is None:
             raise UnsupportedGridError(
-                f"{src}: the latitudes ({self.lat_dim!r}: {_describe(np.rad2deg(order))}) are not the rows of a grid Dandelion "
-                f"supports ({', '.join(GRIDS)}; torch-harmonics nodes). Resample the folder onto one first: "
+                f"{src}: the latitudes ({self.lat_dim!r}: {_describe(np.rad2deg(order))}) are not the rows of a grid "
+                f"Dandelion supports ({', '.join(GRIDS)}; torch-harmonics nodes). Resample the folder onto one first: "
                 f"`dandelion-well-resample src={self.path} dst=NEW_DIR grid=legendre-gauss` (or "
                 f"dandelion.datasets.well_resample.resample_well_folder(src, dst)), then train on NEW_DIR"
             )
@@ -274,7 +291,8 @@ class WellFolder:
             if "u" in names and "v" in names:
                 return (names.index("u"), 1.0), (names.index("v"), 1.0)
             raise ValueError(
-                f"{self.first_file}: t1_fields/{name} has component_names {names}; expected 'u' (eastward) and 'v' (northward)"
+                f"{self.first_file}: t1_fields/{name} has component_names {names}; expected 'u' (eastward) and 'v' "
+                "(northward)"
             )
         if n != len(self.spatial_dims):
             raise ValueError(
@@ -315,7 +333,7 @@ class WellFolder:
         """``(file, sample index)`` of every trajectory of a split, in file order."""
         out = []
         for p in well_split_files(self.path, split):
-            with h5py.File(p, "r") as f:
+            with open_well_file(p) as f:
                 out += [(p, k) for k in range(int(f.attrs.get("n_trajectories", 1)))]
         return out
 
@@ -326,7 +344,7 @@ class WellFolder:
 
     @staticmethod
     def n_frames(path) -> int:
-        with h5py.File(path, "r") as f:
+        with open_well_file(path) as f:
             return int(f["dimensions"]["time"].shape[-1])
 
     def times(self, f: h5py.File, sample: int = 0) -> np.ndarray:
@@ -340,7 +358,8 @@ class WellFolder:
         colat = f["dimensions"][self.lat_dim][()] if self.lat_dim in f["dimensions"] else None
         if spatial != self.spatial_dims or colat is None or len(colat) != len(self.source_colat):
             raise ValueError(
-                f"{path}: spatial layout {spatial} differs from {self.first_file} ({self.spatial_dims}): one folder, one grid"
+                f"{path}: spatial layout {spatial} differs from {self.first_file} ({self.spatial_dims}): one folder, "
+                "one grid"
             )
         for name, spec in self.fields.items():
             group = "t1_fields" if spec["kind"] == "vector" else "t0_fields"
@@ -373,8 +392,17 @@ class WellFolder:
         cache = self.path / STATS_CACHE
         if not cache.is_file():
             return None
-        with open(cache) as fh:
-            data = yaml.safe_load(fh)
+        try:
+            data = yaml.safe_load(cache.read_text())
+        except (yaml.YAMLError, UnicodeDecodeError) as err:
+            raise CorruptFileError(
+                f"the statistics cache {cache} is not valid YAML: delete it (it is recomputed from the train split)"
+            ) from err
+        if isinstance(data, dict) and not isinstance(data.get("fields"), dict):
+            raise CorruptFileError(
+                f"the statistics cache {cache} has no 'fields' mapping: delete it (it is recomputed from the train "
+                "split)"
+            )
         if (
             not isinstance(data, dict)
             or data.get("grid") != self.grid.to_dict()

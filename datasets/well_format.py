@@ -24,6 +24,7 @@ own per-field entries, which stay as they are. :func:`area_weighted_stats` compu
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from collections.abc import Iterable, Mapping
@@ -35,7 +36,7 @@ from dandelion.runtime import write_text_atomic, write_yaml_atomic
 
 from .folder import SPLITS, list_split, load_metadata, load_stats, read_checksums, sha256_file
 from .statistics import WELL_STATS_KEYS, FieldMoments, compute_stats, stream_trajectory
-from .storage import CorruptFileError, open_trajectory, temp_path, write_boundary_conditions
+from .storage import CorruptFileError, open_hdf5, open_trajectory, temp_path, write_boundary_conditions
 
 __all__ = [
     "WELL_STATS_KEYS",
@@ -70,9 +71,10 @@ def area_weighted_stats(reader, items: Iterable[tuple[Path, int]]) -> dict:
     w = reader.grid.weights.numpy()
     acc = {n: FieldMoments(s["kind"] == "vector") for n, s in reader.fields.items()}
     for path, sample in items:
-        with h5py.File(path, "r") as f:
+        with open_hdf5(path, "download it again, or move it out of the folder") as f:
             reader.check_file(f, path)
-            stream_trajectory(lambda a, b: reader.read(f, sample, a, b), int(f["dimensions"]["time"].shape[-1]), acc, w)
+            read = functools.partial(reader.read, f, sample)
+            stream_trajectory(read, int(f["dimensions"]["time"].shape[-1]), acc, w, where=f"{path} (sample {sample})")
     return {name: m.entry() for name, m in acc.items()}
 
 

@@ -17,7 +17,14 @@ it is refused rather than extrapolated.
 Everything else in a file (attributes, scalars, boundary conditions, time) is copied; the latitude
 (and longitude) coordinates are replaced in the file's own units and row order, and the root gets
 attributes ``grid`` and ``resampled_from``. The Well's ``stats.yaml`` is copied as well (its values
-are averages over the old rows: close, not exact). Files are written under temporary names and renamed.
+are averages over the old rows: close, not exact).
+
+Files are written under temporary names (with the writer's process id) and renamed. The output folder holds
+:data:`dandelion.datasets.folder.RESAMPLE_MARK` saying ``complete: false`` (with the source, grid and command)
+until every file is written, so no job reads a partial output
+(:func:`dandelion.datasets.folder.completeness_problem`), and a lock (:class:`dandelion.locks.OutputLock`) while
+it is written. Rerunning the same command on an unfinished output resumes it (finished files are kept); another
+source or grid is refused.
 """
 
 from __future__ import annotations
@@ -29,11 +36,15 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+import yaml
 from scipy.interpolate import CubicSpline
 
+from dandelion.locks import OutputLock, noting_state
+from dandelion.runtime import temp_leftovers, temp_path, write_yaml_atomic
 from dandelion.sphere import SphereGrid
 
-from .well import LATITUDE_NAMES, to_radians, well_split_files
+from .folder import RESAMPLE_MARK, completeness_problem
+from .well import LATITUDE_NAMES, open_well_file, to_radians, well_split_files
 
 __all__ = ["resample_well_folder", "resample_well_file"]
 
@@ -80,7 +91,7 @@ def resample_well_file(src, dst, grid: SphereGrid) -> Path:
         If ``grid`` has rows beyond the stored latitude range (module docstring), or the file is not 2-D.
     """
     src, dst = Path(src), Path(dst)
-    tmp = dst.with_name(f".{dst.name}.tmp")
+    tmp = temp_path(dst)
     try:
         _resample_into(src, tmp, grid)
     except BaseException:
@@ -91,7 +102,7 @@ def resample_well_file(src, dst, grid: SphereGrid) -> Path:
 
 
 def _resample_into(src: Path, tmp: Path, grid: SphereGrid) -> None:
-    with h5py.File(src, "r") as f:
+    with open_well_file(src) as f:
         spatial, lat_dim, lon_dim, colat, colat_kind, lat_deg, lon, lon_deg = _coords(f)
         if len(spatial) != 2:
             raise ValueError(f"{src}: spatial_dims={spatial}; only 2-D (latitude, longitude) files can be resampled")
@@ -100,9 +111,10 @@ def _resample_into(src: Path, tmp: Path, grid: SphereGrid) -> None:
         lo, hi = colat.min(), colat.max()
         if target.min() < lo - 1e-9 or target.max() > hi + 1e-9:
             raise ValueError(
-                f"{src}: the {grid.grid} grid with nlat={grid.nlat} has rows at colatitudes {np.rad2deg(grid.colat[0].item()):.3f}.."
-                f"{np.rad2deg(grid.colat[-1].item()):.3f} deg, beyond the stored rows {np.rad2deg(lo):.3f}..{np.rad2deg(hi):.3f} deg: "
-                "use grid=legendre-gauss (poles excluded) or fewer rows"
+                f"{src}: the {grid.grid} grid with nlat={grid.nlat} has rows at colatitudes "
+                f"{np.rad2deg(grid.colat[0].item()):.3f}..{np.rad2deg(grid.colat[-1].item()):.3f} deg, beyond the "
+                f"stored rows {np.rad2deg(lo):.3f}..{np.rad2deg(hi):.3f} deg: use grid=legendre-gauss (poles excluded) "
+                "or fewer rows"
             )
         new_lon = grid.lon.numpy()
         lon_out = None if (len(lon) == len(new_lon) and np.allclose(lon, new_lon, atol=1e-7)) else new_lon
@@ -199,25 +211,88 @@ def resample_well_folder(
     Parameters
     ----------
     src : folder with ``data/{train,valid,test}/*.hdf5``.
-    dst : new folder (must not exist or be empty).
+    dst : new folder (absent or empty), or the unfinished output of the same command, which is resumed.
     grid : target grid name (``"legendre-gauss"`` default, or ``"equiangular"`` when the stored rows reach the poles).
     nlat, nlon : target size (default: the source's).
 
-    Returns the new folder. Raises FileExistsError if ``dst`` holds files, ValueError as :func:`resample_well_file`.
+    Returns the new folder.
+
+    Raises
+    ------
+    FileExistsError
+        If ``dst`` holds other files, or the output of another source or grid.
+    dandelion.locks.LockHeldError
+        If another process is writing ``dst``.
+    dandelion.datasets.storage.CorruptFileError
+        For a source file HDF5 cannot open (named).
+    ValueError
+        As :func:`resample_well_file`.
     """
     src, dst = Path(src), Path(dst)
-    if dst.exists() and any(dst.iterdir()):
-        raise FileExistsError(f"{dst} is not empty: choose a new folder for the resampled set")
     files = {s: well_split_files(src, s) for s in ("train", "valid", "test")}
     if not files["train"]:
         raise FileNotFoundError(f"{src / 'data' / 'train'} holds no .hdf5/.h5 file: not a folder in the Well's layout")
-    with h5py.File(files["train"][0], "r") as f:
+    problem = completeness_problem(src)
+    if problem:
+        raise ValueError(f"src: {problem}")
+    with open_well_file(files["train"][0]) as f:
         spatial, lat_dim, lon_dim, colat, *_ = _coords(f)
         n_lon_src = f["dimensions"][lon_dim].shape[-1]
     target = SphereGrid(int(nlat or len(colat)), int(nlon or n_lon_src), grid)
-    for split, paths in files.items():
-        for p in paths:
-            resample_well_file(p, dst / "data" / split / p.name, target)
-    if (src / "stats.yaml").is_file():
-        shutil.copyfile(src / "stats.yaml", dst / "stats.yaml")
+    settings = {"src": str(src.resolve()), "grid": target.grid, "nlat": target.nlat, "nlon": target.nlon}
+    command = f"dandelion-well-resample src={src} dst={dst} grid={target.grid} nlat={target.nlat} nlon={target.nlon}"
+    _claim_output(dst, settings)
+    with OutputLock.folder(dst, "dandelion-well-resample"):
+        _claim_output(dst, settings)  # again, now that no other writer can change it
+        mark = {**settings, "complete": False, "command": command}
+        write_yaml_atomic(dst / RESAMPLE_MARK, mark)
+        with noting_state(f"state in {dst} (finished files are kept); rerun `{command}` to continue"):
+            for split, paths in files.items():
+                for p in paths:
+                    out = dst / "data" / split / p.name
+                    for tmp in temp_leftovers(out):  # of an interrupted run (the lock is held)
+                        tmp.unlink(missing_ok=True)
+                    if not _finished(out):
+                        resample_well_file(p, out, target)
+            if (src / "stats.yaml").is_file():
+                tmp = temp_path(dst / "stats.yaml")
+                shutil.copyfile(src / "stats.yaml", tmp)
+                os.replace(tmp, dst / "stats.yaml")
+        write_yaml_atomic(dst / RESAMPLE_MARK, {**mark, "complete": True})
     return dst
+
+
+def _claim_output(dst: Path, settings: dict) -> None:
+    """``dst`` is absent, empty (hidden files aside), or the output of the same source and grid."""
+    if not dst.exists():
+        return
+    if not dst.is_dir():
+        raise FileExistsError(f"dst={dst} is a file: choose a new folder for the resampled set")
+    mark = dst / RESAMPLE_MARK
+    if mark.is_file():
+        try:
+            old = yaml.safe_load(mark.read_text())
+        except yaml.YAMLError:
+            old = None
+        old = old if isinstance(old, dict) else {}
+        if {k: old.get(k) for k in settings} != settings:
+            raise FileExistsError(
+                f"dst={dst} holds the resample of {old.get('src')} onto {old.get('grid')} {old.get('nlat')}x"
+                f"{old.get('nlon')}, not of {settings['src']} onto {settings['grid']} {settings['nlat']}x"
+                f"{settings['nlon']}: choose a new dst, or delete that folder to redo it"
+            )
+        return
+    if any(not p.name.startswith(".") for p in dst.iterdir()):
+        raise FileExistsError(f"{dst} is not empty: choose a new folder for the resampled set")
+
+
+def _finished(path: Path) -> bool:
+    """A file of an earlier run under its final name (renamed only once complete) that HDF5 opens."""
+    if not path.is_file():
+        return False
+    try:
+        with h5py.File(path, "r"):
+            return True
+    except OSError:
+        path.unlink()
+        return False

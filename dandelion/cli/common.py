@@ -17,21 +17,36 @@ Every job's ``main`` goes through :func:`run` (hydra jobs) or :func:`guard` (the
 from __future__ import annotations
 
 import contextlib
-import difflib
 import os
 import re
 import sys
 from importlib import resources
-from pathlib import Path
 
 import hydra
-import torch
-import yaml
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from dandelion.locks import note_state, noted_state
+from dandelion.runtime import DamagedFileError
+
+from .checks import (
+    UsageError,
+    _suggest,
+    check_checkpoint,
+    check_choice,
+    check_dataset_folder,
+    check_device,
+    check_new_file,
+    check_positive,
+    check_unlocked,
+    explicit_choice,
+    is_set,
+    is_zarr_store,
+    require,
+)
 
 __all__ = [
     "UsageError",
@@ -52,6 +67,8 @@ __all__ = [
     "check_device",
     "check_choice",
     "check_positive",
+    "check_unlocked",
+    "INTERRUPTED",
 ]
 
 CONFIG_MODULE = "dandelion.configs"
@@ -81,10 +98,6 @@ HYDRA_FLAGS = (
 )
 
 
-class UsageError(ValueError):
-    """A mistake in a job's arguments; the message names the problem and the fix."""
-
-
 #: Exceptions read as user mistakes: one line and exit status 2 (a traceback with ``--debug``).
 USER_ERRORS = (
     ValueError,
@@ -94,7 +107,11 @@ USER_ERRORS = (
     IsADirectoryError,
     PermissionError,
     ImportError,
+    DamagedFileError,
 )
+
+#: Exit status of a job stopped with Ctrl-C (128 + SIGINT, as a shell reports it).
+INTERRUPTED = 130
 
 
 # ---------------------------------------------------------------------------------------------- composing
@@ -136,11 +153,6 @@ def config_keys(cfg) -> list[str]:
 
     walk(OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, (DictConfig, ListConfig)) else cfg, "")
     return keys
-
-
-def _suggest(word: str, candidates) -> str | None:
-    found = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
-    return found[0] if found else None
 
 
 def _value_of(overrides: list[str], key: str) -> str:
@@ -221,7 +233,9 @@ def guard(
 ):
     """Turn a user mistake raised in the block into one line on stderr and exit status 2.
 
-    Hydra composition errors are explained with :func:`_explain_compose_error` (``name`` and
+    Ctrl-C (``KeyboardInterrupt``) becomes one line, ``interrupted: <where the state is; how to continue>`` (what
+    the job said with :func:`dandelion.locks.note_state`), and exit status :data:`INTERRUPTED`. Hydra composition
+    errors are explained with :func:`_explain_compose_error` (``name`` and
     ``overrides`` are the configuration composed). With ``debug`` every exception propagates
     (full traceback). Other exceptions (bugs, numerical failures) propagate unchanged. ``in_job``
     adds a pointer to ``--debug`` (the error came from inside the job, where a traceback may help).
@@ -236,6 +250,15 @@ def guard(
         if debug:
             raise
         fail(prog, f"{err}{' (--debug shows the traceback)' if in_job else ''}")
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        state = noted_state()
+        fail(
+            prog,
+            f"interrupted: {state}" if state else "interrupted before the job wrote anything: rerun the same command",
+            INTERRUPTED,
+        )
 
 
 # ---------------------------------------------------------------------------------------------- help
@@ -294,6 +317,7 @@ def run(prog: str, name: str, job, *, check=None, argv: list[str] | None = None)
     arguments go to hydra unchecked.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
+    note_state(None)
     debug = _debug_requested(argv)
     argv = [a for a in argv if a != "--debug"]
     if any(a in ("-h", "--help") for a in argv):
@@ -322,204 +346,3 @@ def run(prog: str, name: str, job, *, check=None, argv: list[str] | None = None)
             os.environ.pop("HYDRA_FULL_ERROR", None)
         else:
             os.environ["HYDRA_FULL_ERROR"] = saved_env
-
-
-# ---------------------------------------------------------------------------------------------- checks
-def is_set(cfg, key: str) -> bool:
-    """Whether ``key`` holds a value (not absent, not ``null``, not ``???``)."""
-    if OmegaConf.select(cfg, key, default=None, throw_on_missing=False) is None:
-        return False
-    parent, _, leaf = key.rpartition(".")
-    node = OmegaConf.select(cfg, parent) if parent else cfg
-    return not OmegaConf.is_missing(node, leaf)
-
-
-def require(cfg, key: str, fix: str):
-    """The value of ``key``; :class:`UsageError` ``"<key> is not set: <fix>"`` when it has none."""
-    if not is_set(cfg, key):
-        raise UsageError(f"{key} is not set: {fix}")
-    return OmegaConf.select(cfg, key)
-
-
-def explicit_choice(overrides: list[str], group: str) -> str | None:
-    """The option chosen on the command line for ``group`` (``group=X``), or None."""
-    for o in overrides:
-        k, _, v = o.partition("=")
-        if k.lstrip("+") == group and v:
-            return v
-    return None
-
-
-def _near(p: Path) -> str:
-    """`` (did you mean SIBLING?)`` for a missing path whose folder holds a close name, else ``""``."""
-    try:
-        siblings = [c.name for c in p.parent.iterdir()] if p.parent.is_dir() else []
-    except OSError:
-        return ""
-    close = _suggest(p.name, siblings)
-    return f" (did you mean {p.parent / close}?)" if close else ""
-
-
-def check_dataset_folder(path, *, key: str = "dataset.path", name: str | None = None, split: str | None = None) -> Path:
-    """A complete dataset folder written by ``dandelion-generate`` (and of dataset ``name`` when given), or a
-    folder in the Well's layout (``DIR/data/train/*.hdf5``, no ``dataset.yaml``), which the jobs read through
-    :mod:`dandelion.datasets.well`.
-
-    Raises
-    ------
-    UsageError
-        For a missing path, a file, a folder without ``dataset.yaml`` (not a Dandelion dataset) that is not in
-        the Well's layout either, an unfinished generation, a dataset of another name, an unknown split, or a
-        Well-layout folder without files in the requested split.
-    """
-    p = Path(str(path)).expanduser()
-    make = f"dandelion-generate dataset={name or 'NAME'} dataset.path={p}"
-    if not p.exists():
-        raise UsageError(
-            f"{key}={p} does not exist{_near(p)}: pass the folder written by dandelion-generate, or make it "
-            f"with `{make}`"
-        )
-    if not p.is_dir():
-        raise UsageError(f"{key}={p} is a file, not a dataset folder: pass the folder written by dandelion-generate")
-    meta_file = p / "dataset.yaml"
-    if not meta_file.is_file() and _well_files(p, "train"):
-        # a folder in the Well's layout (DIR/data/{train,valid,test}/*.hdf5): read by dandelion.datasets.well
-        if split is not None and str(split) not in ("train", "valid", "val", "test"):
-            raise UsageError(f"split={split} is not a split: use split=train, valid or test")
-        if split is not None and not _well_files(p, str(split)):
-            sub = "valid" if str(split) == "val" else str(split)
-            raise UsageError(
-                f"{key}={p} is in the Well's layout but {p / 'data' / sub} holds no HDF5 file: "
-                "pass another split= or download that split"
-            )
-        return p
-    if not meta_file.is_file():
-        hint = (
-            f" (did you mean {key}={p / 'datasets' / 'NAME'}? the Well's base path holds one folder per dataset)"
-            if (p / "datasets").is_dir()
-            else ""
-        )
-        raise UsageError(
-            f"{key}={p} is not a Dandelion dataset folder (it has no dataset.yaml) nor one in the Well's layout "
-            f"(DIR/data/train/*.hdf5){hint}: pass a folder written by dandelion-generate, or make one with `{make}`"
-        )
-    try:
-        meta = yaml.safe_load(meta_file.read_text())
-    except yaml.YAMLError as err:
-        raise UsageError(
-            f"{meta_file} is not valid YAML ({err}): regenerate the dataset with dandelion-generate"
-        ) from err
-    if not isinstance(meta, dict):
-        raise UsageError(f"{meta_file} is not a YAML mapping: pass a folder written by dandelion-generate")
-    if meta.get("complete") is False or not (p / "stats.yaml").is_file():
-        raise UsageError(
-            f"{key}={p} is incomplete (its generation did not finish): rerun the dandelion-generate command "
-            "that made it (generation resumes)"
-        )
-    if name is not None and str(meta.get("name")) != str(name):
-        raise UsageError(
-            f"{key}={p} holds a {meta.get('name')} dataset, not {name}: pass dataset={meta.get('name')} "
-            f"or the folder of a {name} dataset"
-        )
-    if split is not None and str(split) not in ("train", "valid", "val", "test"):
-        close = _suggest(str(split), ["train", "valid", "test"])
-        raise UsageError(
-            f"split={split} is not a split: use split=train, valid or test"
-            + (f" (did you mean split={close}?)" if close else "")
-        )
-    return p
-
-
-def _well_files(root: Path, split: str) -> bool:
-    """Whether ``root/data/<split>`` holds HDF5 files (``*.hdf5`` or ``*.h5``, as dandelion.datasets.well reads)."""
-    folder = root / "data" / ("valid" if split == "val" else split)
-    return folder.is_dir() and any(f for pattern in ("*.hdf5", "*.h5") for f in folder.glob(pattern))
-
-
-def check_checkpoint(path, key: str = "checkpoint") -> Path:
-    """An existing checkpoint file. Raises :class:`UsageError` naming where checkpoints come from."""
-    if path is None or str(path) in ("", "???"):
-        raise UsageError(f"{key} is not set: pass {key}=RUN_DIR/best.pt (written by dandelion-train)")
-    p = Path(str(path)).expanduser()
-    if not p.exists():
-        raise UsageError(
-            f"{key}={p} does not exist{_near(p)}: pass the best.pt or last.pt of a dandelion-train run folder"
-        )
-    if p.is_dir():
-        hint = f" (did you mean {key}={p / 'best.pt'}?)" if (p / "best.pt").is_file() else ""
-        raise UsageError(f"{key}={p} is a folder: pass a checkpoint file, RUN_DIR/best.pt or RUN_DIR/last.pt{hint}")
-    return p
-
-
-def is_zarr_store(path) -> bool:
-    """True when ``path`` is a folder holding Zarr (format 2 or 3) root metadata."""
-    p = Path(path)
-    return p.is_dir() and any((p / name).is_file() for name in (".zgroup", ".zarray", ".zmetadata", "zarr.json"))
-
-
-def check_new_file(path, *, key: str = "output", overwrite: bool = False, store: bool = False) -> Path:
-    """An output file that may be written: set, not a folder, and absent unless ``overwrite``.
-
-    With ``store=True`` the output is a Zarr store (a folder): an existing Zarr store may be replaced with
-    ``overwrite``, any other existing folder is refused (replacing it would delete files that are not ours).
-
-    Raises
-    ------
-    UsageError
-        For an unset path, or a folder (``store=False``) or a folder that is not a Zarr store (``store=True``).
-    FileExistsError
-        If the file (or store) exists and ``overwrite`` is false.
-    """
-    if path is None or str(path) in ("", "???"):
-        raise UsageError(f"{key} is not set: pass {key}=FILE")
-    p = Path(str(path)).expanduser()
-    if p.is_dir() and not store:
-        raise UsageError(f"{key}={p} is a folder: pass a file name, e.g. {key}={p / 'forecasts.nc'}")
-    if p.is_dir() and not is_zarr_store(p):
-        raise UsageError(
-            f"{key}={p} is a folder but not a Zarr store (it would be replaced): pass a new name, "
-            f"e.g. {key}={p / 'forecasts.zarr'}"
-        )
-    if p.is_file() and store:
-        raise UsageError(f"{key}={p} is a file, not a Zarr store: pass a new name, e.g. {key}={p.with_suffix('.zarr')}")
-    if p.exists() and not overwrite:
-        raise FileExistsError(f"{key}={p} exists: choose another path or pass overwrite=true to replace it")
-    return p
-
-
-def check_device(name, key: str = "device") -> str:
-    """``cpu``, ``auto``, ``cuda`` or ``cuda:N`` that this machine has."""
-    name = str(name)
-    if name in ("cpu", "auto"):
-        return name
-    m = re.fullmatch(r"cuda(?::(\d+))?", name)
-    if not m:
-        raise UsageError(f"{key}={name} is not a device: use {key}=cpu, cuda, cuda:N or auto")
-    if not torch.cuda.is_available():
-        raise UsageError(f"{key}={name} but CUDA is not available on this machine: use {key}=cpu (or {key}=auto)")
-    if m.group(1) is not None and int(m.group(1)) >= torch.cuda.device_count():
-        raise UsageError(
-            f"{key}={name} but this machine has {torch.cuda.device_count()} CUDA device(s): "
-            f"use {key}=cuda:0 .. cuda:{torch.cuda.device_count() - 1}"
-        )
-    return name
-
-
-def check_choice(value, choices, key: str) -> str:
-    """``value`` must be one of ``choices``; the error suggests the closest."""
-    value, choices = str(value), [str(c) for c in choices]
-    if value not in choices:
-        close = _suggest(value, choices)
-        raise UsageError(
-            f"{key}={value} is not one of {', '.join(choices)}" + (f": did you mean {key}={close}?" if close else "")
-        )
-    return value
-
-
-def check_positive(cfg, keys) -> None:
-    """Each of ``keys`` that is set must be a positive integer."""
-    for key in keys:
-        if is_set(cfg, key):
-            v = OmegaConf.select(cfg, key)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise UsageError(f"{key}={v} must be a positive integer")

@@ -28,6 +28,7 @@ from dandelion.export.forecasts import (
     write_forecast,
 )
 from dandelion.forecast import forecast
+from dandelion.locks import OutputLock
 from dandelion.registry import import_plugins
 
 
@@ -47,6 +48,10 @@ def export(cfg) -> dict:
     ------
     FileExistsError
         If ``output`` exists and ``overwrite`` is false (checked before any model or data is loaded).
+    PermissionError
+        If the folder of ``output`` refuses new files (checked before any model or data is loaded).
+    dandelion.locks.LockHeldError
+        If another process is writing the same output.
     UsageError
         For an unknown ``format`` or ``convention``, ``chunks`` with ``format=netcdf``, or an output folder that is
         not a Zarr store (checked before any model or data is loaded).
@@ -57,7 +62,12 @@ def export(cfg) -> dict:
     )
     _check_format(cfg)
     import_plugins(cfg.get("plugins"))
+    with OutputLock.beside(output, "dandelion-export"):  # one writer of this output at a time
+        return _export(cfg, output, overwrite)
 
+
+def _export(cfg, output, overwrite: bool) -> dict:
+    """The body of :func:`export`, run while the output's lock is held."""
     ds = WindowDataset(cfg.dataset.path, cfg.get("split", "test"), n_in=4, n_out=1)
     model = load_model(
         cfg.checkpoint,

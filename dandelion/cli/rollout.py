@@ -9,7 +9,6 @@ from pathlib import Path
 
 from dandelion.checkpoint import load_model
 from dandelion.cli.common import (
-    UsageError,
     check_checkpoint,
     check_dataset_folder,
     check_device,
@@ -26,6 +25,7 @@ from dandelion.evaluation.rollout import (
 from dandelion.export.forecasts import write_forecast
 from dandelion.registry import import_plugins
 from dandelion.reporting import figures as report
+from dandelion.runtime import check_writable
 
 
 def rollout(cfg) -> dict:
@@ -41,7 +41,8 @@ def rollout(cfg) -> dict:
         If the checkpoint's grid, resolution or fields do not match the data (unless
         ``allow_resolution_change`` for a resolution-free model), or no forecast fits.
     FileExistsError
-        If ``save_forecasts`` and ``forecasts.nc`` exists without ``overwrite``.
+        If ``output_dir`` holds the results of an earlier rollout (``metrics.json``; with ``save_forecasts``
+        ``forecasts.nc``) and ``overwrite`` is false.
     """
     import_plugins(cfg.get("plugins"))
     if cfg.get("checkpoint") in (None, "???"):
@@ -57,8 +58,7 @@ def rollout(cfg) -> dict:
     out_dir = Path(cfg.get("output_dir") or Path(cfg.checkpoint).parent / f"rollout_{data.split}")
     fc_path = out_dir / "forecasts.nc"
     save_fc = bool(cfg.get("save_forecasts", False))
-    if save_fc and fc_path.exists() and not cfg.get("overwrite", False):
-        raise FileExistsError(f"{fc_path} exists: choose another output_dir or pass overwrite=true to replace it")
+    _check_output(out_dir, save_fc, bool(cfg.get("overwrite", False)))
     ev = evaluate(
         model,
         data,
@@ -101,14 +101,16 @@ def rollout(cfg) -> dict:
     s = results["summary"]
     n20 = next(k for k in s if k.startswith("mean_1_"))
     print(
-        f"{results['model']}: {results['n_forecasts']} forecasts x {results['n_steps']} steps; VRMSE (area-weighted / Well) "
-        f"next step {s['next_step']['vrmse']['mean']:.4f} / {s['next_step']['vrmse_well']['mean']:.4f}, "
-        f"{n20.replace('mean_', '').replace('_', ':')} {s[n20]['vrmse']['mean']:.4f} / {s[n20]['vrmse_well']['mean']:.4f}"
+        f"{results['model']}: {results['n_forecasts']} forecasts x {results['n_steps']} steps; VRMSE "
+        f"(area-weighted / Well) next step {s['next_step']['vrmse']['mean']:.4f} / "
+        f"{s['next_step']['vrmse_well']['mean']:.4f}, {n20.replace('mean_', '').replace('_', ':')} "
+        f"{s[n20]['vrmse']['mean']:.4f} / {s[n20]['vrmse_well']['mean']:.4f}"
     )
     st = results["stability"] or {}
     if st.get("n_unstable"):
         print(
-            f"{st['n_unstable']} of {st['n_forecasts']} forecasts blew up (VRMSE above {st['threshold_vrmse']:g} or not finite), "
+            f"{st['n_unstable']} of {st['n_forecasts']} forecasts blew up (VRMSE above {st['threshold_vrmse']:g} "
+            "or not finite), "
             f"the first at lead step {st['first_unstable_lead_step']}; median VRMSE over forecasts at the last lead "
             f"{st['median_vrmse'][-1]:.4g}"
         )
@@ -119,7 +121,8 @@ def rollout(cfg) -> dict:
 def check(cfg, overrides=()) -> None:
     """What ``dandelion-rollout`` checks before any work: the checkpoint exists, the dataset folder is
     complete (and of the ``dataset=`` named on the command line), the device exists, the step counts
-    are positive, and ``forecasts.nc`` is new when ``save_forecasts`` (or ``overwrite``).
+    are positive, and ``output_dir`` is writable and holds no earlier results (``metrics.json``; ``forecasts.nc``
+    when ``save_forecasts``) unless ``overwrite``.
     Raises :class:`dandelion.cli.common.UsageError`."""
     ckpt = check_checkpoint(require(cfg, "checkpoint", "pass checkpoint=RUN_DIR/best.pt (written by dandelion-train)"))
     path = require(cfg, "dataset.path", "pass dataset.path=DIR (the folder written by dandelion-generate)")
@@ -127,12 +130,22 @@ def check(cfg, overrides=()) -> None:
     check_dataset_folder(path, name=explicit_choice(list(overrides), "dataset"), split=split)
     check_device(cfg.get("device", "cpu"))
     check_positive(cfg, ["n_steps", "init_stride", "batch_size", "max_inits", "max_trajectories"])
-    if cfg.get("save_forecasts", False):
-        out_dir = Path(cfg.get("output_dir") or ckpt.parent / f"rollout_{'valid' if split == 'val' else split}")
-        if (out_dir / "forecasts.nc").exists() and not cfg.get("overwrite", False):
-            raise UsageError(
-                f"{out_dir / 'forecasts.nc'} exists: choose another output_dir or pass overwrite=true to replace it"
-            )
+    out_dir = Path(str(cfg.get("output_dir") or ckpt.parent / f"rollout_{'valid' if split == 'val' else split}"))
+    _check_output(out_dir, bool(cfg.get("save_forecasts", False)), bool(cfg.get("overwrite", False)))
+
+
+def _check_output(out_dir: Path, save_forecasts: bool, overwrite: bool) -> None:
+    """The rollout's results do not replace an earlier rollout's unless ``overwrite``, and ``out_dir`` is writable.
+
+    Raises FileExistsError for existing results and PermissionError for a folder that refuses new files."""
+    names = ["metrics.json"] + (["forecasts.nc"] if save_forecasts else [])
+    found = [n for n in names if (out_dir / n).exists()]
+    if found and not overwrite:
+        raise FileExistsError(
+            f"{out_dir} already holds the results of a rollout ({', '.join(found)}): choose another output_dir "
+            "or pass overwrite=true to replace them"
+        )
+    check_writable(out_dir / "metrics.json", "output_dir")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -5,6 +5,7 @@ checks of :mod:`dandelion.cli.common` run before hydra creates any folder and be
 """
 
 import pytest
+import torch
 
 from dandelion.benchmarks.grid import benchmark
 from dandelion.benchmarks.speed import bench
@@ -23,10 +24,11 @@ def _fails(main, argv, capsys) -> str:
 
 
 def _checkpoint(tmp_path):
-    """A file where a checkpoint is expected (never loaded: the checks fail first)."""
+    """A torch file where a checkpoint is expected: it passes the checkpoint check (a readable torch archive) and
+    is never loaded (the other checks fail first)."""
     p = tmp_path / "run" / "best.pt"
     p.parent.mkdir()
-    p.write_bytes(b"not loaded")
+    torch.save({"not": "loaded"}, p)
     return p
 
 

@@ -235,7 +235,7 @@ def test_resume_after_kill_gives_identical_files(made, name, tmp_path, monkeypat
         with pytest.raises(Killed):
             generate(cfg(name, tmp_path / "run"))
     root = tmp_path / "run"
-    assert len(list(root.glob("*/.traj_*.h5.tmp"))) == 2 and len(hashes(root)) == 2
+    assert len(list(root.glob("*/.traj_*.h5.*.tmp"))) == 2 and len(hashes(root)) == 2
     generate(cfg(name, tmp_path / "run"))
     assert not list(root.glob("*/.*.tmp"))
     assert hashes(root) == hashes(made[name]) and verify(root) == []

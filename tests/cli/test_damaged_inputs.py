@@ -1,0 +1,140 @@
+"""Damaged inputs (checkpoint, HDF5 file, statistics cache): each job refuses them in one line naming the file and
+the fix, exit status 2, no traceback, and never torch's advice to load with ``weights_only=False``."""
+
+from __future__ import annotations
+
+import pytest
+import tiny_model  # noqa: F401 - registers "_pointwise_test"
+import tiny_well
+import torch
+
+from dandelion.checkpoint import load_checkpoint, save_checkpoint
+from dandelion.cli import export, rollout, train, well_resample
+from dandelion.datasets.torch_dataset import WindowDataset
+from dandelion.datasets.well import STATS_CACHE
+from dandelion.registry import build_model
+from dandelion.sphere import SphereGrid
+
+
+def _fails(main, argv, capsys) -> str:
+    """Run ``main(argv)``; exit status 2 and exactly one stderr line without a traceback; return it."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 2, err
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert "weights_only" not in err
+    return err
+
+
+def _truncate(path, keep: float = 0.5):
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+    return path
+
+
+@pytest.fixture
+def run(make_tiny_dataset, tmp_path):
+    """A tiny dataset and a real checkpoint of the pointwise model (written as dandelion-train writes it)."""
+    data = make_tiny_dataset(tmp_path / "data")
+    ds = WindowDataset(data, "train", n_in=4)
+    C, g = ds.layout.n_channels, ds.grid
+    model = build_model("_pointwise_test", "tiny", 4 * C, C, g.nlat, g.nlon, g.grid)
+    spec = {"name": "_pointwise_test", "preset": "tiny", "in_channels": 4 * C, "out_channels": C, "overrides": {}}
+    ckpt = save_checkpoint(
+        tmp_path / "run" / "best.pt",
+        model=model,
+        config={"trainer": {"n_in": 4}},
+        stats=ds.layout.to_dict()["stats"],
+        grid=g.to_dict(),
+        step=0,
+        epoch=0,
+        extra={"model_spec": spec, "layout": ds.layout.to_dict(), "n_in": 4},
+    )
+    ds.close()
+    return data, ckpt
+
+
+def _jobs(data, ckpt, tmp_path):
+    """argv of train (resuming ``ckpt``), rollout and export reading ``data`` with ``ckpt``."""
+    return {
+        train.main: [
+            f"dataset.path={data}",
+            f"run_dir={tmp_path / 'again'}",
+            f"resume={ckpt}",
+            "model.name=_pointwise_test",
+            "model.preset=tiny",
+            "trainer=quick",
+            "device=cpu",
+        ],
+        rollout.main: [f"checkpoint={ckpt}", f"dataset.path={data}", f"output_dir={tmp_path / 'roll'}", "n_steps=2"],
+        export.main: [f"checkpoint={ckpt}", f"dataset.path={data}", f"output={tmp_path / 'fc.nc'}", "n_steps=2"],
+    }
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_damaged_checkpoint_is_one_line_for_train_rollout_and_export(run, tmp_path, capsys, damage):
+    data, ckpt = run
+    if damage == "garbage":
+        ckpt.write_bytes(b"\x80\x02 not a checkpoint at all " * 40)
+    else:
+        _truncate(ckpt)
+    for main, argv in _jobs(data, ckpt, tmp_path).items():
+        err = _fails(main, argv, capsys)
+        assert str(ckpt) in err and "not a readable checkpoint" in err and "dandelion-train" in err
+    assert not (tmp_path / "roll").exists() and not (tmp_path / "fc.nc").exists()
+
+
+def test_load_checkpoint_refuses_an_unsafe_pickle_without_advising_weights_only_false(tmp_path):
+    """A torch file holding a non-tensor object: ``weights_only=True`` refuses it; the error names the file and the
+    fix and does not pass on torch's advice to load it unsafely."""
+    from dandelion.runtime import DamagedFileError
+
+    p = tmp_path / "evil.pt"
+    torch.save({"format": "dandelion-checkpoint/1", "obj": SphereGrid(4, 8)}, p)
+    with pytest.raises(DamagedFileError) as info:
+        load_checkpoint(p)
+    assert str(p) in str(info.value) and "weights_only" not in str(info.value)
+    _truncate(p)
+    with pytest.raises(DamagedFileError, match="truncated"):
+        load_checkpoint(p)
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_truncated_trajectory_file_is_one_line_for_train_rollout_and_export(run, tmp_path, capsys, split):
+    data, ckpt = run
+    bad = _truncate(sorted((data / split).glob("*.h5"))[0])
+    jobs = _jobs(data, ckpt, tmp_path)
+    jobs[train.main] = [a for a in jobs[train.main] if not a.startswith("resume=")]
+    for main, argv in jobs.items():
+        if (split == "train") != (main is train.main):
+            continue  # training reads the train and valid splits, rollout and export the test split
+        err = _fails(main, argv, capsys)
+        assert str(bad) in err and "truncated or corrupt HDF5" in err and "dandelion-generate" in err
+    assert not (tmp_path / "again" / "last.pt").exists()
+
+
+def _well(tmp_path):
+    rows = SphereGrid(12, 24, "legendre-gauss").colat.numpy()[::-1].copy()
+    return tiny_well.make_well_folder(tmp_path / "well", rows, 24, n_frames=8)
+
+
+def test_truncated_file_of_a_well_folder_is_named_by_train_and_resample(tmp_path, capsys):
+    root = _well(tmp_path)
+    bad = _truncate(sorted((root / "data" / "train").glob("*.hdf5"))[1])
+    argv = [f"dataset.path={root}", f"run_dir={tmp_path / 'run'}", "model.name=_pointwise_test", "trainer=quick"]
+    err = _fails(train.main, [*argv, "device=cpu"], capsys)
+    assert str(bad) in err and "truncated or corrupt HDF5" in err
+    assert not (root / STATS_CACHE).exists()
+    src = tiny_well.make_well_folder(tmp_path / "pswe", tiny_well.planetswe_rows(12), 24, n_frames=8)
+    bad = _truncate(sorted((src / "data" / "train").glob("*.hdf5"))[1])
+    err = _fails(well_resample.main, [f"src={src}", f"dst={tmp_path / 'lg'}"], capsys)
+    assert str(bad) in err and "truncated or corrupt HDF5" in err
+
+
+def test_damaged_statistics_cache_is_named_with_its_fix(tmp_path, capsys):
+    root = _well(tmp_path)
+    (root / STATS_CACHE).write_text("fields: [unclosed\n")
+    argv = [f"dataset.path={root}", f"run_dir={tmp_path / 'run'}", "model.name=_pointwise_test", "trainer=quick"]
+    err = _fails(train.main, [*argv, "device=cpu"], capsys)
+    assert str(root / STATS_CACHE) in err and "delete it" in err
