@@ -12,6 +12,7 @@ worker opens its own handles; none is created in ``__init__`` or pickled).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import OrderedDict
 from pathlib import Path
@@ -28,7 +29,25 @@ from .statistics import first_non_finite
 from .storage import open_trajectory, read_field, read_mask
 from .well import WellFolder, is_well_folder, open_well_file
 
-__all__ = ["WindowDataset"]
+__all__ = ["WindowDataset", "warn_small_split"]
+
+log = logging.getLogger("dandelion.datasets")
+
+
+def warn_small_split(dataset, batch_size: int, world_size: int = 1, key: str = "trainer.batch_size") -> str | None:
+    """Warn (log, and return the text) when one batch of ``batch_size`` per process is larger than the split's
+    windows: every epoch is then one short batch per process, which the plan counts as a whole step. None when the
+    batch fits."""
+    per_rank = -(-len(dataset) // int(world_size))
+    if int(batch_size) <= per_rank:
+        return None
+    text = (
+        f"{key}={batch_size} is larger than the {len(dataset)} windows of split {dataset.split!r} of {dataset.path}"
+        + (f" ({per_rank} per process)" if world_size > 1 else "")
+        + f": each epoch is one batch of {per_rank}; lower {key} or use more data"
+    )
+    log.warning("%s", text)
+    return text
 
 
 class WindowDataset(torch.utils.data.Dataset):

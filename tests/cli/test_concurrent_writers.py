@@ -7,39 +7,14 @@ import os
 import socket
 import subprocess
 import sys
-import textwrap
 
-import pytest
+from cli_result import one_line_error
+from tiny_checkpoint import hold_lock
 
 from dandelion.cli import generate, verify
 from dandelion.datasets import storage
 
 GEN = ["dataset=solid_body", "dataset.n_trajectories=5", "dataset.n_frames=6", "progress=false", "device=cpu"]
-
-
-def _one_line(main, argv, capsys, status=2) -> str:
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    err = capsys.readouterr().err.strip()
-    assert info.value.code == status, err
-    assert "Traceback" not in err and len(err.splitlines()) == 1, err
-    return err
-
-
-def _holder(folder):
-    """Another live process holding ``folder``'s lock (as a running dandelion-generate does); stopped after."""
-    code = textwrap.dedent(
-        f"""
-        import sys, time
-        from dandelion.locks import OutputLock
-        OutputLock.folder({str(folder)!r}, "dandelion-generate").acquire()
-        print("held", flush=True)
-        time.sleep(120)
-        """
-    )
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "held"
-    return p
 
 
 def test_temporary_names_carry_the_process_id(tmp_path):
@@ -57,9 +32,9 @@ def test_temporary_names_carry_the_process_id(tmp_path):
 
 def test_second_generate_into_a_folder_is_refused_and_the_first_sound(tmp_path, capsys):
     out = tmp_path / "data"
-    holder = _holder(out)
+    holder = hold_lock(out, "dandelion-generate")
     try:
-        err = _one_line(generate.main, [*GEN, f"dataset.path={out}"], capsys)
+        err = one_line_error(generate.main, [*GEN, f"dataset.path={out}"], capsys)
     finally:
         holder.kill()
         holder.wait()

@@ -4,25 +4,20 @@ the fix, exit status 2, no traceback, and never torch's advice to load with ``we
 from __future__ import annotations
 
 import pytest
-import tiny_model  # noqa: F401 - registers "_pointwise_test"
 import tiny_well
 import torch
+from cli_result import one_line_error
+from tiny_checkpoint import pointwise_checkpoint
 
-from dandelion.checkpoint import load_checkpoint, save_checkpoint
+from dandelion.checkpoint import load_checkpoint
 from dandelion.cli import export, rollout, train, well_resample
-from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.datasets.well import STATS_CACHE
-from dandelion.registry import build_model
 from dandelion.sphere import SphereGrid
 
 
 def _fails(main, argv, capsys) -> str:
-    """Run ``main(argv)``; exit status 2 and exactly one stderr line without a traceback; return it."""
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    err = capsys.readouterr().err.strip()
-    assert info.value.code == 2, err
-    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    """One line, exit status 2 (:func:`cli_result.one_line_error`), and no advice to load with weights_only=False."""
+    err = one_line_error(main, argv, capsys)
     assert "weights_only" not in err
     return err
 
@@ -37,22 +32,7 @@ def _truncate(path, keep: float = 0.5):
 def run(make_tiny_dataset, tmp_path):
     """A tiny dataset and a real checkpoint of the pointwise model (written as dandelion-train writes it)."""
     data = make_tiny_dataset(tmp_path / "data")
-    ds = WindowDataset(data, "train", n_in=4)
-    C, g = ds.layout.n_channels, ds.grid
-    model = build_model("_pointwise_test", "tiny", 4 * C, C, g.nlat, g.nlon, g.grid)
-    spec = {"name": "_pointwise_test", "preset": "tiny", "in_channels": 4 * C, "out_channels": C, "overrides": {}}
-    ckpt = save_checkpoint(
-        tmp_path / "run" / "best.pt",
-        model=model,
-        config={"trainer": {"n_in": 4}},
-        stats=ds.layout.to_dict()["stats"],
-        grid=g.to_dict(),
-        step=0,
-        epoch=0,
-        extra={"model_spec": spec, "layout": ds.layout.to_dict(), "n_in": 4},
-    )
-    ds.close()
-    return data, ckpt
+    return data, pointwise_checkpoint(data, tmp_path / "run" / "best.pt")
 
 
 def _jobs(data, ckpt, tmp_path):

@@ -6,28 +6,17 @@ import errno
 
 import pytest
 import tiny_dataset
-import tiny_model  # noqa: F401 - registers "_pointwise_test"
+from cli_result import one_line_error
+from tiny_checkpoint import pointwise_checkpoint
 
-from dandelion.checkpoint import save_checkpoint
 from dandelion.cli import export, generate, rollout
-from dandelion.datasets.torch_dataset import WindowDataset
-from dandelion.registry import build_model
 
 GEN = ["dataset=solid_body", "dataset.n_trajectories=5", "dataset.n_frames=6", "progress=false", "device=cpu"]
 
 
-def _one_line(main, argv, capsys, status=2) -> str:
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    err = capsys.readouterr().err.strip()
-    assert info.value.code == status, err
-    assert "Traceback" not in err and len(err.splitlines()) == 1, err
-    return err
-
-
 def test_generate_refuses_a_solver_band_limit_beyond_any_use_before_work(tmp_path, capsys):
     out = tmp_path / "data"
-    err = _one_line(generate.main, [*GEN, "dataset.lmax=40", f"dataset.path={out}"], capsys)
+    err = one_line_error(generate.main, [*GEN, "dataset.lmax=40", f"dataset.path={out}"], capsys)
     assert "dataset.lmax=40" in err and "band limit" in err and "dataset.lmax<=8" in err
     assert not out.exists()
 
@@ -45,22 +34,7 @@ def test_generate_states_which_models_an_nlon_cannot_train(tmp_path, capsys):
 @pytest.fixture
 def run(tmp_path):
     data = tiny_dataset.make_tiny_dataset(tmp_path / "data")
-    ds = WindowDataset(data, "train", n_in=4)
-    C, g = ds.layout.n_channels, ds.grid
-    model = build_model("_pointwise_test", "tiny", 4 * C, C, g.nlat, g.nlon, g.grid)
-    spec = {"name": "_pointwise_test", "preset": "tiny", "in_channels": 4 * C, "out_channels": C, "overrides": {}}
-    ckpt = save_checkpoint(
-        tmp_path / "run" / "best.pt",
-        model=model,
-        config={"trainer": {"n_in": 4}},
-        stats=ds.layout.to_dict()["stats"],
-        grid=g.to_dict(),
-        step=0,
-        epoch=0,
-        extra={"model_spec": spec, "layout": ds.layout.to_dict(), "n_in": 4},
-    )
-    ds.close()
-    return data, ckpt
+    return data, pointwise_checkpoint(data, tmp_path / "run" / "best.pt")
 
 
 def test_export_to_a_place_that_refuses_files_is_refused_before_the_rollout(run, tmp_path, capsys, monkeypatch):
@@ -76,7 +50,7 @@ def test_export_to_a_place_that_refuses_files_is_refused_before_the_rollout(run,
 
     monkeypatch.setattr("dandelion.runtime.tempfile.mkstemp", refuse)
     monkeypatch.setattr(export, "forecast", forbidden)
-    err = _one_line(export.main, [f"checkpoint={ckpt}", f"dataset.path={data}", f"output={target}"], capsys)
+    err = one_line_error(export.main, [f"checkpoint={ckpt}", f"dataset.path={data}", f"output={target}"], capsys)
     assert f"output={target}" in err and str(target.parent) in err and "writable" in err
 
 
@@ -87,7 +61,7 @@ def test_rollout_rerun_is_refused_unless_overwrite(run, tmp_path, capsys):
     rollout.main([*argv, "progress=false"])
     first = (out / "metrics.json").read_text()
     capsys.readouterr()
-    err = _one_line(rollout.main, argv, capsys)
+    err = one_line_error(rollout.main, argv, capsys)
     assert "metrics.json" in err and "overwrite=true" in err and str(out) in err
     assert (out / "metrics.json").read_text() == first
     rollout.main([*argv, "overwrite=true", "progress=false"])

@@ -6,15 +6,13 @@ from __future__ import annotations
 import h5py
 import numpy as np
 import pytest
-import tiny_model  # noqa: F401 - registers "_pointwise_test"
 import tiny_well
+from tiny_checkpoint import pointwise_checkpoint
 
-from dandelion.checkpoint import save_checkpoint
 from dandelion.cli import rollout
 from dandelion.datasets import storage
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.datasets.well import STATS_CACHE, WellFolder
-from dandelion.registry import build_model
 from dandelion.sphere import SphereGrid
 
 
@@ -76,20 +74,7 @@ def test_well_statistics_pass_names_a_nan_and_caches_nothing(tmp_path):
 
 def test_rollout_on_data_with_a_nan_is_one_line_and_writes_no_metrics(make_tiny_dataset, tmp_path, capsys):
     data = make_tiny_dataset(tmp_path / "data")
-    ds = WindowDataset(data, "train", n_in=4)
-    C, g = ds.layout.n_channels, ds.grid
-    model = build_model("_pointwise_test", "tiny", 4 * C, C, g.nlat, g.nlon, g.grid)
-    spec = {"name": "_pointwise_test", "preset": "tiny", "in_channels": 4 * C, "out_channels": C, "overrides": {}}
-    ckpt = save_checkpoint(
-        tmp_path / "run" / "best.pt",
-        model=model,
-        config={"trainer": {"n_in": 4}},
-        stats=ds.layout.to_dict()["stats"],
-        grid=g.to_dict(),
-        step=0,
-        epoch=0,
-        extra={"model_spec": spec, "layout": ds.layout.to_dict(), "n_in": 4},
-    )
+    ckpt = pointwise_checkpoint(data, tmp_path / "run" / "best.pt")
     bad = data / "test" / "traj_000004.h5"
     _poison(bad, frame=3)
     out = tmp_path / "roll"

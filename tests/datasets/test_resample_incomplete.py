@@ -7,6 +7,7 @@ import pytest
 import tiny_model  # noqa: F401 - registers "_pointwise_test"
 import tiny_well
 import yaml
+from cli_result import one_line_error
 
 from dandelion.cli import train, well_resample
 from dandelion.datasets import well_resample as resample_module
@@ -36,24 +37,15 @@ def _interrupt_after(monkeypatch, n: int, exc=KeyboardInterrupt):
     return done
 
 
-def _one_line(main, argv, capsys, status=2) -> str:
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    err = capsys.readouterr().err.strip()
-    assert info.value.code == status, err
-    assert "Traceback" not in err and len(err.splitlines()) == 1, err
-    return err
-
-
 def test_interrupted_resample_is_refused_by_train_before_any_statistics(tmp_path, monkeypatch, capsys):
     src, dst = _src(tmp_path), tmp_path / "lg"
     _interrupt_after(monkeypatch, 3)
-    err = _one_line(well_resample.main, [f"src={src}", f"dst={dst}"], capsys, status=130)
+    err = one_line_error(well_resample.main, [f"src={src}", f"dst={dst}"], capsys, status=130)
     assert err.startswith("dandelion-well-resample: error: interrupted: state in") and str(dst) in err
     assert "dandelion-well-resample src=" in err and "to continue" in err
     assert len(list((dst / "data" / "train").glob("*.hdf5"))) == 3  # a partial train split, no valid/test
     argv = [f"dataset.path={dst}", f"run_dir={tmp_path / 'run'}", "model.name=_pointwise_test", "trainer=quick"]
-    err = _one_line(train.main, [*argv, "device=cpu"], capsys)
+    err = one_line_error(train.main, [*argv, "device=cpu"], capsys)
     assert "unfinished dandelion-well-resample output" in err and "splits.json" not in err
     assert not (dst / STATS_CACHE).exists() and not (tmp_path / "run").exists()
     with pytest.raises(ValueError, match="unfinished dandelion-well-resample"):
