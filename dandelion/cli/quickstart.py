@@ -138,7 +138,7 @@ def quickstart(cfg) -> dict:
     cpu["generate"], c0 = (time.process_time() - c0) / 60, time.process_time()
 
     rows, netcdf, plots, rollout_dirs = [], {}, {}, {}
-    for i, name in enumerate(q.models):
+    for name in q.models:
         t0 = time.perf_counter()
         run_dir = out / "runs" / str(name)
         print(f"[2/4] training {name} ({q.preset}) in {run_dir}", flush=True)
@@ -207,8 +207,10 @@ def quickstart(cfg) -> dict:
     table = _fmt_table(rows, n20)
     write_text_atomic(
         out / "results.md",
-        f"# Quickstart ({'fast' if q.get('fast') else 'full'} form)\n\nReduced Galewsky dataset {cfg.dataset.nlat}x{cfg.dataset.nlon}, "
-        f"test split, {int(q.n_steps)} steps. VRMSE averaged over h, u, v (area-weighted; 'Well' = the Well's unweighted definition).\n\n{table}\n",
+        f"# Quickstart ({'fast' if q.get('fast') else 'full'} form)\n\n"
+        f"Reduced Galewsky dataset {cfg.dataset.nlat}x{cfg.dataset.nlon}, test split, {int(q.n_steps)} steps. "
+        "VRMSE averaged over h, u, v (area-weighted; 'Well' = the Well's unweighted definition).\n\n"
+        f"{table}\n",
     )
     summary = {
         "table": table,
@@ -221,7 +223,7 @@ def quickstart(cfg) -> dict:
     }
     write_json_atomic(out / "quickstart.json", summary)
     print("\n" + table + "\n")
-    print("VRMSE averaged over the fields h, u, v; 'next' = lead 1 (4 h), 1:%d = mean over leads 1..%d." % (n20, n20))
+    print(f"VRMSE averaged over the fields h, u, v; 'next' = lead 1 (4 h), 1:{n20} = mean over leads 1..{n20}.")
     print("netCDF forecasts:")
     for k, v in netcdf.items():
         print(f"  {k}: {v}")
@@ -242,7 +244,8 @@ def check(cfg) -> None:
     out = Path(str(cfg.quickstart.output_dir))
     if out.exists() and not out.is_dir():
         raise UsageError(
-            f"quickstart.output_dir={out} is a file: pass quickstart.output_dir=DIR (a new or earlier quickstart folder)"
+            f"quickstart.output_dir={out} is a file: "
+            "pass quickstart.output_dir=DIR (a new or earlier quickstart folder)"
         )
     check_positive(cfg, ["quickstart.n_steps", "quickstart.init_stride", "trainer.max_steps", "trainer.batch_size"])
 

@@ -43,7 +43,7 @@ def test_quickstart_fast_end_to_end(tmp_path):
     for r in summary["rows"]:
         assert np.isfinite(r["next"]) and np.isfinite(r["mean"]) and r["next"] > 0
     assert "| dandelion" in summary["table"] and "VRMSE next" in summary["table"]
-    for name, nc in summary["netcdf"].items():
+    for nc in summary["netcdf"].values():
         with xr.open_dataset(nc) as ds:
             assert {"h", "u", "v", "h_truth"} <= set(ds.data_vars)
             assert np.all(np.diff(ds.lat.values) > 0)

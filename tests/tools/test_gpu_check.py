@@ -30,7 +30,7 @@ def test_gpu_check_dry_run(tmp_path):
     bench = rec["results"]["bench_models"]
     rows = {(r["model"], r["dtype"]): r for r in bench["rows"]}
     assert set(rows) == {(m, d) for m in ("dandelion", "sfno", "disco", "flower2d") for d in ("fp32", "bf16")}
-    for (model, dtype), r in rows.items():
+    for (_model, dtype), r in rows.items():
         if dtype == "fp32":
             assert "error" not in r, r.get("error")
             assert r["train_step_peak_bytes"] > 0 and r["saved_activation_bytes"] > 0
