@@ -33,6 +33,15 @@ solution with the Sverdrup interior, ``psi = C (x - L) b(x)``, ``b = 1 - exp(-x 
 sqrt(3))``, ``k = sqrt(3) / (2 delta)`` (Pedlosky 1996, *Ocean Circulation Theory*, §2.5), whose transport changes
 sign at the measured ``x0``, over ``(A / beta)^(1/3)``. The interior's southward flow moves the sign change towards
 the wall, so the naive ratio is biased low (0.77 for an exact Munk solution at 3 cells in this basin).
+
+The formula is Munk's boundary-layer solution, the limit ``delta / L -> 0`` and ``delta / L_y -> 0`` (``L_y``
+the wind's meridional scale). ``ratio_reference`` is the same estimator applied to the exact solution of Munk's
+equation ``beta psi_x = curl tau / rho0 + A lap^2 psi`` in the same basin (a Cartesian beta-plane at 30 N with the
+same ``L``, ``L_y``, wind and no-slip walls ``psi = d psi / dn = 0``, second-order finite differences on 120 x 120
+points, :func:`munk_reference`), and ``ratio_over_reference`` the model's ratio over it: the model's width against
+Munk's theory without the boundary-layer approximation. ``ratio_by_day`` is the ratio every 5 days (steadiness).
+The cases fix ``delta`` = 334 km and refine the grid (1, 0.75, 0.5 degrees: 3, 4, 6 meridional cells per Munk
+width), plus ``delta`` = 4 cells at 1 degree.
 """
 
 from __future__ import annotations
@@ -44,10 +53,13 @@ import pathlib
 import sys
 import time
 
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spl
 import torch
 
 from dandelion.datasets.global_ocean import GlobalOceanScenario
-from dandelion.solvers.ocean import OceanModel, OceanParams, forced_stable_dt
+from dandelion.solvers.ocean import RHO0, OceanModel, OceanParams, forced_stable_dt
 from dandelion.solvers.ocean_forcing import DAY
 from dandelion.solvers.ocean_grid import OceanGrid
 from dandelion.solvers.ocean_simulation import OceanSimulation
@@ -204,20 +216,77 @@ def munk_width(res_deg: float = 1.0, width_deg: float = 30.0, munk_cells: float 
     )
     dt = 86400.0 / math.ceil(86400.0 / forced_stable_dt(g, p)[0])
     m = OceanModel(g, p, 1, dt)
-    s, t = m.rest_state(), 0.0
-    for _ in range(round(days * 86400.0 / dt)):
+    dxv = float(g.dx_v[j, 0])
+
+    def crossing(s):
+        V = (s.v[0, :, j, :nx] * g.to_v_rows(s.h)[0, :, j, :nx]).sum(0) * dxv
+        ic = int(torch.nonzero(V[1:] < 0)[0])
+        return (ic + 0.5 + float(V[ic] / (V[ic] - V[ic + 1]))) * dxv
+
+    s, t, by_day = m.rest_state(), 0.0, {}
+    per = round(5.0 * 86400.0 / dt)
+    for n in range(1, round(days * 86400.0 / dt) + 1):
         s = m.step(s, t)
         t += dt
-    dxv = float(g.dx_v[j, 0])
-    V = (s.v[0, :, j, :nx] * g.to_v_rows(s.h)[0, :, j, :nx]).sum(0) * dxv
-    ic = int(torch.nonzero(V[1:] < 0)[0])
-    x0 = (ic + 0.5 + float(V[ic] / (V[ic] - V[ic + 1]))) * dxv
+        if n % per == 0:
+            by_day[round(t / 86400.0)] = munk_width_from_crossing(crossing(s), nx * dxv) / munk
+    x0 = crossing(s)
     naive = x0 * math.sqrt(3.0) / (2.0 * math.pi)
     fit = munk_width_from_crossing(x0, nx * dxv)
     exact = munk_crossing(munk, nx * dxv) * math.sqrt(3.0) / (2.0 * math.pi) / munk
-    return {"res_deg": res_deg, "munk_cells": munk_cells, "days": days, "visc": A, "munk_km": munk / 1e3,
-            "x0_km": x0 / 1e3, "basin_km": nx * dxv / 1e3, "ratio_naive": naive / munk, "ratio": fit / munk,
-            "ratio_naive_of_exact_munk": exact}
+    ref = munk_reference(munk, nx * dxv, ny * g.dy, beta)
+    return {
+        "res_deg": res_deg,
+        "munk_cells": munk_cells,
+        "munk_cells_dx": munk / dxv,
+        "days": days,
+        "dt": dt,
+        "visc": A,
+        "munk_km": munk / 1e3,
+        "x0_km": x0 / 1e3,
+        "basin_km": nx * dxv / 1e3,
+        "ratio_naive": naive / munk,
+        "ratio": fit / munk,
+        "ratio_naive_of_exact_munk": exact,
+        "ratio_reference": float(ref),
+        "ratio_over_reference": float(fit / munk / ref),
+        "ratio_by_day": by_day,
+    }
+
+
+def munk_reference(delta: float, L: float, Ly: float, beta: float, tau0: float = 0.05, n: int = 120) -> float:
+    """The estimator's ratio for the exact steady solution of Munk's equation in an ``L`` x ``Ly`` (m) basin.
+
+    Solves ``beta psi_x = curl tau / rho0 + A lap^2 psi`` (``A = beta delta^3``, ``psi`` the transport streamfunction,
+    ``V = psi_x``) on a Cartesian beta-plane with the sector basin's wind ``tau = -tau0 cos(pi y / Ly)`` and no-slip
+    walls ``psi = d psi / dn = 0`` (ghost points mirrored), second-order differences on ``n x n`` points, and returns
+    the Munk width fitted to the first sign change of ``V`` at ``y = Ly / 2`` over ``delta``."""
+    hx, hy = L / n, Ly / n
+    d1 = sp.diags([-np.ones(n - 2), np.ones(n - 2)], [-1, 1]) / (2.0 * hx)
+
+    def d2(h):
+        return sp.diags([np.ones(n - 2), -2.0 * np.ones(n - 1), np.ones(n - 2)], [-1, 0, 1]) / h**2
+
+    def d4(h):  # clamped ends: the ghost psi_{-1} = psi_1 turns the first diagonal 6 into 7
+        main = 6.0 * np.ones(n - 1)
+        main[[0, -1]] = 7.0
+        return (
+            sp.diags(
+                [np.ones(n - 3), -4.0 * np.ones(n - 2), main, -4.0 * np.ones(n - 2), np.ones(n - 3)], [-2, -1, 0, 1, 2]
+            )
+            / h**4
+        )
+
+    eye = sp.identity(n - 1)
+    bih = sp.kron(eye, d4(hx)) + 2.0 * sp.kron(d2(hy), d2(hx)) + sp.kron(d4(hy), eye)  # x fastest
+    y = np.arange(1, n) * hy
+    rhs = np.repeat(-tau0 * math.pi / Ly * np.sin(math.pi * y / Ly) / RHO0, n - 1)
+    psi = spl.spsolve((beta * sp.kron(eye, d1) - beta * delta**3 * bih).tocsc(), rhs).reshape(n - 1, n - 1)
+    row = np.concatenate([[0.0], psi[n // 2 - 1], [0.0]])  # y = Ly / 2 (n even), walls included
+    V = (row[2:] - row[:-2]) / (2.0 * hx)  # at x = hx .. (n - 1) hx
+    ic = int(np.nonzero(V < 0)[0][0])
+    x0 = (ic + V[ic - 1] / (V[ic - 1] - V[ic])) * hx
+    return munk_width_from_crossing(x0, L) / delta
 
 
 def main(argv=None) -> None:
@@ -235,8 +304,8 @@ def main(argv=None) -> None:
         result = spinup(a.nlat, a.nlon, a.years, a.axis)
     else:
         result = {"cases": []}
-        for cells, days in ((3.0, 40.0), (4.0, 40.0)):
-            r = munk_width(1.0, 30.0, cells, days)
+        for res, cells in ((1.0, 3.0), (0.75, 4.0), (0.5, 6.0), (1.0, 4.0)):
+            r = munk_width(res, 30.0, cells, 40.0)
             print(r, flush=True)
             result["cases"].append(r)
     result["command"] = "python docs/global_ocean_diagnostics.py " + " ".join(sys.argv[1:] if argv is None else argv)
