@@ -70,7 +70,8 @@ def completeness_problem(path: str | os.PathLike) -> str | None:
       not say ``complete: false`` and ``stats.yaml`` and ``checksums.sha256`` are written (both last, atomically);
     * a folder written by ``dandelion-well-resample`` (it has :data:`RESAMPLE_MARK`) when the mark says
       ``complete: true``;
-    * any other folder (e.g. one in the Well's layout as downloaded) is taken as complete.
+    * any other folder holding a split folder (``train/``, ``valid/`` or ``test/``, or under ``data/`` as in the
+      Well's layout as downloaded) is taken as complete; a missing folder, or one with no split folder, is not.
 
     The text names the folder and the command that finishes it.
     """
@@ -102,6 +103,14 @@ def completeness_problem(path: str | os.PathLike) -> str | None:
                 f"`{command or 'dandelion-well-resample src=SRC dst=' + str(path)}` to finish it (it resumes), "
                 "or delete the folder"
             )
+        return None
+    if not path.is_dir():
+        return f"{path} does not exist: generate it with dandelion-generate dataset=NAME dataset.path={path}"
+    if not any((root / split).is_dir() for root in (path, path / "data") for split in ("train", "valid", "test")):
+        return (
+            f"{path} holds no dataset (no dataset.yaml and no train/, valid/ or test/ folder, nor under data/): "
+            f"generate it with dandelion-generate dataset=NAME dataset.path={path}"
+        )
     return None
 
 

@@ -6,10 +6,12 @@ checks of :mod:`dandelion.cli.common` run before hydra creates any folder and be
 
 import pytest
 import torch
+import xarray as xr
 
 from dandelion.benchmarks.grid import benchmark
 from dandelion.benchmarks.speed import bench
 from dandelion.cli import export, generate, quickstart, report, rollout, train, verify
+from dandelion.export.forecasts import write_zarr
 
 
 def _fails(main, argv, capsys) -> str:
@@ -286,13 +288,11 @@ def test_export_passes_max_trajectories_to_the_rollout(make_tiny_dataset, tmp_pa
 
 
 def test_write_zarr_never_replaces_a_foreign_folder(tmp_path):
-    import xarray as xr
-
     foreign = tmp_path / "results"
     foreign.mkdir()
     (foreign / "keep.txt").write_text("mine")
     with pytest.raises(ValueError, match="not a Zarr store"):
-        export.write_zarr(xr.Dataset({"a": ("x", [1.0, 2.0])}), foreign, overwrite=True)
+        write_zarr(xr.Dataset({"a": ("x", [1.0, 2.0])}), foreign, overwrite=True)
     assert (foreign / "keep.txt").read_text() == "mine"
 
 
