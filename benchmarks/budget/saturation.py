@@ -1,13 +1,12 @@
 """How far a training budget is from a plateau: a saturating power law fitted to final loss against steps.
 
-``dandelion-budget`` (:mod:`dandelion.benchmarks.budget.study`) retrains a benchmark cell at several multiples of its step
-budget; the budget counts as flat where a doubling lowers the final validation loss by less than a tolerance. When
-no measured doubling is that small, this module estimates where it would be, from the measured points, with the
-learning curve in steps of Kaplan et al. 2020 ("Scaling laws for neural language models", arXiv:2001.08361, eq. 1.6
-= eq. 5.6, ``L(N, S) = (N_c / N)^alpha_N + (S_c / S)^alpha_S``) at a fixed model size ``N``, which is a constant plus
-a power law in steps (their ``S`` is a batch-adjusted step count; here the batch is fixed, so plain steps serve);
-Hestness et al. 2017 (arXiv:1712.00409) found the same form, with an irreducible floor, for error against
-training-set size::
+``dandelion-budget`` (:mod:`dandelion.benchmarks.budget.study`) retrains a benchmark cell at several multiples of its
+step budget; the budget counts as flat where a doubling lowers the final validation loss by less than a tolerance. When
+no measured doubling is that small, this module estimates where it would be, from the measured points, with the learning
+curve in steps of Kaplan et al. 2020 ("Scaling laws for neural language models", arXiv:2001.08361, eq. 1.6 = eq. 5.6,
+``L(N, S) = (N_c / N)^alpha_N + (S_c / S)^alpha_S``) at a fixed model size ``N``, which is a constant plus a power law
+in steps (their ``S`` is a batch-adjusted step count; here the batch is fixed, so plain steps serve); Hestness et al.
+2017 (arXiv:1712.00409) found the same form, with an irreducible floor, for error against training-set size::
 
     L(S) = c + b * (S / S_0) ** (-alpha),      c >= 0, b > 0, alpha > 0
 
@@ -158,7 +157,8 @@ def fit_saturation(steps, losses, tol: float) -> SaturationFit:
         raise ValueError("steps and losses must be positive and finite (leave diverged runs out)")
     if not y[np.argmax(s)] < y[np.argmin(s)]:
         raise ValueError(
-            f"the loss does not fall from the smallest budget to the largest ({y[np.argmin(s)]:.4g} -> {y[np.argmax(s)]:.4g}): "
+            "the loss does not fall from the smallest budget to the largest "
+            f"({y[np.argmin(s)]:.4g} -> {y[np.argmax(s)]:.4g}): "
             "a saturation fit needs a falling learning curve (a rise means an unstable rate for that budget)"
         )
     c, b, alpha, s0, worst, at_bound = _fit(s, y)

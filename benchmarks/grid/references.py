@@ -45,7 +45,10 @@ _SCHEMA = "dandelion-benchmark-reference/1"
 
 
 class Persistence(torch.nn.Module):
-    """The newest frame of a ``(B, n_in * C, nlat, nlon)`` window as the forecast ``(B, C, nlat, nlon)`` (target ``frame``)."""
+    """The newest frame of a ``(B, n_in * C, nlat, nlon)`` window as the forecast ``(B, C, nlat, nlon)``.
+
+    The target is ``frame``.
+    """
 
     def __init__(self, n_channels: int):
         super().__init__()

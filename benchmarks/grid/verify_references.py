@@ -84,7 +84,8 @@ def main(argv: list[str]) -> int:
             worst[name] = max_relative_difference(old, new)
             old_digests.add(old.get("data_files_sha256"))
             print(
-                f"{key} {name}: next step {old['next_step']['vrmse']['mean']:.6g} -> {new['next_step']['vrmse']['mean']:.6g}, "
+                f"{key} {name}: next step {old['next_step']['vrmse']['mean']:.6g} -> "
+                f"{new['next_step']['vrmse']['mean']:.6g}, "
                 f"1:20 {old['rollout_mean']['vrmse']['mean']:.6g} -> {new['rollout_mean']['vrmse']['mean']:.6g}, "
                 f"{'identical' if worst[name] == 0 else 'DIFFERENT'} (largest relative difference {worst[name]:.2e}), "
                 f"data_files_sha256 {old.get('data_files_sha256')} -> {new['data_files_sha256']}",
@@ -105,7 +106,9 @@ def main(argv: list[str]) -> int:
                 "versions": sorted({*old_digests, now}),
                 "max_relative_difference": worst,
                 "tolerance": tol,
-                "evidence": "persistence and linear AR references (train and test splits) recomputed on the new version",
+                "evidence": (
+                    "persistence and linear AR references (train and test splits) recomputed on the new version"
+                ),
                 "machine": machine("cpu")["cpu"],
                 "date": time.strftime("%Y-%m-%d"),
                 "command": "benchmarks/grid/verify_references.py " + " ".join(argv),
@@ -134,7 +137,8 @@ def _check_transfer_sets(scale: str, key: str, committed: Path, tol: float | Non
     cells = [c for c in load_cells(committed) if c["dataset_key"] == key]
     if not cells:
         print(
-            f"{key}: no finished cell in {committed} to take the evaluation settings from: run dandelion-benchmark first",
+            f"{key}: no finished cell in {committed} to take the evaluation settings from: "
+            "run dandelion-benchmark first",
             flush=True,
         )
         return 1
@@ -151,7 +155,8 @@ def _check_transfer_sets(scale: str, key: str, committed: Path, tol: float | Non
         worst = max_relative_difference(old, new)
         bad += not (worst == 0 or (tol is not None and worst <= tol))
         print(
-            f"{fd['key']} persistence: next step {old['next_step']['vrmse']['mean']:.6g} -> {new['next_step']['vrmse']['mean']:.6g}, "
+            f"{fd['key']} persistence: next step {old['next_step']['vrmse']['mean']:.6g} -> "
+            f"{new['next_step']['vrmse']['mean']:.6g}, "
             f"1:20 {old['rollout_mean']['vrmse']['mean']:.6g} -> {new['rollout_mean']['vrmse']['mean']:.6g}, "
             f"{'identical' if worst == 0 else 'DIFFERENT'} (largest relative difference {worst:.2e})",
             flush=True,

@@ -52,8 +52,7 @@ def plot_training_curves(models: dict, path, title: str) -> Path | None:
                     y,
                     lw=0.8,
                     alpha=0.6,
-                    label=f"lr {r['lr']:g}"
-                    + (" (seed %d)" % (c.get("lr_selection") or {}).get("sweep_seed", c["seed"])),
+                    label=f"lr {r['lr']:g} (seed {(c.get('lr_selection') or {}).get('sweep_seed', c['seed']):d})",
                 )
             run = c.get("run") or {}
             if run.get("curve"):

@@ -56,9 +56,12 @@ TARGETS = {
 
 #: What the numbers of every target mean (copied into each JSON).
 METHOD = {
-    "time": "median over repeats; CPU: process CPU time (time.process_time) next to wall time; CUDA: synchronised wall time",
-    "saved_activations": "unique storages packed by torch.autograd.graph.saved_tensors_hooks in one training forward, parameters and buffers excluded",
-    "peak_memory": "peak allocated above the allocation at the start of the call; CUDA: torch.cuda.max_memory_allocated; "
+    "time": "median over repeats; CPU: process CPU time (time.process_time) next to wall time; "
+    "CUDA: synchronised wall time",
+    "saved_activations": "unique storages packed by torch.autograd.graph.saved_tensors_hooks in one training forward, "
+    "parameters and buffers excluded",
+    "peak_memory": "peak allocated above the allocation at the start of the call; "
+    "CUDA: torch.cuda.max_memory_allocated; "
     "CPU: running sum of the torch profiler's allocator events (profile_memory=True)",
 }
 
@@ -150,8 +153,11 @@ def check(cfg, overrides=()) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``dandelion-bench target=models|solvers|profile [device=..] [output=..] [models.*|solvers.*|profile.* overrides]``
-    (``--help``)."""
+    """Run ``dandelion-bench``.
+
+    ``dandelion-bench target=models|solvers|profile [device=..] [output=..] [models.*|solvers.*|profile.* overrides]``
+    (``--help``).
+    """
     run("dandelion-bench", "bench", _job, check=check, argv=argv)
 
 

@@ -4,14 +4,13 @@ For every preset of ``profile.presets``, one Dandelion model at ``profile.nlat x
 
 * the totals of :func:`dandelion.benchmarks.speed.models.measure_group` (forward, training step,
   saved activations, peak memory);
-* ``split`` (:func:`split_times`), measured by isolation: one forward records the inputs of every
-  leaf operation of interest, then each is re-run alone, forward and forward+backward, and its
-  times are summed into a category: ``warp_sampling`` (the sampling of
-  :meth:`dandelion.warp.TangentWarpS2._warp`, the layer's sampling with its index arithmetic), ``displacement_mlp`` (the warps' displacement
-  networks), ``pooling`` (spectral down/up sampling), ``norm`` (area-weighted normalisations) and
-  ``pointwise`` (every other 1x1 map and GELU). The categories' sum is reported next to the total;
-  the difference is glue (residual adds, concatenations, Python). CPU: process CPU time; CUDA:
-  synchronised wall time;
+* ``split`` (:func:`split_times`), measured by isolation: one forward records the inputs of every leaf operation of
+  interest, then each is re-run alone, forward and forward+backward, and its times are summed into a category:
+  ``warp_sampling`` (the sampling of :meth:`dandelion.warp.TangentWarpS2._warp`, the layer's sampling with its index
+  arithmetic), ``displacement_mlp`` (the warps' displacement networks), ``pooling`` (spectral down/up sampling),
+  ``norm`` (area-weighted normalisations) and ``pointwise`` (every other 1x1 map and GELU). The categories' sum is
+  reported next to the total; the difference is glue (residual adds, concatenations, Python). CPU: process CPU time;
+  CUDA: synchronised wall time;
 * ``warp_roofline`` (:func:`warp_roofline`): for every :class:`dandelion.warp.TangentWarpS2` layer,
   the bytes its forward must move in float32 (B batch, C channels, N = nlat*nlon points, H heads):
   ``gather_bytes = 4*4*B*C*N`` (4 bilinear neighbours per channel and point, no cache reuse; the
@@ -248,7 +247,10 @@ def bench_profile(p, device: str, save=None, out: dict | None = None) -> dict:
 
 
 def build_dandelion(spec: dict, device: str) -> torch.nn.Module:
-    """The Dandelion model of ``spec`` (preset, channels, grid, options) on ``device``, seed 0, as the models bench builds it."""
+    """The Dandelion model of ``spec`` (preset, channels, grid, options) on ``device``, seed 0.
+
+    Built as the models bench builds it.
+    """
     return _build("dandelion", spec, device)
 
 
@@ -257,7 +259,8 @@ def _print(r: dict) -> None:
         print(f"[bench] profile {r['preset']}: {r.get('error')}", flush=True)
         return
     print(
-        f"[bench] profile {r['preset']} {r['nlat']}x{r['nlon']} B={r['batch']}: forward {r['forward_s'] * 1e3:.1f} ms, "
+        f"[bench] profile {r['preset']} {r['nlat']}x{r['nlon']} B={r['batch']}: "
+        f"forward {r['forward_s'] * 1e3:.1f} ms, "
         f"train step {r['train_step_s'] * 1e3:.1f} ms ({r['clock']})",
         flush=True,
     )
@@ -266,6 +269,7 @@ def _print(r: dict) -> None:
         for c, v in r["split"].items():
             print(
                 f"[bench]   {c:17s} fwd {v['forward_s'] * 1e3:8.1f} ms ({100 * v['forward_s'] / tf:4.1f}%)  fwd+bwd "
-                f"{v['forward_backward_s'] * 1e3:8.1f} ms ({100 * v['forward_backward_s'] / tb:4.1f}%)  {v['calls']} calls",
+                f"{v['forward_backward_s'] * 1e3:8.1f} ms ({100 * v['forward_backward_s'] / tb:4.1f}%)  "
+                f"{v['calls']} calls",
                 flush=True,
             )

@@ -234,7 +234,8 @@ def bench_solvers(s, device: str, save: Callable[[dict], None] | None = None, ou
                 f"set-up {row['setup_s']:.2f} s"
             )
             print(
-                f"[bench] {name} lmax={row.get('solver_lmax', lmax)} B={batch}: {msg} ({time.perf_counter() - t0:.0f} s)",
+                f"[bench] {name} lmax={row.get('solver_lmax', lmax)} B={batch}: "
+                f"{msg} ({time.perf_counter() - t0:.0f} s)",
                 flush=True,
             )
     ref = s.get("galewsky_reference") or {}

@@ -1,11 +1,12 @@
 """The leaderboard's "Zero-shot resolution transfer" section: transfer JSONs -> markdown table and plot.
 
 Reads ``results_dir/transfer/<fine key>/<model>/seed<k>.json`` (written by ``dandelion-transfer``,
-:mod:`dandelion.benchmarks.transfer.zero_shot`) and the cells they come from (``results_dir/<dataset>/<model>/seed<k>.json``,
-the trained-resolution column). Per coarse dataset: a table, model x {trained grid, each finer grid at the coarse
-band limit and at its own band limit}, next-step and 1:20 VRMSE (area-weighted, mean over fields) as mean ± sample
-std over seeds; models that cannot run at another grid are listed with the reason; a plot of error against
-resolution (``transfer_<dataset>.png``), the trained resolution marked. Nothing is recomputed here.
+:mod:`dandelion.benchmarks.transfer.zero_shot`) and the cells they come from
+(``results_dir/<dataset>/<model>/seed<k>.json``, the trained-resolution column). Per coarse dataset: a table, model x
+{trained grid, each finer grid at the coarse band limit and at its own band limit}, next-step and 1:20 VRMSE
+(area-weighted, mean over fields) as mean ± sample std over seeds; models that cannot run at another grid are listed
+with the reason; a plot of error against resolution (``transfer_<dataset>.png``), the trained resolution marked. Nothing
+is recomputed here.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def _persistence(results_dir, key: str, recs: list[dict], cols) -> list[list[flo
     """Per column, ``{part: value}`` of persistence (the benchmark's reference at the trained grid, the transfer
     job's on each fine test set), or None where it is missing."""
     out = []
-    for label, variant, nlat in cols:
+    for _label, variant, nlat in cols:
         if variant == "trained":
             p = Path(results_dir) / key / "persistence.json"
         else:
@@ -127,15 +128,16 @@ def transfer_section(results_dir, cells: list[dict], plots: bool = True) -> tupl
     L = [
         HEADING,
         "",
-        "Models trained at the benchmark grid, evaluated WITHOUT retraining on test data made at finer grids by the same "
-        "solver from the same initial states (the same test trajectory ids), normalised with the checkpoint's own statistics. "
-        "*coarse band*: the solver at the training data's band limit, the fields stored at the training data's band limit "
-        "(the same fields, sampled finer: discretisation consistency); *fine band*: the band limit the finer grid supports "
-        "(new small scales), diffusion held fixed in physical units. Finite-volume datasets (no band limit): *coarse cells*: the "
-        "solver on the training data's cells, its cell means remapped conservatively onto the finer grid (the same solver run, "
-        "stored finer); *fine cells*: the solver's cells refined with the grid. VRMSE (area-weighted, mean over fields), mean ± sample std "
-        "over seeds. Protocol and each model's treatment: docs/datasets/README.md (Zero-shot resolution transfer). "
-        "Made by `dandelion-transfer scale=<scale>`.",
+        "Models trained at the benchmark grid, evaluated WITHOUT retraining on test data made at finer grids by the "
+        "same solver from the same initial states (the same test trajectory ids), normalised with the checkpoint's own "
+        "statistics. *coarse band*: the solver at the training data's band limit, the fields stored at the training "
+        "data's band limit (the same fields, sampled finer: discretisation consistency); *fine band*: the band limit "
+        "the finer grid supports (new small scales), diffusion held fixed in physical units. Finite-volume datasets "
+        "(no band limit): *coarse cells*: the solver on the training data's cells, its cell means remapped "
+        "conservatively onto the finer grid (the same solver run, stored finer); *fine cells*: the solver's cells "
+        "refined with the grid. VRMSE (area-weighted, mean over fields), mean ± sample std over seeds. Protocol and "
+        "each model's treatment: docs/datasets/README.md (Zero-shot resolution transfer). Made by `dandelion-transfer "
+        "scale=<scale>`.",
         "",
     ]
     pngs = {}
@@ -198,7 +200,8 @@ def transfer_section(results_dir, cells: list[dict], plots: bool = True) -> tupl
             cost = f"{g['wall_s'] / 60:.1f} ({g['cpu_s'] / 60:.1f})" if g.get("wall_s") else "–"
             solver = r.get("solver_resolution") or f"lmax {r.get('solver_lmax')}"
             L.append(
-                f"| {fk} | {r['nlat']}x{r['nlon']} | {solver} | {r.get('lmax') if r.get('lmax') is not None else '–'} | {cost} |"
+                f"| {fk} | {r['nlat']}x{r['nlon']} | {solver} | "
+                f"{r.get('lmax') if r.get('lmax') is not None else '–'} | {cost} |"
             )
         L.append("")
         if plots:
@@ -280,12 +283,12 @@ def _retrained_note(done: list[dict], recs: list[dict]) -> str:
     n = min(20, int(done[0].get("n_steps", 20)))
     who = ", ".join(f"{d['model']} seed {d['seed']}" for d in done)
     return (
-        f"Retrained checkpoints (the cells' own were not on the machine: `retrain_missing=true`, the cell's seed, rate and "
-        f"training protocol): {who}. "
-        f"At the trained grid their VRMSE differs from the cell's by at most {dev('next_step')} (next step) and {dev('rollout_mean')} "
-        f"(1:{n}); {n_from} of these seeds' {len(mine)} transfer results come from the retrained models (by checkpoint SHA-256, "
-        "`transfer/retrained/`), and where all of a seed's do, the trained-grid column shows the retrained model's own score "
-        "(the cells' are in the tables above)"
+        "Retrained checkpoints (the cells' own were not on the machine: `retrain_missing=true`, the cell's seed, "
+        f"rate and training protocol): {who}. "
+        f"At the trained grid their VRMSE differs from the cell's by at most {dev('next_step')} (next step) and "
+        f"{dev('rollout_mean')} (1:{n}); {n_from} of these seeds' {len(mine)} transfer results come from the "
+        "retrained models (by checkpoint SHA-256, `transfer/retrained/`), and where all of a seed's do, the "
+        "trained-grid column shows the retrained model's own score (the cells' are in the tables above)"
         + (
             f"; not for {', '.join(mixed)}, whose results come from another checkpoint in part or in whole"
             if mixed

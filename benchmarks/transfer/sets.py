@@ -1,4 +1,6 @@
-"""The test sets of the zero-shot resolution transfer (``dandelion-transfer``, :mod:`dandelion.benchmarks.transfer.zero_shot`).
+"""The test sets of the zero-shot resolution transfer.
+
+``dandelion-transfer`` (:mod:`dandelion.benchmarks.transfer.zero_shot`) evaluates on them.
 
 Per coarse dataset and finer grid, two test-only datasets are made by the same solver from the same initial
 states and physical parameters as the coarse one (docs/datasets/README.md, "Zero-shot resolution transfer"):
@@ -229,7 +231,8 @@ def check_test_ids(fd: dict) -> None:
     fine, coarse = (json.loads((Path(p) / "splits.json").read_text())["test"] for p in (fd["path"], fd["coarse_path"]))
     if sorted(fine) != sorted(coarse):
         raise ValueError(
-            f"{fd['path']}: test trajectory ids {fine} differ from the coarse test split {coarse} of {fd['coarse_path']}; "
+            f"{fd['path']}: test trajectory ids {fine} differ from the coarse test split {coarse} "
+            f"of {fd['coarse_path']}; "
             "delete the fine folder and rerun dandelion-transfer"
         )
 

@@ -63,7 +63,10 @@ def test_fit_of_a_pure_power_law_finds_no_near_floor():
 
 
 def test_three_points_fit_without_a_leave_one_out_range():
-    """Three budgets determine the three parameters: the law passes through them, and no leave-one-out range is given."""
+    """Three budgets determine the three parameters.
+
+    The law passes through them, and no leave-one-out range is given.
+    """
     losses = saturating_power_law(BUDGETS[:3], 0.002, 0.004, 0.9, S0)
     fit = fit_saturation(BUDGETS[:3], losses, 0.05)
     assert fit.loo_flat_steps is None and fit.n_points == 3

@@ -143,7 +143,8 @@ def test_one_cell_then_skip_then_leaderboard(tiny_scale, tmp_path):
     paths["sfno"].write_text(json.dumps({**other, "data_files_sha256": "0" * 16}))
     LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))
     assert "different versions of its data" in (tmp_path / "results" / "leaderboard.md").read_text()
-    # a recorded equivalence of the two versions (benchmarks/grid/verify_references.py --equivalent-within) turns it into a note
+    # a recorded equivalence of the two versions (benchmarks/grid/verify_references.py --equivalent-within)
+    # turns it into a note
     eq = {
         "versions": [digest, "0" * 16],
         "max_relative_difference": {"persistence": 1e-9, "linear_ar": 3e-8},
@@ -421,7 +422,8 @@ def test_valid_over_train_reads_the_last_pretraining_epochs_only(tmp_path):
     def ep(phase, train, val):
         return {"step": 0, "phase": phase, "train_loss": train, "val_loss": val}
 
-    # early epochs (ratio 1), five late ones (ratio 4, one with a NaN validation left out), then the fine-tune (ratio 100)
+    # early epochs (ratio 1), five late ones (ratio 4, one with a NaN validation left out),
+    # then the fine-tune (ratio 100)
     curve = (
         [ep("pretrain", 1.0, 1.0)] * 10
         + [ep("pretrain", 0.5, 2.0)] * 5
@@ -429,7 +431,8 @@ def test_valid_over_train_reads_the_last_pretraining_epochs_only(tmp_path):
         + [ep("finetune", 0.01, 1.0)] * 3
     )
     assert BU.valid_over_train({"curve": curve}) == pytest.approx(4.0)
-    # over 15 epochs: the ratio of the mean losses, (10 x 1 + 5 x 2) / (10 x 1 + 5 x 0.5), not the mean of the ratios (2)
+    # over 15 epochs: the ratio of the mean losses, (10 x 1 + 5 x 2) / (10 x 1 + 5 x 0.5),
+    # not the mean of the ratios (2)
     assert BU.valid_over_train({"curve": curve}, n_epochs=15) == pytest.approx(20 / 12.5)
     assert BU.valid_over_train({"curve": [ep("finetune", 1.0, 1.0)]}) is None
     rec = {
@@ -470,7 +473,8 @@ def test_max_relative_difference_of_two_records():
 
 
 def test_data_digest_covers_the_data_files_not_the_provenance(make_tiny_dataset, tmp_path):
-    """A regeneration by another command (dataset.yaml differs) keeps the digest; a changed trajectory file changes it."""
+    """A regeneration by another command (dataset.yaml differs) keeps the digest; a changed trajectory file
+    changes it."""
     data = make_tiny_dataset(
         tmp_path / "data", nlat=8, nlon=16, n_frames=4, splits={"train": [0], "valid": [1], "test": [2]}
     )

@@ -168,7 +168,8 @@ def test_a_resolution_dependent_model_without_a_rule_is_reported_with_the_reason
 
 @pytest.fixture
 def tiny_transfer(tmp_path):
-    """One finished cell (pointwise test model, a few steps) on a generated 16x32 solid-body dataset, and the transfer config."""
+    """One finished cell (pointwise test model, a few steps) on a generated 16x32 solid-body dataset, and the transfer
+    config."""
     cfg = B.compose(
         "transfer",
         [
@@ -220,7 +221,8 @@ def test_transfer_writes_one_json_per_cell_and_dataset_and_resumes(tiny_transfer
     assert [p.stat().st_mtime_ns for p in paths] == stamps  # finished results are not rewritten
     paths[0].write_text("{torn")  # a torn file is evaluated again
     assert T.transfer(cfg)["ran"] == 1
-    # a model without a rule revision keeps the hash of the first schema (the committed records of such models stay current)
+    # a model without a rule revision keeps the hash of the first schema
+    # (the committed records of such models stay current)
     cell = load_cells(cfg.scale.results_dir)[0]
     fd = T.fine_datasets(cfg, "tiny_16x32")[0]
     meta = load_metadata(fd["path"])
@@ -271,7 +273,8 @@ def test_generate_refuses_an_unknown_split(tmp_path):
 
 
 def test_galewsky_coarse_band_velocity_is_the_coarse_velocity_sampled_finer(tmp_path):
-    """The vector field too: the coarse velocity's vector-harmonic synthesis at the finer grid is the coarse-band velocity."""
+    """The vector field too: the coarse velocity's vector-harmonic synthesis at the finer grid is the coarse-band
+    velocity."""
     coarse = _generate(
         tmp_path / "coarse",
         {
@@ -301,8 +304,8 @@ def test_galewsky_coarse_band_velocity_is_the_coarse_velocity_sampled_finer(tmp_
 
 def test_finite_volume_coarse_cells_are_the_same_solver_run_and_fine_cells_refine_it(tmp_path):
     """Shock caps (finite volume, no band limit): the coarse-cells test set on a finer grid is the coarse solver run
-    remapped there (the depth's integral over the remap's cells, i.e. the mass, equals the coarse set's frame by frame to
-    float32 storage precision); the fine-cells set runs the solver on cells refined with the grid (ny doubled), which
+    remapped there (the depth's integral over the remap's cells, i.e. the mass, equals the coarse set's frame by frame
+    to float32 storage precision); the fine-cells set runs the solver on cells refined with the grid (ny doubled), which
     conserves the same mass up to the initial cell averages but resolves other fields."""
     from dandelion.solvers.fv_geometry import CalhounHelzelGrid
     from dandelion.solvers.fv_remap import ConservativeRemap
@@ -371,8 +374,9 @@ def test_a_masked_model_gets_the_finer_grids_own_mask(make_tiny_dataset, tmp_pat
 
 def test_a_missing_checkpoint_is_pending_until_retrained_and_the_retrained_model_is_the_cells(tiny_transfer):
     """A machine without the runs: the transfer says which checkpoint is missing and how to get it; retrain_missing=true
-    retrains the cell (same seed, rate, protocol: on one machine the retrained model scores exactly the cell's numbers at
-    the trained grid) and records both scores; the report names the retrained seeds and counts the results they made."""
+    retrains the cell (same seed, rate, protocol: on one machine the retrained model scores exactly the cell's numbers
+    at the trained grid) and records both scores; the report names the retrained seeds and counts the results
+    they made."""
     import shutil
 
     cfg = tiny_transfer
