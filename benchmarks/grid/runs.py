@@ -106,7 +106,8 @@ def _evaluate(cfg, key, checkpoint: Path, data_path: Path, out_dir: Path) -> tup
         f"spectra_leads=[1,{min(5, int(e.n_steps))},{int(e.n_steps)}]",
         *_plugins(cfg),
     ]
-    r = rollout(compose("rollout", over))
+    # the grid re-scores its own runs: their rollout folder is the benchmark's to replace
+    r = rollout(compose("rollout", [*over, "overwrite=true"]))
     return r["results"], "dandelion-rollout " + " ".join(shlex.quote(o) for o in over)
 
 
