@@ -43,6 +43,7 @@ __all__ = [
     "temp_path",
     "temp_leftovers",
     "check_writable",
+    "is_zarr_store",
     "DamagedFileError",
     "write_text_atomic",
     "write_json_atomic",
@@ -235,6 +236,12 @@ def check_writable(path, key: str = "output") -> Path:
     return path
 
 
+def is_zarr_store(path) -> bool:
+    """True when ``path`` is a folder holding Zarr (format 2 or 3) root metadata."""
+    p = Path(path)
+    return p.is_dir() and any((p / name).is_file() for name in (".zgroup", ".zarray", ".zmetadata", "zarr.json"))
+
+
 def write_text_atomic(path, text: str) -> Path:
     """Write ``text`` to ``path`` atomically (its folder is created); returns the path."""
     path = Path(path)
@@ -279,6 +286,7 @@ _PACKAGES = (
     ("hydra", "hydra-core"),
     ("omegaconf", "omegaconf"),
 )
+_CONFIG_PACKAGES = ("hydra", "omegaconf")
 
 
 def versions() -> dict:
@@ -287,7 +295,10 @@ def versions() -> dict:
     out = {"python": platform.python_version(), "dandelion": str(__version__)}
     for key, dist_name in _PACKAGES:
         try:  # the module's own version string keeps local build tags (e.g. "+cu130") that the metadata drops
-            out[key] = str(importlib.import_module(key).__version__)
+            # hydra and omegaconf are never imported here (a run from the Python API does without them): their version
+            # is the loaded module's, else the installed distribution's
+            module = sys.modules.get(key) if key in _CONFIG_PACKAGES else importlib.import_module(key)
+            out[key] = str(module.__version__)
         except (ImportError, AttributeError):
             try:
                 out[key] = md.version(dist_name)

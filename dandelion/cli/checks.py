@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from dandelion.datasets.folder import completeness_problem
 from dandelion.locks import OutputLock
-from dandelion.runtime import DamagedFileError, check_writable
+from dandelion.runtime import DamagedFileError, check_writable, is_zarr_store
 from dandelion.runtime import check_device as _check_device
 
 __all__ = [
@@ -198,12 +198,6 @@ def check_unlocked(path, prog: str) -> None:
     p = Path(str(path)).expanduser()
     if (p / OutputLock.NAME).is_file():
         OutputLock(p / OutputLock.NAME, p, prog).acquire().release()
-
-
-def is_zarr_store(path) -> bool:
-    """True when ``path`` is a folder holding Zarr (format 2 or 3) root metadata."""
-    p = Path(path)
-    return p.is_dir() and any((p / name).is_file() for name in (".zgroup", ".zarray", ".zmetadata", "zarr.json"))
 
 
 def check_new_file(path, *, key: str = "output", overwrite: bool = False, store: bool = False) -> Path:

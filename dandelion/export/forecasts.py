@@ -51,13 +51,10 @@ import numpy as np
 import xarray as xr
 
 from dandelion import __version__
-from dandelion.cli.common import (
-    is_zarr_store,
-)
 from dandelion.export.cf_names import cf_attributes
 from dandelion.forecast import Forecast
 from dandelion.metrics import variable_names
-from dandelion.runtime import temp_path
+from dandelion.runtime import is_zarr_store, temp_path
 from dandelion.sphere import SphereGrid
 
 __all__ = [
@@ -261,7 +258,8 @@ def forecasts_to_xarray(
         for name, arr in arrays.items():
             if name not in fields:
                 raise ValueError(
-                    f"field {name!r} is not described in the dataset's fields {sorted(fields)}: pass dataset.yaml's 'fields'"
+                    f"field {name!r} is not described in the dataset's fields {sorted(fields)}: "
+                    "pass dataset.yaml's 'fields'"
                 )
             meta = fields[name]
             kind = meta.get("kind", "scalar")
@@ -273,7 +271,8 @@ def forecasts_to_xarray(
             for i, (var, comp) in enumerate(zip(names, comps)):
                 if list(comp.shape[:n_lead_axes]) != expected or tuple(comp.shape[-2:]) != grid.shape:
                     raise ValueError(
-                        f"field {name!r} has shape {tuple(a.shape)}: expected ({', '.join(lead_dims)}) = {tuple(expected)} "
+                        f"field {name!r} has shape {tuple(a.shape)}: expected ({', '.join(lead_dims)}) = "
+                        f"{tuple(expected)} "
                         f"followed by [level,] (nlat, nlon) = {grid.shape}"
                     )
                 extra = comp.ndim - n_lead_axes - 2
@@ -303,7 +302,10 @@ def forecasts_to_xarray(
         "grid": grid.grid,
         "nlat": grid.nlat,
         "nlon": grid.nlon,
-        "comment": "lat ascending (the model grid stores rows north first); init_time epoch 2000-01-01 stands for the trajectory start",
+        "comment": (
+            "lat ascending (the model grid stores rows north first); init_time epoch 2000-01-01 stands for the "
+            "trajectory start"
+        ),
     }
     global_attrs["source"] = f"dandelion {__version__}"
     for k, v in (attrs or {}).items():
