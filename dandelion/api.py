@@ -1,20 +1,33 @@
-"""Python API for notebooks: open a dataset, load a checkpoint, roll out, export (no hydra needed).
+"""Python API for notebooks: train, roll out, evaluate, export; no hydra and no omegaconf are imported.
 
-A thin facade over the modules that do the work; nothing inside the package imports it:
+A thin facade over the modules that do the work (the ``dandelion-*`` commands wrap the same functions); nothing
+inside the package imports it:
 
+* :func:`train` (:func:`dandelion.training.train`): ``train(model, train_data, valid_data=None, options=None, *,
+  run_dir, seed, device, resume, **options)`` trains a registered model (name or ``{"name", "preset",
+  "overrides"}``) or an ``nn.Module`` on dataset folders or :class:`WindowDataset` objects and returns a
+  :class:`TrainResult` (``.model``, ``.history``, ``.summary``; unpacks as ``model, history``); :class:`Trainer`
+  is the same run as an object and :class:`TrainOptions` every option of ``configs/trainer/default.yaml`` (same
+  names and defaults, checked on construction); ``resume=RUN/last.pt`` continues a run bit-exactly;
 * :func:`open_dataset`: a split of a dataset folder (:class:`dandelion.datasets.torch_dataset.WindowDataset`);
 * :func:`load_model`: a checkpoint as a :class:`Forecaster` (:func:`dandelion.checkpoint.load_model`);
 * :func:`rollout`, :func:`iter_rollout`, :func:`valid_inits`, :class:`Forecast`: the autoregressive
   forecasts (:mod:`dandelion.forecast`);
+* :func:`evaluate` (:func:`dandelion.evaluation.evaluate`): a rollout scored per lead time with every registered
+  metric (the ``metrics.json`` of ``dandelion-rollout``), :func:`write_results` to write it;
 * :func:`to_xarray`, :func:`export`: CF netCDF, or a Zarr store with ``format="zarr"`` (WeatherBench 2 names with
   ``convention="wb2"``) (:mod:`dandelion.export.forecasts`).
 
 Example::
 
     from dandelion import api
+    result = api.train({"name": "dandelion", "preset": "tiny"}, "data/galewsky", run_dir="runs/x",
+                       epochs=2, finetune={"epochs": 1}, warmup_steps=10, num_workers=0)
+    model, history = result                         # the trained network, one record per epoch (metrics.jsonl)
     data = api.open_dataset("data/galewsky", "test")
-    model = api.load_model("quickstart_output/runs/dandelion/best.pt", dataset=data)
-    fc = api.rollout(model, data, n_steps=20, init_stride=8)
+    fc_model = api.load_model("runs/x/best.pt", dataset=data)
+    scores = api.evaluate(fc_model, data, n_steps=20)["results"]   # metrics.json content
+    fc = api.rollout(fc_model, data, n_steps=20, init_stride=8)
     ds = api.to_xarray(fc, include_truth=True)      # xarray.Dataset, CF metadata
     api.export(fc, "forecast.nc")                    # netCDF4 file
     api.export(fc, "forecast.zarr", format="zarr", convention="wb2")  # Zarr store, WeatherBench 2 names
@@ -29,8 +42,10 @@ checkpoint's channel layout (vectors projected back to (u east, v north)).
 from __future__ import annotations
 
 from dandelion.datasets.torch_dataset import WindowDataset
-from dandelion.export.forecasts import to_xarray
-from dandelion.export.forecasts import write_forecast as export
+from dandelion.evaluation import evaluate, write_results
+from dandelion.export import to_xarray
+from dandelion.export import write_forecast as export
+from dandelion.training import Trainer, TrainOptions, TrainResult, parameter_hash, train
 
 from .checkpoint import load_model
 from .forecast import Forecast, Forecaster, collect_forecast, iter_rollout, valid_inits
@@ -38,6 +53,11 @@ from .forecast import forecast as rollout
 from .registry import import_plugins
 
 __all__ = [
+    "train",
+    "Trainer",
+    "TrainOptions",
+    "TrainResult",
+    "parameter_hash",
     "Forecaster",
     "Forecast",
     "open_dataset",
@@ -47,6 +67,8 @@ __all__ = [
     "iter_rollout",
     "rollout",
     "collect_forecast",
+    "evaluate",
+    "write_results",
     "to_xarray",
     "export",
 ]

@@ -21,7 +21,8 @@ from a generator seeded with ``seed + epoch``, sharded across ranks like ``Distr
 the checkpoint holds model, optimiser, scheduler, RNG states (of every rank), step, epoch and the
 batch reached in the epoch, so ``resume=PATH`` continues bit-identically on CPU (on GPU up to the
 non-determinism of its kernels). The pieces: :class:`dandelion.training.trainer.Trainer`, the schedule and
-sampler of :mod:`dandelion.training.schedule`, the process group of :class:`dandelion.runtime.ProcessGroup`. ``trainer.max_steps`` bounds the run and the schedule;
+sampler of :mod:`dandelion.training.schedule`, the process group of :class:`dandelion.runtime.ProcessGroup`.
+``trainer.max_steps`` bounds the run and the schedule;
 ``trainer.max_minutes`` and ``trainer.stop_at_step`` stop it early without changing the schedule.
 A resume whose configuration plans another number of steps than the checkpoint (other epochs or
 ``max_steps``) follows ``trainer.resume_schedule`` (:func:`dandelion.training.schedule.replan`): ``replan``
@@ -40,12 +41,17 @@ Use::
     dandelion-train dataset=galewsky dataset.path=DIR model=dandelion model.preset=tiny trainer=quick run_dir=runs/x
     torchrun --nproc_per_node=2 -m dandelion.cli.train dataset.path=DIR run_dir=runs/ddp
 
-or from Python: ``train(cfg)`` with an OmegaConf config composed from ``dandelion.configs/train.yaml``.
+This module only turns the configuration into the plain-Python objects of :mod:`dandelion.training`
+(:func:`build_trainer`: :class:`~dandelion.training.options.TrainOptions` from the ``trainer`` group, a model spec
+from ``model``, the dataset folder, seed, device, run_dir, resume) and fits. From Python without hydra:
+:func:`dandelion.training.train`; with a configuration composed from ``dandelion.configs/train.yaml``: :func:`train`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -59,25 +65,93 @@ from dandelion.cli.common import (
     check_dataset_folder,
     check_device,
     check_positive,
+    check_unlocked,
     explicit_choice,
     is_set,
     require,
     run,
 )
 from dandelion.forecast import INPUTS, TARGETS
+from dandelion.locks import OutputLock, noting_state
 from dandelion.registry import available_models, import_plugins
+from dandelion.runtime import plain
+from dandelion.training.options import TrainOptions
 from dandelion.training.trainer import Trainer
 
-__all__ = ["train", "check", "main"]
+__all__ = ["train", "build_trainer", "check", "main"]
+
+log = logging.getLogger("dandelion.cli.train")
+
+
+def build_trainer(cfg) -> Trainer:
+    """The :class:`~dandelion.training.trainer.Trainer` of a composed ``train.yaml`` configuration (a DictConfig or a
+    plain mapping): ``plugins`` imported, ``trainer.*`` as :class:`~dandelion.training.options.TrainOptions`,
+    ``model.{name,preset,overrides}`` as the model spec, ``dataset.path`` for both splits, ``seed``, ``device``,
+    ``run_dir``, ``resume``; the resolved configuration is the run's ``config.yaml``.
+
+    Raises
+    ------
+    ValueError
+        For a missing ``dataset.path``, a bad trainer option (named ``trainer.<option>``), or any of
+        :class:`Trainer`'s errors.
+    """
+    c = plain(cfg)
+    import_plugins(c.get("plugins"))  # modules registering extra models
+    dataset = c.get("dataset") or {}
+    path = dataset.get("path")
+    if path is None or path == "???":
+        raise ValueError(
+            "dataset.path is not set: pass dataset=NAME dataset.path=DIR (a folder made by dandelion-generate)"
+        )
+    options = TrainOptions.from_dict(c.get("trainer") or {}, prefix="trainer.")
+    model = c.get("model") or {}
+    spec = {"name": model.get("name"), "preset": model.get("preset"), "overrides": model.get("overrides") or {}}
+    trainer = Trainer(
+        spec,
+        Path(str(path)),
+        Path(str(path)),
+        options,
+        run_dir=c.get("run_dir"),
+        seed=int(c.get("seed", 0)),
+        device=c.get("device", "auto"),
+        resume=c.get("resume"),
+        config=c,
+    )
+    name, found = dataset.get("name"), trainer.train_sets[0].metadata.get("name")
+    if name and str(name) != str(found):
+        log.warning("dataset.name=%s but %s/dataset.yaml names %s", name, trainer.data_path, found)
+    return trainer
 
 
 def train(cfg) -> dict:
-    """Train from a composed ``train.yaml`` configuration; returns :meth:`Trainer.fit`'s dict."""
-    trainer = Trainer(cfg)
+    """Train from a composed ``train.yaml`` configuration (:func:`build_trainer`); returns :meth:`Trainer.fit`'s
+    dict (the run's ``result.json``). A given ``run_dir`` is locked while it is written (:class:`OutputLock`: a
+    second training into it is refused in one line naming this one)."""
+    run_dir = plain(cfg).get("run_dir")
+    main_rank = int(os.environ.get("RANK", "0")) == 0
+    fresh = bool(run_dir) and not Path(str(run_dir)).exists()
     try:
-        return trainer.fit()
-    finally:
-        trainer.close()
+        with OutputLock.folder(run_dir, "dandelion-train") if run_dir and main_rank else contextlib.nullcontext():
+            trainer = build_trainer(cfg)
+            try:
+                with noting_state(lambda: _state(trainer.run_dir)):  # what an interrupted run says (Ctrl-C)
+                    return trainer.fit()
+            finally:
+                trainer.close()
+    except BaseException:
+        if fresh and main_rank and not any(Path(str(run_dir)).iterdir()):
+            Path(str(run_dir)).rmdir()  # refused before it wrote anything: no empty run folder is left
+        raise
+
+
+def _state(run_dir: Path) -> str:
+    """Where an interrupted training keeps its state and how to continue it."""
+    last = run_dir / "last.pt"
+    if last.is_file():
+        return (
+            f"state in {last} (written at the end of each epoch); rerun the same command with resume={last} to continue"
+        )
+    return f"no checkpoint in {run_dir} yet (the first is written at the end of the first epoch); rerun to start again"
 
 
 # ---------------------------------------------------------------------------------------------- CLI
@@ -94,10 +168,13 @@ def _check_torchrun_argv(argv: list[str]) -> None:
 def check(cfg, overrides=()) -> None:
     """What ``dandelion-train`` checks before building anything: the dataset folder (complete, and of the
     ``dataset=`` named on the command line), the device, the checkpoint to resume, the model name (after
-    importing ``plugins``), the trainer's target, inputs and sizes. Raises :class:`dandelion.cli.common.UsageError`."""
+    importing ``plugins``), the trainer's target, inputs and sizes, then every trainer option
+    (:class:`~dandelion.training.options.TrainOptions`). Raises :class:`dandelion.cli.common.UsageError`."""
     path = require(cfg, "dataset.path", "pass dataset=NAME dataset.path=DIR (a folder written by dandelion-generate)")
     check_dataset_folder(path, name=explicit_choice(list(overrides), "dataset"))
     check_device(cfg.get("device", "auto"))
+    if is_set(cfg, "run_dir") and int(os.environ.get("RANK", "0")) == 0:  # rank 0 locks it (train)
+        check_unlocked(cfg.run_dir, "dandelion-train")  # another training is writing it now
     if is_set(cfg, "resume"):
         check_checkpoint(cfg.resume, key="resume")
     elif is_set(cfg, "run_dir"):
@@ -113,6 +190,7 @@ def check(cfg, overrides=()) -> None:
     check_choice(cfg.trainer.get("target", "frame"), TARGETS, "trainer.target")
     check_choice(cfg.trainer.get("inputs", "frames"), INPUTS, "trainer.inputs")
     check_positive(cfg, ["trainer.n_in", "trainer.batch_size", "trainer.max_steps", "trainer.max_batches_per_epoch"])
+    TrainOptions.from_dict(plain(cfg.trainer), prefix="trainer.")  # every other trainer option, named if bad
 
 
 def _job(cfg: DictConfig) -> None:
@@ -122,7 +200,8 @@ def _job(cfg: DictConfig) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``dandelion-train`` (hydra: ``model=``, ``dataset=NAME dataset.path=DIR``, ``trainer=``, ``experiment=``, ...; ``--help``)."""
+    """``dandelion-train`` (hydra: ``model=``, ``dataset=NAME dataset.path=DIR``, ``trainer=``, ``experiment=``, ...;
+    ``--help``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     _check_torchrun_argv(argv)
     run("dandelion-train", "train", _job, check=check, argv=argv)

@@ -90,9 +90,10 @@ def replan(
     f0 = float(schedule(step))
     if f0 <= schedule.min_ratio + 1e-12:
         raise ValueError(
-            f"the checkpoint's learning-rate schedule has ended (factor {f0:g} at step {step}, its floor): continuing it "
-            f"would train the {total_steps - step} new steps at that rate. Pass trainer.resume_schedule=restart "
-            "for a warm restart (warm-up to trainer.lr, cosine decay over the new steps), or start a new run"
+            f"the checkpoint's learning-rate schedule has ended (factor {f0:g} at step {step}, its floor): "
+            f"continuing it would train the {total_steps - step} new steps at that rate. "
+            "Pass trainer.resume_schedule=restart for a warm restart (warm-up to trainer.lr, cosine decay over the "
+            "new steps), or start a new run"
         )
     return WarmupCosine(warmup_steps, total_steps, min_ratio, start=step, start_factor=f0)
 
@@ -139,19 +140,20 @@ class EpochSampler(torch.utils.data.Sampler):
         return len(self.indices)
 
 
-def phases(t) -> list[dict]:
-    """The phases of a run from the trainer config ``t``: ``pretrain`` (``t.epochs`` epochs of one-step targets),
-    then, when ``t.finetune.epochs > 0``, ``finetune`` (windows of ``t.finetune.n_out >= 2`` targets).
+def phases(options) -> list[dict]:
+    """The phases of a run from the training options (:class:`dandelion.training.options.TrainOptions`, or any object
+    with ``epochs`` and ``finetune.epochs``, ``finetune.n_out``): ``pretrain`` (``epochs`` epochs of one-step targets),
+    then, when ``finetune.epochs > 0``, ``finetune`` (windows of ``finetune.n_out >= 2`` targets).
 
     Raises
     ------
     ValueError
         If ``finetune.n_out < 2`` with fine-tune epochs (the autoregressive phase needs two steps or more).
     """
-    phases = [{"name": "pretrain", "epochs": int(t.epochs), "n_out": 1}]
-    ft = t.get("finetune") or {}
-    if int(ft.get("epochs", 0) or 0) > 0:
-        n_out = int(ft.get("n_out", 2))
+    phases = [{"name": "pretrain", "epochs": int(options.epochs), "n_out": 1}]
+    ft = options.finetune
+    if int(ft.epochs or 0) > 0:
+        n_out = int(ft.n_out)
         if n_out < 2:
             raise ValueError(
                 f"trainer.finetune.n_out={n_out}: the autoregressive phase needs n_out >= 2 (or finetune.epochs=0)"

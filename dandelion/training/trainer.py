@@ -1,9 +1,12 @@
-"""The trainer of ``dandelion-train`` (:mod:`dandelion.cli.train` describes the protocol).
+"""The trainer: a model, training and validation data and :class:`~dandelion.training.options.TrainOptions` in, a
+trained model, its history and a run directory out. No configuration framework: ``dandelion-train``
+(:mod:`dandelion.cli.train`, which describes the protocol) builds a :class:`Trainer` from its hydra configuration, a
+notebook builds one directly or calls :func:`dandelion.training.train`.
 
-:class:`Trainer` builds the model, optimiser, schedule and data of a run from a composed ``train.yaml``
-configuration, resumes exactly from a checkpoint, trains and validates, and writes the run directory
-(``config.yaml``, ``metrics.jsonl``, ``best.pt``, ``last.pt``, ``result.json``). The forecast step it
-trains is :func:`dandelion.forecast.rollout`, the loss :func:`dandelion.metrics.area_weighted_mse`.
+:class:`Trainer` builds the model (or takes one), optimiser, schedule and data windows of a run, resumes exactly from a
+checkpoint (:mod:`dandelion.training.resume`), trains and validates, and writes the run directory (``config.yaml``,
+``metrics.jsonl``, ``best.pt``, ``last.pt``, ``result.json``). The forecast step it trains is
+:func:`dandelion.forecast.rollout`, the loss :func:`dandelion.metrics.area_weighted_mse`.
 """
 
 from __future__ import annotations
@@ -14,20 +17,24 @@ import json
 import logging
 import math
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+import yaml
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm.auto import tqdm
 
-from dandelion.checkpoint import load_checkpoint, model_state, rng_state, save_checkpoint, set_rng_state
-from dandelion.datasets.torch_dataset import WindowDataset
-from dandelion.forecast import INPUTS, TARGETS, forcing_channels, nonzero_scale, rollout
+from dandelion.datasets.torch_dataset import warn_small_split
+from dandelion.forecast import forcing_channels, nonzero_scale, rollout
 from dandelion.metrics import area_weighted_mse, loss_weights, vrmse
-from dandelion.registry import build_model, count_parameters, import_plugins, unwrap_model
+from dandelion.registry import build_model, count_parameters, unwrap_model
 from dandelion.runtime import ProcessGroup, write_json_atomic, write_text_atomic
-from dandelion.training.schedule import RESUME_SCHEDULES, EpochSampler, WarmupCosine, phases, replan
+from dandelion.training.inputs import check_same_data, config_record, model_channels, model_spec, open_windows
+from dandelion.training.options import TrainOptions
+from dandelion.training.resume import resume as resume_from
+from dandelion.training.resume import save as save_state
+from dandelion.training.schedule import EpochSampler, WarmupCosine, phases
 
 __all__ = ["Trainer", "parameter_hash"]
 
@@ -44,69 +51,93 @@ def parameter_hash(model) -> str:
     return h.hexdigest()
 
 
-class Trainer:
-    """Everything :func:`train` does, in an object whose pieces tests and notebooks can inspect.
+def _options(options, overrides: dict) -> TrainOptions:
+    if options is None:
+        options = TrainOptions()
+    elif isinstance(options, Mapping):
+        options = TrainOptions.from_dict(options)
+    elif not isinstance(options, TrainOptions):
+        raise TypeError(f"options={type(options).__name__}: expected a TrainOptions, a mapping of options, or None")
+    return options.replace(**overrides) if overrides else options
 
-    Attributes after construction: ``model`` (DDP-wrapped under torchrun), ``optimizer``,
-    ``scheduler``, ``layout``, ``grid``, ``run_dir``, ``step``, ``epoch``; :meth:`fit` trains.
+
+class Trainer:
+    """One training run: build with the model, the data and the options, then :meth:`fit`.
+
+    Parameters
+    ----------
+    model : a registered model name (``"dandelion"``, built with preset ``"small"``), a mapping
+        ``{"name", "preset", "overrides"}`` (as ``configs/model/*.yaml``), built with
+        :func:`dandelion.registry.build_model` for the data's channels and grid after ``torch.manual_seed(seed)``; or an
+        ``nn.Module`` mapping ``(B, in_channels, nlat, nlon)`` to ``(B, out_channels, nlat, nlon)``
+        (:func:`dandelion.training.inputs.model_channels` gives both), trained in place. Checkpoints of a registered
+        model load with :func:`dandelion.checkpoint.load_model`; those of a module hold its weights and resume with
+        the same module class.
+    train_data : a dataset folder (its ``train`` split is read) or a
+        :class:`~dandelion.datasets.torch_dataset.WindowDataset`; windows of ``n_in`` frames in and one (fine-tune:
+        ``finetune.n_out``) out are opened from its folder and split where its own windows differ.
+    valid_data : the same for validation (windows of one target); None: the ``valid`` split of ``train_data``'s folder.
+    options : :class:`~dandelion.training.options.TrainOptions`, a mapping of them, or None (the defaults, the
+        benchmark protocol of ``configs/trainer/default.yaml``); ``**option_overrides`` replace single options
+        (``lr=2e-3``, ``finetune={"epochs": 0}``).
+    run_dir : the run directory (default ``outputs/train/<date_time>``; required under torchrun, so that every rank
+        agrees). Receives ``config.yaml``, ``metrics.jsonl``, ``best.pt``, ``last.pt``, ``result.json``.
+    seed : model initialisation and the data order (a pure function of seed and epoch).
+    device : ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"`` (:func:`dandelion.runtime.resolve_device`).
+    resume : a ``last.pt`` to continue exactly (same model, data and options).
+    config : the record written as ``config.yaml`` and into checkpoints (``dandelion-train`` passes its resolved
+        configuration); default: dataset, model, options, seed, device, resume and run_dir in the layout of
+        ``train.yaml``.
+
+    Attributes after construction: ``options``, ``model`` (DDP-wrapped under torchrun), ``bare_model``,
+    ``optimizer``, ``scheduler``, ``layout``, ``grid``, ``run_dir``, ``step``, ``epoch``, ``history`` (the records
+    of ``metrics.jsonl``, one per epoch trained, restored on resume).
 
     Raises
     ------
-    ValueError
-        For a missing ``dataset.path``, statistics lacking a field, a missing split, a checkpoint
-        whose model does not match the configuration, or bad trainer settings (messages name the fix).
+    ValueError / TypeError
+        For a missing ``train_data``, bad options (:class:`~dandelion.training.options.OptionError`, naming the
+        option), statistics lacking a field, a missing split, validation data on another grid, a checkpoint whose
+        model does not match, or a plan of no steps (messages name the fix).
     """
 
-    def __init__(self, cfg: DictConfig):
-        self.cfg = cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
-        import_plugins(cfg.get("plugins"))  # modules registering extra models
-        self.dist = ProcessGroup(cfg.get("device", "auto"))
-        self.device = self.dist.device
-        t = self.t = cfg.trainer
-        path = OmegaConf.select(cfg, "dataset.path", default=None, throw_on_missing=False)
-        if path is None or OmegaConf.is_missing(cfg.dataset, "path"):
+    def __init__(
+        self,
+        model,
+        train_data,
+        valid_data=None,
+        options: TrainOptions | Mapping | None = None,
+        *,
+        run_dir=None,
+        seed: int = 0,
+        device="auto",
+        resume=None,
+        config: Mapping | None = None,
+        **option_overrides,
+    ):
+        self.options = o = _options(options, option_overrides)
+        if train_data is None:
             raise ValueError(
-                "dataset.path is not set: pass dataset=NAME dataset.path=DIR (a folder made by dandelion-generate)"
+                "train_data is not set: pass a dataset folder (written by dandelion-generate) or a WindowDataset"
             )
-        self.data_path = Path(str(path))
-        self.seed = int(cfg.get("seed", 0))
-        self.phases = phases(t)
-        n_in = int(t.n_in)
-        stride = int(t.get("stride", 1))
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"seed={seed!r}: expected an integer")
+        self.dist = ProcessGroup(device)
+        self.device = self.dist.device
+        self.seed = int(seed)
+        self.phases = phases(o)
         self.train_sets = [
-            WindowDataset(self.data_path, "train", n_in=n_in, n_out=p["n_out"], stride=stride) for p in self.phases
+            open_windows(train_data, "train", o.n_in, p["n_out"], o.stride, "train_data") for p in self.phases
         ]
-        self.valid_set = WindowDataset(self.data_path, "valid", n_in=n_in, n_out=1, stride=stride)
+        if valid_data is None:  # the valid split of the training data's folder
+            valid_data = train_data if not hasattr(train_data, "path") else train_data.path
+        self.valid_set = open_windows(valid_data, "valid", o.n_in, 1, o.stride, "valid_data")
+        check_same_data(self.train_sets[0], self.valid_set)
+        self.data_path = Path(self.train_sets[0].path)
         self.layout, self.grid = self.train_sets[0].layout, self.train_sets[0].grid
-        name = OmegaConf.select(cfg, "dataset.name")
-        if name and str(name) != str(self.train_sets[0].metadata.get("name")):
-            log.warning(
-                "dataset.name=%s but %s/dataset.yaml names %s",
-                name,
-                self.data_path,
-                self.train_sets[0].metadata.get("name"),
-            )
-        C = self.layout.n_channels
-        overrides = cfg.model.get("overrides")
-        overrides = (
-            OmegaConf.to_container(overrides, resolve=True)
-            if isinstance(overrides, DictConfig)
-            else dict(overrides or {})
-        )
-        wet = self.train_sets[0].wet  # masked dataset: one more input channel, the mask (dandelion.forecast.next_frame)
-        self.model_spec = {
-            "name": str(cfg.model.name),
-            "preset": str(cfg.model.preset),
-            "in_channels": n_in * C + (wet is not None),
-            "out_channels": C,
-            "overrides": overrides,
-        }
-        self.target = str(t.get("target", "frame"))
-        if self.target not in TARGETS:
-            raise ValueError(f"trainer.target={self.target!r}: expected one of {TARGETS} (what the network outputs)")
-        self.inputs = str(t.get("inputs", "frames"))
-        if self.inputs not in INPUTS:
-            raise ValueError(f"trainer.inputs={self.inputs!r}: expected one of {INPUTS} (what the network sees)")
+        in_channels, C = model_channels(self.train_sets[0], o.n_in)  # masked: one more input, the mask
+        self.model_spec = model_spec(model, in_channels, C)
+        self.target, self.inputs = o.target, o.inputs
         need = self.target == "increment" or self.inputs == "differences"
         scale = self.layout.increment_scale().to(self.device) if need else None
         self.increment_scale = scale if self.target == "increment" else None
@@ -114,22 +145,16 @@ class Trainer:
 
         # seeded model initialisation: identical on every rank (DDP also broadcasts rank 0's weights)
         torch.manual_seed(self.seed)
-        g = self.grid
-        model = build_model(
-            self.model_spec["name"],
-            self.model_spec["preset"],
-            self.model_spec["in_channels"],
-            C,
-            g.nlat,
-            g.nlon,
-            g.grid,
-            **self.model_spec["overrides"],
-        ).to(self.device)
+        g, spec = self.grid, self.model_spec
+        if spec is not None:
+            model = build_model(
+                spec["name"], spec["preset"], in_channels, C, g.nlat, g.nlon, g.grid, **spec["overrides"]
+            )
+        model = model.to(self.device)
         self.bare_model = model
         self.n_parameters = count_parameters(model)  # real scalars, as in the speed and parameter tables
-        betas = tuple(float(b) for b in t.get("betas", (0.9, 0.999)))
         self.optimizer = torch.optim.AdamW(
-            model.parameters(), lr=float(t.lr), betas=betas, weight_decay=float(t.weight_decay)
+            model.parameters(), lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay
         )
         if self.dist.world_size > 1:
             # Buffers are re-sent from rank 0 at every forward only for a model keeping running statistics:
@@ -142,21 +167,22 @@ class Trainer:
         self.model = model
 
         # steps: each phase's batches per epoch are the same on every rank (padded shards)
-        bs = int(t.batch_size)
-        cap = t.get("max_batches_per_epoch")
+        cap = o.max_batches_per_epoch
         self.batches_per_epoch = []
         for ds in self.train_sets:
             per_rank = math.ceil(len(ds) / self.dist.world_size)
-            n = math.ceil(per_rank / bs)
-            self.batches_per_epoch.append(min(n, int(cap)) if cap else n)
+            n = math.ceil(per_rank / o.batch_size)
+            self.batches_per_epoch.append(min(n, cap) if cap else n)
+            warn_small_split(ds, o.batch_size, self.dist.world_size)
         planned = sum(p["epochs"] * n for p, n in zip(self.phases, self.batches_per_epoch))
-        self.total_steps = min(planned, int(t.max_steps)) if t.get("max_steps") else planned
+        self.total_steps = min(planned, o.max_steps) if o.max_steps else planned
         if self.total_steps < 1:
             raise ValueError(
-                f"no training steps planned (epochs={t.epochs}, max_steps={t.get('max_steps')}): raise trainer.epochs or max_steps"
+                f"no training steps planned (epochs={o.epochs}, max_steps={o.max_steps}): "
+                "raise trainer.epochs or max_steps"
             )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, WarmupCosine(int(t.warmup_steps), self.total_steps, float(t.get("min_lr_ratio", 0.0)))
+            self.optimizer, WarmupCosine(o.warmup_steps, self.total_steps, o.min_lr_ratio)
         )
         # masked dataset: the loss and the validation metrics are over wet points (weights zero on land)
         self.wet = None if self.train_sets[0].wet is None else self.train_sets[0].wet.to(self.device)
@@ -177,28 +203,24 @@ class Trainer:
             inv2 = nonzero_scale(self.increment_scale.to(torch.float32)) ** -2
             self.weights = self.weights * inv2.reshape(-1, 1, 1)  # (C, nlat, 1)
 
-        self.resume_schedule = str(t.get("resume_schedule", "replan"))
-        if self.resume_schedule not in RESUME_SCHEDULES:
-            raise ValueError(
-                f"trainer.resume_schedule={self.resume_schedule!r}: expected one of {RESUME_SCHEDULES} (what a resume with "
-                "another number of planned steps does with the learning-rate schedule)"
-            )
+        self.resume_schedule = o.resume_schedule
         self.schedule_end = None  # step at which the checkpoint's schedule ends (resume_schedule=checkpoint)
         self.step, self.epoch, self.batch_in_epoch = 0, 0, 0
         self.best_val = math.inf
         self.history: list[dict] = []
-        if cfg.get("resume"):
-            self._resume(Path(str(cfg.resume)))
+        if resume:
+            resume_from(self, Path(str(resume)))
 
-        run_dir = cfg.get("run_dir") or f"outputs/train/{time.strftime('%Y-%m-%d_%H-%M-%S')}"
+        run_dir = run_dir or f"outputs/train/{time.strftime('%Y-%m-%d_%H-%M-%S')}"
         self.run_dir = Path(self.dist.broadcast(str(run_dir)))  # rank 0's choice, for all ranks
+        self.config = dict(config) if config is not None else config_record(self, model, device, resume)
         self.writer = None
         if self.dist.main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(self.run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
-            tb = t.get("tensorboard", False)
-            if tb:
-                try:  # deferred: tensorboard is an optional dependency, needed only with trainer.tensorboard=true
+            text = yaml.safe_dump(self.config, default_flow_style=False, allow_unicode=True, sort_keys=False)
+            write_text_atomic(self.run_dir / "config.yaml", text)
+            if o.tensorboard:
+                try:  # deferred: tensorboard is an optional dependency, needed only with tensorboard=True
                     from torch.utils.tensorboard import SummaryWriter
                 except ImportError as err:
                     raise ImportError(
@@ -208,132 +230,17 @@ class Trainer:
                 self.writer = SummaryWriter(str(self.run_dir / "tensorboard"))
 
     # ------------------------------------------------------------------ checkpoints
-    def _resume(self, path: Path):
-        ckpt = load_checkpoint(path, map_location="cpu")
-        spec = ckpt.get("extra", {}).get("model_spec")
-        keys = ("name", "preset", "in_channels", "out_channels")
-        if spec is not None and (
-            {k: spec[k] for k in keys} != {k: self.model_spec[k] for k in keys}
-            or dict(spec.get("overrides") or {}) != dict(self.model_spec["overrides"])
-        ):
-            raise ValueError(
-                f"resume={path}: checkpoint holds model {spec} but the configuration builds {self.model_spec}; "
-                "resume with the same model=, model.preset=, model.overrides and dataset"
-            )
-        for key, mine, default in (("target", self.target, "frame"), ("inputs", self.inputs, "frames")):
-            saved = ckpt.get("extra", {}).get(key, default)
-            if saved != mine:
-                raise ValueError(
-                    f"resume={path}: the checkpoint was trained with trainer.{key}={saved} but the configuration "
-                    f"says {mine}: resume with trainer.{key}={saved}"
-                )
-        if ckpt["grid"] != self.grid.to_dict():
-            raise ValueError(
-                f"resume={path}: checkpoint grid {ckpt['grid']} differs from the data grid {self.grid.to_dict()}"
-            )
-        self.bare_model.load_state_dict(model_state(ckpt, self.bare_model))
-        self.optimizer.load_state_dict(ckpt["optimizer"])
-        self.scheduler.load_state_dict(ckpt["scheduler"])
-        extra = ckpt.get("extra", {})
-        self.step, self.epoch = int(ckpt["step"]), int(ckpt["epoch"])
-        planned = int(extra.get("total_steps", self.total_steps))
-        if planned != self.total_steps and self.total_steps > self.step:
-            self._replan_schedule(path, planned)
-        self.batch_in_epoch = int(extra.get("batch_in_epoch", 0))
-        self.best_val = float(extra.get("best_val", math.inf))
-        self.history = list(extra.get("history", []))
-        per_rank = extra.get("rng_per_rank") or []
-        if len(per_rank) == self.dist.world_size:  # each rank continues its own random streams
-            set_rng_state(per_rank[self.dist.rank])
-        elif ckpt.get("rng") is not None:  # another world size: rank 0's states
-            set_rng_state(ckpt["rng"])
-        log.info("resumed from %s at step %d (epoch %d, batch %d)", path, self.step, self.epoch, self.batch_in_epoch)
-
-    def _replan_schedule(self, path: Path, planned: int) -> None:
-        """The checkpoint planned ``planned`` steps, this configuration ``self.total_steps``: re-plan the learning rate
-        of the remaining steps as ``trainer.resume_schedule`` says (:func:`dandelion.training.schedule.replan`)."""
-        t = self.t
-        try:
-            new = replan(
-                self.scheduler.lr_lambdas[0],
-                self.resume_schedule,
-                self.step,
-                self.total_steps,
-                int(t.warmup_steps),
-                float(t.get("min_lr_ratio", 0.0)),
-            )
-        except ValueError as err:
-            raise ValueError(
-                f"resume={path}: the checkpoint planned {planned} steps, this configuration {self.total_steps}; {err}"
-            ) from err
-        if new is None:  # the checkpoint's schedule: the run ends where it ends
-            self.schedule_end = planned
-            log.warning(
-                "resume: the checkpoint planned %d steps, this configuration %d; trainer.resume_schedule=checkpoint keeps "
-                "the checkpoint's schedule, so training stops at step %d",
-                planned,
-                self.total_steps,
-                min(planned, self.total_steps),
-            )
-            return
-        self.scheduler.lr_lambdas = [new for _ in self.scheduler.lr_lambdas]
-        for group, base in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
-            group["lr"] = base * new(self.step)
-        self.scheduler._last_lr = [g["lr"] for g in self.optimizer.param_groups]
-        log.warning(
-            "resume: the checkpoint planned %d steps, this configuration %d; learning rate re-planned (%s) for steps %d..%d, "
-            "from %.3g",
-            planned,
-            self.total_steps,
-            self.resume_schedule,
-            self.step,
-            self.total_steps - 1,
-            self.optimizer.param_groups[0]["lr"],
-        )
-
     def save(self, name: str) -> Path:
-        """Write ``run_dir/name`` (rank 0 only; other ranks return the path)."""
-        path = self.run_dir / name
-        per_rank = self.dist.all_gather(rng_state())  # collective: every rank calls save at the same points
-        if self.dist.main:
-            extra = {
-                "model_spec": self.model_spec,
-                "layout": self.layout.to_dict(),
-                "target": self.target,
-                "inputs": self.inputs,
-                "batch_in_epoch": self.batch_in_epoch,
-                "best_val": self.best_val,
-                "total_steps": self.total_steps,
-                "history": self.history,
-                "world_size": self.dist.world_size,
-                "dataset_path": str(self.data_path),
-                "rng_per_rank": per_rank,
-            }
-            if self.wet is not None:  # the model's extra input channel (dandelion.forecast.next_frame)
-                extra["wet"] = self.wet.cpu()
-            save_checkpoint(
-                path,
-                model=self.model,
-                optimizer=self.optimizer,
-                scheduler=self.scheduler,
-                config=self.cfg,
-                stats=self.layout.to_dict()["stats"],
-                grid=self.grid.to_dict(),
-                step=self.step,
-                epoch=self.epoch,
-                extra=extra,
-            )
-        return path
+        """Write ``run_dir/name`` (rank 0 only; other ranks return the path): :func:`dandelion.training.resume.save`."""
+        return save_state(self, name)
 
     # ------------------------------------------------------------------ loops
     def _loader(self, ds, sampler):
-        t = self.t
-        workers = int(t.get("num_workers", 0))
         return torch.utils.data.DataLoader(
             ds,
-            batch_size=int(t.batch_size),
+            batch_size=self.options.batch_size,
             sampler=sampler,
-            num_workers=workers,
+            num_workers=self.options.num_workers,
             pin_memory=self.device.type == "cuda",
             drop_last=False,
             generator=torch.Generator().manual_seed(self.seed),  # keeps the global RNG untouched
@@ -341,9 +248,10 @@ class Trainer:
         )
 
     def _autocast(self):
-        """bf16 autocast on the run's device (CUDA or CPU) with ``trainer.amp=true``; the models keep their spectral
-        transforms in float32 (e.g. :class:`dandelion.baselines.sfno.Float32Transform`) and the loss is taken in float32."""
-        if bool(self.t.get("amp", False)) and self.device.type in ("cuda", "cpu"):
+        """bf16 autocast on the run's device (CUDA or CPU) with ``options.amp``; the models keep their spectral
+        transforms in float32 (e.g. :class:`dandelion.baselines.sfno.Float32Transform`) and the loss is taken in
+        float32."""
+        if self.options.amp and self.device.type in ("cuda", "cpu"):
             return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
@@ -365,13 +273,14 @@ class Trainer:
                 None if self.forcing is None else (self.forcing, y),
             )
         loss = area_weighted_mse(pred.float(), y, self.weights, self.wet)
-        if not torch.isfinite(loss):
+        if not torch.isfinite(loss):  # the batch's frames are finite (WindowDataset checks each window): the model
             raise FloatingPointError(
-                f"non-finite training loss {loss.item()} at step {self.step}: lower trainer.lr or "
-                "check the dataset's statistics"
+                f"the model's output is not finite (loss {loss.item()}) at step {self.step}; the data is not at fault "
+                f"(every window read is checked finite): lower trainer.lr (now {self.scheduler.get_last_lr()[0]:.3g}) "
+                "or set trainer.grad_clip"
             )
         loss.backward()
-        clip = float(self.t.get("grad_clip", 0) or 0)
+        clip = float(self.options.grad_clip or 0)
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
         self.optimizer.step()
@@ -399,11 +308,11 @@ class Trainer:
             shuffle=False,
             pad=False,
         )
-        cap = self.t.get("val_max_batches")
+        cap = self.options.val_max_batches
         w64 = self.grid.weights.to(self.device)
         sums = [0.0, 0.0, 0.0]  # loss * n, vrmse sum, n
         for i, batch in enumerate(self._loader(self.valid_set, sampler)):
-            if cap and i >= int(cap):
+            if cap and i >= cap:
                 break
             x, y = batch["x"].to(self.device), batch["y"][:, 0].to(self.device)
             with self._autocast():
@@ -429,16 +338,16 @@ class Trainer:
         return {"val_loss": total[0] / total[2], "val_vrmse": total[1] / total[2]}
 
     def _stop_reason(self, t_start: float, check_time: bool = True) -> str | None:
-        t = self.t
+        o = self.options
         reason = None
         if self.step >= self.total_steps:
-            reason = "max_steps" if t.get("max_steps") and self.total_steps == int(t.max_steps) else "done"
+            reason = "max_steps" if o.max_steps and self.total_steps == o.max_steps else "done"
         elif self.schedule_end is not None and self.step >= self.schedule_end:
             reason = "schedule_end"
-        elif t.get("stop_at_step") and self.step >= int(t.stop_at_step):
+        elif o.stop_at_step and self.step >= o.stop_at_step:
             reason = "stop_at_step"
-        if check_time and t.get("max_minutes"):
-            late = float(time.perf_counter() - t_start > 60.0 * float(t.max_minutes))
+        if check_time and o.max_minutes:
+            late = float(time.perf_counter() - t_start > 60.0 * o.max_minutes)
             if self.dist.all_sum([late])[0] > 0 and reason is None:  # every rank stops together
                 reason = "max_minutes"
         return reason
@@ -456,8 +365,9 @@ class Trainer:
         Returns a dict: run_dir, best and last checkpoint paths, step, total_steps (the plan), epoch,
         stop reason, last train loss (the mean over the last epoch trained; when this call trains nothing,
         e.g. a finished run resumed unchanged, the checkpoint's last recorded one; NaN only for a run that never
-        took a step), val_loss and val_vrmse of the final model, best_val_loss, n_parameters, minutes. When ``max_minutes`` cuts the plan, rank 0 prints a warning
-        "stopped early at step N of M" (and logs it).
+        took a step), val_loss and val_vrmse of the final model, best_val_loss, n_parameters, minutes. When
+        ``max_minutes`` cuts the plan, rank 0 prints a warning "stopped early at step N of M" (and logs it). The
+        records of ``metrics.jsonl`` are in :attr:`history`.
         """
         t_start = time.perf_counter()
         reason = self._stop_reason(t_start, check_time=False)
@@ -474,7 +384,7 @@ class Trainer:
                     continue
                 start = self.batch_in_epoch if e == self.epoch else 0
                 self.epoch, self.batch_in_epoch = e, start
-                bs = int(self.t.batch_size)
+                bs = self.options.batch_size
                 sampler = EpochSampler(
                     len(ds),
                     seed=self.seed,
@@ -488,7 +398,7 @@ class Trainer:
                     total=n_batches,
                     initial=start,
                     desc=f"{phase['name']} epoch {e}",
-                    disable=not (self.dist.main and self.t.get("progress", True)),
+                    disable=not (self.dist.main and self.options.progress),
                     leave=False,
                     dynamic_ncols=True,
                 )
@@ -570,7 +480,8 @@ class Trainer:
             )  # atomic: the benchmark reuses a run with a result.json
             if reason == "max_minutes":  # the plan was cut by the wall clock: the numbers depend on the machine
                 msg = (
-                    f"stopped early at step {self.step} of {self.total_steps}: trainer.max_minutes={float(self.t.max_minutes):g} ran out "
+                    f"stopped early at step {self.step} of {self.total_steps}: "
+                    f"trainer.max_minutes={self.options.max_minutes:g} ran out "
                     f"(checkpoints written; resume={self.run_dir / 'last.pt'} continues the plan)"
                 )
                 log.warning(msg)

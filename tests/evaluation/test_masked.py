@@ -1,4 +1,5 @@
-"""Masked (ocean) datasets through metrics, loss, training, rollout and export (tests/helpers/tiny_dataset.py, masked=True)."""
+"""Masked (ocean) datasets through metrics, loss, training, rollout and export (tests/helpers/tiny_dataset.py,
+masked=True)."""
 
 import json
 
@@ -19,6 +20,7 @@ from dandelion.checkpoint import load_checkpoint
 from dandelion.cli.common import compose_config as compose
 from dandelion.cli.export import export
 from dandelion.cli.rollout import rollout
+from dandelion.cli.train import build_trainer
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.evaluation.rollout import evaluate
 from dandelion.export.forecasts import forecasts_to_xarray, write_netcdf
@@ -26,7 +28,6 @@ from dandelion.forecast import forcing_channels
 from dandelion.forecast import rollout as rollout_steps
 from dandelion.reporting.figures import LAND_GREY, plot_maps
 from dandelion.sphere import SphereGrid
-from dandelion.training.trainer import Trainer
 
 GRID = SphereGrid(9, 16, "equiangular")
 WET = torch.from_numpy(synthetic_wet_fraction(GRID) >= 0.5)
@@ -155,7 +156,7 @@ def test_masked_training_rollout_export_end_to_end(make_tiny_dataset, tmp_path):
     data = make_tiny_dataset(tmp_path / "data", masked=True, n_frames=8)
     ds = WindowDataset(data, "test", n_in=2)
     torch.testing.assert_close(ds.wet, WET, rtol=0, atol=0)
-    result = Trainer(train_cfg(data, tmp_path / "run", "trainer.max_steps=3")).fit()
+    result = build_trainer(train_cfg(data, tmp_path / "run", "trainer.max_steps=3")).fit()
     # the model saw the mask as one more input channel, recorded in the checkpoint; land stays fixed in a rollout
     ckpt = load_checkpoint(result["last"])
     model = api.load_model(result["last"], dataset=ds)
@@ -244,11 +245,12 @@ def test_rollout_takes_forcing_channels_from_the_truth():
 
 
 def test_forcing_fields_are_inputs_not_scored(make_tiny_dataset, tmp_path):
-    """A dataset whose dataset.yaml lists ``h`` as a forcing field: training and rollout take it from the truth, no metric scores it."""
+    """A dataset whose dataset.yaml lists ``h`` as a forcing field: training and rollout take it from the truth, no
+    metric scores it."""
     data = make_tiny_dataset(tmp_path / "data", masked=True, n_frames=8)
     meta = yaml.safe_load((data / "dataset.yaml").read_text())
     (data / "dataset.yaml").write_text(yaml.safe_dump({**meta, "forcing_fields": ["h"]}))
-    result = Trainer(train_cfg(data, tmp_path / "run", "trainer.max_steps=2")).fit()
+    result = build_trainer(train_cfg(data, tmp_path / "run", "trainer.max_steps=2")).fit()
     ds = WindowDataset(data, "test", n_in=2)
     model = api.load_model(result["last"], dataset=ds)
     fc = api.rollout(model, ds, n_steps=3)

@@ -7,9 +7,9 @@ import torch
 from train_config import train_cfg
 
 from dandelion.checkpoint import load_checkpoint, load_model
+from dandelion.cli.train import build_trainer
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.forecast import forecast
-from dandelion.training.trainer import Trainer
 
 MODELS = ["dandelion", "sfno", "disco", "flower2d"]
 
@@ -32,7 +32,7 @@ def test_training_and_rollout_under_bf16_autocast_on_cpu(data, tmp_path, name):
         "trainer.max_steps=2",
         "trainer.finetune.epochs=0",
     )
-    trainer = Trainer(cfg)
+    trainer = build_trainer(cfg)
     before = {k: v.clone() for k, v in trainer.bare_model.state_dict().items() if torch.is_tensor(v)}
     grads = []
     step = trainer.optimizer.step

@@ -16,11 +16,10 @@ from train_config import train_cfg
 from dandelion import api
 from dandelion.channels import ChannelLayout
 from dandelion.checkpoint import load_checkpoint
-from dandelion.cli.train import train
+from dandelion.cli.train import build_trainer, train
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.forecast import difference_window, next_frame, rollout
 from dandelion.sphere import SphereGrid
-from dandelion.training.trainer import Trainer
 
 _cfg = train_cfg
 
@@ -139,13 +138,13 @@ def test_checkpoint_carries_the_target_and_inputs_to_rollouts(data, tmp_path):
         assert torch.equal(old(x), old.model(x))
     # resuming with another target or input form is refused, naming the fix
     with pytest.raises(ValueError, match="trainer.target=increment"):
-        Trainer(_cfg(data, tmp_path / "run2", f"resume={result['last']}", "trainer.target=frame"))
+        build_trainer(_cfg(data, tmp_path / "run2", f"resume={result['last']}", "trainer.target=frame"))
     with pytest.raises(ValueError, match="trainer.inputs=differences"):
-        Trainer(_cfg(data, tmp_path / "run2", f"resume={result['last']}", "trainer.inputs=frames"))
+        build_trainer(_cfg(data, tmp_path / "run2", f"resume={result['last']}", "trainer.inputs=frames"))
     with pytest.raises(ValueError, match="trainer.target='residual'"):
-        Trainer(_cfg(data, tmp_path / "run3", "trainer.target=residual"))
+        build_trainer(_cfg(data, tmp_path / "run3", "trainer.target=residual"))
     with pytest.raises(ValueError, match="trainer.inputs='deltas'"):
-        Trainer(_cfg(data, tmp_path / "run3", "trainer.inputs=deltas"))
+        build_trainer(_cfg(data, tmp_path / "run3", "trainer.inputs=deltas"))
 
 
 def test_increment_training_lowers_the_validation_loss(data, tmp_path):
@@ -159,7 +158,7 @@ def test_increment_training_lowers_the_validation_loss(data, tmp_path):
         "trainer.finetune.epochs=0",
         "trainer.warmup_steps=1",
     )
-    trainer = Trainer(cfg)
+    trainer = build_trainer(cfg)
     before = trainer.validate()["val_loss"]
     result = trainer.fit()
     trainer.close()

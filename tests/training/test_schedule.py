@@ -7,8 +7,7 @@ import torch
 from train_config import train_cfg
 
 from dandelion.checkpoint import load_checkpoint
-from dandelion.cli.train import train
-from dandelion.training.trainer import Trainer
+from dandelion.cli.train import build_trainer, train
 
 # 3 train trajectories x 5 windows (9 frames, 4 in 1 out) = 15 windows: 4 batches of 4 per epoch, no fine-tune
 COMMON = [
@@ -26,7 +25,7 @@ def data(make_tiny_dataset, tmp_path):
 
 def _fit_recording_lr(cfg):
     """Train; returns (result, learning rate of every optimiser step taken)."""
-    trainer = Trainer(cfg)
+    trainer = build_trainer(cfg)
     lrs, step = [], trainer.optimizer.step
 
     def recording_step(*args, **kwargs):
@@ -69,7 +68,7 @@ def test_finished_run_is_refused_with_the_fix_then_restarts_on_request(data, tmp
     assert done["step"] == 4
     assert load_checkpoint(done["last"])["optimizer"]["param_groups"][0]["lr"] == 0.0  # the schedule ended at the floor
     with pytest.raises(ValueError, match="resume_schedule=restart"):
-        Trainer(train_cfg(data, tmp_path / "b", *COMMON, "trainer.epochs=3", f"resume={done['last']}"))
+        build_trainer(train_cfg(data, tmp_path / "b", *COMMON, "trainer.epochs=3", f"resume={done['last']}"))
     result, lrs = _fit_recording_lr(
         train_cfg(
             data,
@@ -108,7 +107,7 @@ def test_checkpoint_schedule_kept_on_request_and_same_schedule_unchanged(data, t
     )
     assert same["step"] == 8 and lrs_same == pytest.approx(lrs)
     with pytest.raises(ValueError, match="resume_schedule"):
-        Trainer(
+        build_trainer(
             train_cfg(data, tmp_path / "d", *COMMON, f"resume={first['last']}", "trainer.resume_schedule=sometimes")
         )
 

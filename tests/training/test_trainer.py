@@ -17,12 +17,12 @@ from train_config import train_cfg
 
 from dandelion.checkpoint import layout_from_checkpoint, load_checkpoint, model_from_checkpoint
 from dandelion.cli.common import compose_config as compose
-from dandelion.cli.train import _check_torchrun_argv, train
+from dandelion.cli.train import _check_torchrun_argv, build_trainer, train
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.forecast import next_frame, rollout
 from dandelion.metrics import area_weighted_mse, loss_weights
 from dandelion.training.schedule import EpochSampler, WarmupCosine
-from dandelion.training.trainer import Trainer, parameter_hash
+from dandelion.training.trainer import parameter_hash
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 
@@ -117,7 +117,7 @@ def test_training_reduces_the_validation_loss(data, tmp_path):
         "trainer.finetune.epochs=0",
         "trainer.warmup_steps=1",
     )
-    trainer = Trainer(cfg)
+    trainer = build_trainer(cfg)
     before = trainer.validate()["val_loss"]
     result = trainer.fit()
     trainer.close()
@@ -136,7 +136,9 @@ def test_resume_refuses_another_model(data, tmp_path):
     """Same weight shapes, different model (an override changed): resuming would silently train another model."""
     result = train(_cfg(data, tmp_path / "run", "trainer.max_steps=1"))
     with pytest.raises(ValueError, match="overrides"):
-        Trainer(_cfg(data, tmp_path / "run2", f"resume={result['last']}", "+model.overrides.resolution_dependent=true"))
+        build_trainer(
+            _cfg(data, tmp_path / "run2", f"resume={result['last']}", "+model.overrides.resolution_dependent=true")
+        )
 
 
 def test_tensorboard_on_request(data, tmp_path):
@@ -168,7 +170,7 @@ def test_resume_is_bit_identical(data, tmp_path):
     first = train(_cfg(data, tmp_path / "b", *common, "trainer.stop_at_step=2"))
     assert first["step"] == 2 and first["stopped"] == "stop_at_step"
     cfg = _cfg(data, tmp_path / "c", *common, f"resume={first['last']}")
-    trainer = Trainer(cfg)
+    trainer = build_trainer(cfg)
     params = list(trainer.model.parameters())
     assert all(p is q for p, q in zip(trainer.optimizer.param_groups[0]["params"], params))
     assert len(trainer.optimizer.param_groups[0]["params"]) == len(params)
