@@ -198,7 +198,8 @@ def _check_file(p: Path, tid: int, meta: dict, fields: dict, check_data: bool = 
             out.append(f"{p}: trajectory_id={int(f.attrs['trajectory_id'])}, expected {tid}")
         if "parameters" in meta and [str(x) for x in f.attrs["simulation_parameters"]] != list(meta["parameters"]):
             out.append(
-                f"{p}: simulation_parameters {list(f.attrs['simulation_parameters'])} differ from dataset.yaml's {meta['parameters']}"
+                f"{p}: simulation_parameters {list(f.attrs['simulation_parameters'])} "
+                f"differ from dataset.yaml's {meta['parameters']}"
             )
         if scenario is not None:
             want = scenario.parameters(tid)
@@ -220,7 +221,8 @@ def _check_file(p: Path, tid: int, meta: dict, fields: dict, check_data: bool = 
                 out.append(f"{p}: dimensions/level {levels.tolist()} differ from dataset.yaml's {want}")
             elif "units" in lv and str(f["dimensions"]["level"].attrs.get("units")) != str(lv["units"]):
                 out.append(
-                    f"{p}: dimensions/level units {f['dimensions']['level'].attrs.get('units')!r}, dataset.yaml says {lv['units']!r}"
+                    f"{p}: dimensions/level units {f['dimensions']['level'].attrs.get('units')!r}, "
+                    f"dataset.yaml says {lv['units']!r}"
                 )
         for name, spec in fields.items():
             group = "t0_fields" if spec.get("kind") == "scalar" else "t1_fields"
@@ -229,13 +231,15 @@ def _check_file(p: Path, tid: int, meta: dict, fields: dict, check_data: bool = 
                 continue
             if str(f[group][name].attrs["units"]) != str(spec.get("units")):
                 out.append(
-                    f"{p}: {group}/{name} units {f[group][name].attrs['units']!r}, dataset.yaml says {spec.get('units')!r}"
+                    f"{p}: {group}/{name} units {f[group][name].attrs['units']!r}, "
+                    f"dataset.yaml says {spec.get('units')!r}"
                 )
             if lv is not None and levels is not None:
                 leveled = name in lv.get("fields", [])
                 if leveled == is_surface(f[group][name]):
                     out.append(
                         f"{p}: {group}/{name} is stored as a {'surface' if leveled else 'level'} field, "
-                        f"dataset.yaml lists it {'among' if leveled else 'outside'} the level fields {list(lv.get('fields', []))}"
+                        f"dataset.yaml lists it {'among' if leveled else 'outside'} the level fields "
+                        f"{list(lv.get('fields', []))}"
                     )
     return out

@@ -393,9 +393,9 @@ class OceanModel:
             dh[:, 1] -= e
         # upper-layer tracers: upwind advection with the limited fluxes, diffusion, restoring, entrainment
         dq = []
-        for c, q, star, inv_tau, c2 in (
-            (T, s.hT, self.t_star(t), self.inv_tau_T, p.T2),
-            (S, s.hS, self.s_star(t), self.inv_tau_S, p.S2),
+        for c, star, inv_tau, c2 in (
+            (T, self.t_star(t), self.inv_tau_T, p.T2),
+            (S, self.s_star(t), self.inv_tau_S, p.S2),
         ):
             fcx = torch.zeros_like(c)
             fcy = torch.zeros_like(fy[:, 0])

@@ -10,7 +10,8 @@ winter hemisphere's winds.
   three-cell profile, idealised).
 * Restoring SST (degC): ``T* = -1.5 + 29.5 cos^2(phi - phi_s)``, from 28 degC at the thermal equator
   to about -1 degC at 80 degrees.
-* Restoring SSS (psu): ``S* = 34.2 + 1.5 exp(-((|phi - phi_s| - 25 deg) / 12 deg)^2) - 0.5 exp(-((phi - phi_s) / 6 deg)^2)``,
+* Restoring SSS (psu):
+  ``S* = 34.2 + 1.5 exp(-((|phi - phi_s| - 25 deg) / 12 deg)^2) - 0.5 exp(-((phi - phi_s) / 6 deg)^2)``,
   salty subtropics, fresher equator and high latitudes.
 
 All functions take latitudes ``lat`` (radians, a tensor of any shape) and return a tensor of that shape.

@@ -245,9 +245,11 @@ def test_cli_subprocess_smoke(tiny, tmp_path, entry):
     (plug / "e2_persistence_plugin.py").write_text(
         "import torch.nn as nn\nfrom dandelion.registry import register_model\n"
         "class P(nn.Module):\n    resolution_dependent = False\n"
-        "    def __init__(self, c):\n        super().__init__(); self.c = c; self.scale = nn.Parameter(__import__('torch').ones(()))\n"
+        "    def __init__(self, c):\n        super().__init__()\n        self.c = c\n"
+        "        self.scale = nn.Parameter(__import__('torch').ones(()))\n"
         "    def forward(self, x):\n        return x[:, -self.c:] * self.scale\n"
-        "register_model('test_persistence')(lambda preset, in_channels, out_channels, nlat, nlon, grid, **kw: P(out_channels))\n"
+        "register_model('test_persistence')(\n"
+        "    lambda preset, in_channels, out_channels, nlat, nlon, grid, **kw: P(out_channels)\n)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(plug), "OMP_NUM_THREADS": "1"}
     bindir = Path(sys.executable).parent
