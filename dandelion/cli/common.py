@@ -69,6 +69,8 @@ __all__ = [
     "check_positive",
     "check_unlocked",
     "INTERRUPTED",
+    "NUMERICAL_ERRORS",
+    "NUMERICAL_FAILURE",
 ]
 
 CONFIG_MODULE = "dandelion.configs"
@@ -112,6 +114,11 @@ USER_ERRORS = (
 
 #: Exit status of a job stopped with Ctrl-C (128 + SIGINT, as a shell reports it).
 INTERRUPTED = 130
+
+#: Numerical failures during the work (a solver state or a model output that is not finite): one line naming what
+#: failed and what to change, exit status :data:`NUMERICAL_FAILURE` (not a usage mistake, so not 2).
+NUMERICAL_ERRORS = (FloatingPointError,)
+NUMERICAL_FAILURE = 1
 
 
 # ---------------------------------------------------------------------------------------------- composing
@@ -237,8 +244,10 @@ def guard(
     the job said with :func:`dandelion.locks.note_state`), and exit status :data:`INTERRUPTED`. Hydra composition
     errors are explained with :func:`_explain_compose_error` (``name`` and
     ``overrides`` are the configuration composed). With ``debug`` every exception propagates
-    (full traceback). Other exceptions (bugs, numerical failures) propagate unchanged. ``in_job``
-    adds a pointer to ``--debug`` (the error came from inside the job, where a traceback may help).
+    (full traceback). A numerical failure (:data:`NUMERICAL_ERRORS`: a solver state or a model output that is not
+    finite) is one line too, with exit status :data:`NUMERICAL_FAILURE`. Other exceptions (bugs) propagate
+    unchanged. ``in_job`` adds a pointer to ``--debug`` (the error came from inside the job, where a traceback may
+    help).
     """
     try:
         yield
@@ -250,6 +259,10 @@ def guard(
         if debug:
             raise
         fail(prog, f"{err}{' (--debug shows the traceback)' if in_job else ''}")
+    except NUMERICAL_ERRORS as err:
+        if debug:
+            raise
+        fail(prog, f"{err}{' (--debug shows the traceback)' if in_job else ''}", NUMERICAL_FAILURE)
     except KeyboardInterrupt:
         if debug:
             raise

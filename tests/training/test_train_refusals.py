@@ -49,6 +49,14 @@ def test_non_finite_model_output_is_said_to_be_the_models(make_tiny_dataset, tmp
     assert "model's output is not finite" in str(info.value) and "data is not at fault" in str(info.value)
 
 
+def test_non_finite_model_output_ends_the_job_in_one_line(make_tiny_dataset, tmp_path, monkeypatch, capsys):
+    data = make_tiny_dataset(tmp_path / "data")
+    real = trainer_module.rollout
+    monkeypatch.setattr(trainer_module, "rollout", lambda *a, **k: real(*a, **k) * float("nan"))
+    err = _one_line(_argv(data, tmp_path / "run"), capsys, status=1)
+    assert "model's output is not finite" in err and "trainer.lr" in err
+
+
 def test_negative_learning_rate_is_named_by_its_key_before_work(make_tiny_dataset, tmp_path, capsys):
     data = make_tiny_dataset(tmp_path / "data")
     err = _one_line(_argv(data, tmp_path / "run", "trainer.lr=-1"), capsys)
