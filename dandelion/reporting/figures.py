@@ -241,6 +241,16 @@ def _shared_legend(fig, axes):
         )
 
 
+def _forecast_suptitle(fig, title: str, n) -> None:
+    """Figure title ``title``, followed by ", mean over n forecast(s)" when the count ``n`` is known."""
+    fig.suptitle(
+        title + (f", mean over {n} forecast{'s' if n != 1 else ''}" if n else ""),
+        fontsize=11,
+        y=1 - 0.15 / fig.get_figheight(),
+        va="top",
+    )
+
+
 def plot_error_vs_lead(results: dict, path, metric: str = "vrmse", variables=None) -> Path:
     """Error versus lead time, one panel per variable, one line per model, one legend for all panels.
 
@@ -313,14 +323,8 @@ def plot_error_vs_lead(results: dict, path, metric: str = "vrmse", variables=Non
             ax.set_yscale("log")
             plain_log_ticks(ax)
     _shared_legend(fig, axes)
-    n = first.get("n_forecasts")
-    fig.suptitle(
-        f"{label} vs lead time: {first.get('dataset', '')} {first.get('split', '')} split"
-        + (f", mean over {n} forecast{'s' if n != 1 else ''}" if n else ""),
-        fontsize=11,
-        y=1 - 0.15 / fig.get_figheight(),
-        va="top",
-    )
+    title = f"{label} vs lead time: {first.get('dataset', '')} {first.get('split', '')} split"
+    _forecast_suptitle(fig, title, first.get("n_forecasts"))
     return save_figure(fig, path)
 
 
@@ -386,12 +390,9 @@ def plot_spectra(result, path, variables=None) -> Path:
         fontsize=9,
         frameon=False,
     )
-    n = res.get("n_forecasts")
-    fig.suptitle(
-        f"Angular power spectra: {res.get('model', '')} on {res.get('dataset', '')} {res.get('split', '')} split"
-        + (f", mean over {n} forecast{'s' if n != 1 else ''}" if n else ""),
-        fontsize=11,
-        y=1 - 0.15 / fig.get_figheight(),
-        va="top",
+    _forecast_suptitle(
+        fig,
+        f"Angular power spectra: {res.get('model', '')} on {res.get('dataset', '')} {res.get('split', '')} split",
+        res.get("n_forecasts"),
     )
     return save_figure(fig, path)
