@@ -18,6 +18,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from dandelion.cli.common import compose_config as compose
+from dandelion.evaluation.definitions import WB2_METRICS
 from dandelion.metrics import metric_names
 
 __all__ = [
@@ -321,10 +322,13 @@ def metric_summaries(results: dict, metrics: list[str] | None = None, curves: li
     """What a cell (or the persistence reference) keeps of a rollout's ``metrics.json`` content ``results``.
 
     ``next_step`` and ``rollout_mean`` (the rollout's ``mean_1_<n>`` summary) of the ``metrics``
-    (default: those registered with ``cell=True``) and the per-lead ``curves`` of the ``curves``
+    (default: those registered with ``cell=True`` and their WeatherBench 2 forms, ``rmse_wb2``,
+    :data:`dandelion.evaluation.definitions.WB2_METRICS`) and the per-lead ``curves`` of the ``curves``
     (default: ``curve=True``), each per variable; metrics the rollout lacks are left out.
     """
-    metrics = metric_names(cell=True) if metrics is None else metrics
+    if metrics is None:
+        metrics = metric_names(cell=True)
+        metrics += [name for name, (base, _) in WB2_METRICS.items() if base in metrics]
     curves = metric_names(curve=True) if curves is None else curves
     summ = results["summary"]
     n20 = next(k for k in summ if k.startswith("mean_1_"))

@@ -4,7 +4,8 @@ The file opens with the answer: the headline table (:func:`headline_table`; one 
 model, next-step and 1:20 area-weighted VRMSE averaged over fields and seeds, the best model of each dataset and
 lead summary in **bold**). Then what a reader of the numbers must know first (warnings, pending cells, links to the
 budget study and the decision record), the tables with their spread over seeds (one per metric registered with a
-leaderboard title, :func:`dandelion.metrics.metric`; per field), the extra sections (zero-shot transfer), the
+leaderboard title, :func:`dandelion.metrics.metric`; per field, with each field's RMSE in our and WeatherBench 2's
+definitions, :mod:`~dandelion.benchmarks.leaderboard.field_rmse`), the extra sections (zero-shot transfer), the
 training details and the plots; provenance (datasets, data versions, protocol, machine) and the exact commands that
 made every number come last. The job that writes it, and the plots, is :mod:`dandelion.benchmarks.leaderboard.render`.
 """
@@ -16,6 +17,7 @@ import math
 import numpy as np
 
 from dandelion.benchmarks.grid.cells import REFERENCES, equivalence_path, equivalent
+from dandelion.benchmarks.leaderboard import field_rmse
 from dandelion.metrics import METRICS, metric_names
 
 __all__ = [
@@ -386,9 +388,11 @@ def render_markdown(
     for metric in metric_names(table=True):  # one table per registered metric the cells hold
         if any(metric in e["next_step"] for d in datasets for e in agg[d].values()):
             L += [f"## {METRICS[metric].title}", ""] + _table(agg, metric, datasets, models) + [""]
-    L += ["## Per field, area-weighted VRMSE", ""]
+    L += ["## Per field, area-weighted VRMSE", "", field_rmse.NOTE, ""]
     for d in datasets:
         L += [f"### {d}", ""] + _field_table(agg, d, models) + [""]
+        rmse = field_rmse.field_rmse_table(agg, d, models)  # ours beside WeatherBench 2's (field_rmse.py)
+        L += [field_rmse.CAPTION, "", *rmse, ""] if rmse else []
     L += list(sections or [])
     L += _training(agg, datasets, models)
     if plots:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from dandelion.checkpoint import load_model
 from dandelion.cli.common import (
+    UsageError,
     check_checkpoint,
     check_dataset_folder,
     check_device,
@@ -18,6 +19,7 @@ from dandelion.cli.common import (
     run,
 )
 from dandelion.datasets.torch_dataset import WindowDataset
+from dandelion.evaluation.definitions import DEFINITIONS, check_definitions
 from dandelion.evaluation.rollout import (
     evaluate,
     write_results,
@@ -73,6 +75,7 @@ def rollout(cfg) -> dict:
         sample=bool(cfg.get("sample", True)),
         progress=bool(cfg.get("progress", False)),
         amp=bool(cfg.get("amp", False)),
+        definitions=_definitions(cfg),
     )
     results = ev["results"]
     paths = write_results(results, out_dir)
@@ -130,8 +133,19 @@ def check(cfg, overrides=()) -> None:
     check_dataset_folder(path, name=explicit_choice(list(overrides), "dataset"), split=split)
     check_device(cfg.get("device", "cpu"))
     check_positive(cfg, ["n_steps", "init_stride", "batch_size", "max_inits", "max_trajectories"])
+    try:
+        _definitions(cfg)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     out_dir = Path(str(cfg.get("output_dir") or ckpt.parent / f"rollout_{'valid' if split == 'val' else split}"))
     _check_output(out_dir, bool(cfg.get("save_forecasts", False)), bool(cfg.get("overwrite", False)))
+
+
+def _definitions(cfg) -> tuple[str, ...]:
+    """The score definitions of config key ``definitions`` (a name or a list; default both,
+    :mod:`dandelion.evaluation.definitions`). Raises ValueError for an empty list or an unknown name."""
+    d = cfg.get("definitions", list(DEFINITIONS))
+    return check_definitions([d] if isinstance(d, str) else list(d or []))
 
 
 def _check_output(out_dir: Path, save_forecasts: bool, overwrite: bool) -> None:

@@ -10,9 +10,14 @@ physical units with the checkpoint's channel layout, and scored with every metri
 ``<checkpoint folder>/rollout_<split>``):
 
 * ``metrics.json``: per lead step (1..n_steps) and variable, the mean over all forecasts of the
-  per-forecast metric: by default ``rmse`` (area-weighted, physical units), ``vrmse`` (area-weighted),
+  per-forecast metric (our definition, ``dandelion``): by default ``rmse`` (area-weighted, physical units),
+  ``vrmse`` (area-weighted),
   ``vrmse_well`` (the Well's unweighted definition), ``acc`` (against the train-split mean of each
-  scalar field, 0 for vector components, which have no stored mean); for metrics registered with
+  scalar field, 0 for vector components, which have no stored mean); with WeatherBench 2's definitions
+  (``wb2``, :mod:`dandelion.evaluation.definitions`) also ``rmse_wb2`` (the square root of the mean over
+  forecasts of the area-weighted MSE) and ``acc_wb2`` (the mean over forecasts of the ACC, the numbers of
+  ``acc``); ``definitions`` (the ``definitions`` argument, both by default) selects them and ``metrics.json``
+  names each selected one in ``definitions``; for metrics registered with
   ``mean=True`` (the VRMSEs) variable ``mean`` = the average of the per-variable curves (scalar
   fields and vector components); a ``summary`` with the
   ``next_step`` value (lead 1) and ``mean_1_20`` (mean over leads 1..min(20, n_steps)); ``spectra``:
@@ -43,6 +48,7 @@ import numpy as np
 import torch
 
 from dandelion import metrics as M
+from dandelion.evaluation.definitions import DEFINITIONS, WB2_METRICS, check_definitions, wb2_curves
 from dandelion.forecast import collect_forecast, iter_rollout
 from dandelion.runtime import write_text_atomic
 
@@ -94,6 +100,7 @@ def evaluate(
     sample: bool = True,
     progress: bool = False,
     amp: bool = False,
+    definitions=("dandelion", "wb2"),
 ) -> dict:
     """Roll out and score; the in-memory core of :func:`rollout`.
 
@@ -107,11 +114,16 @@ def evaluate(
     keep_forecasts : also return every forecast as a :class:`dandelion.forecast.Forecast` (``"forecast"``).
     sample : return the first forecast with its truth (``"sample"``, a Forecast of one).
     amp : run the network under bf16 autocast (:func:`dandelion.forecast.iter_rollout`).
+    definitions : score definitions reported (:data:`dandelion.evaluation.definitions.DEFINITIONS`):
+        ``"dandelion"`` the registered metrics as the mean over forecasts (``rmse``, ``acc``, ...), ``"wb2"``
+        WeatherBench 2's ``rmse_wb2`` and ``acc_wb2``; both by default. Registered metrics without a WB2
+        counterpart (the VRMSEs, ...) are always reported.
 
     Returns
     -------
     dict with ``results`` (the ``metrics.json`` content) and optionally ``forecast`` and ``sample``.
     """
+    definitions = check_definitions(definitions)
     grid = dataset.grid
     clim = _climatology(dataset)
     # forcing fields (dataset.yaml forcing_fields) are taken from the truth in the rollout: not scored
@@ -122,6 +134,8 @@ def evaluate(
     spectra_leads = [int(k) for k in spectra_leads if 1 <= int(k) <= n_steps]
     metrics = list(M.METRICS)  # the registry as it stands now (a metric registered after import counts)
     sums: dict = {m: {} for m in metrics}
+    rms_of = {base for base, how in WB2_METRICS.values() if how == "rms"} & set(metrics)
+    square_sums: dict = {m: {} for m in rms_of}  # sum over forecasts of the squared metric (rmse: the MSE)
     spec_sums: dict = {"pred": {}, "true": {}}
     count = 0
     kept, first = [], None
@@ -144,6 +158,8 @@ def evaluate(
         for m in metrics:
             for var, v in _split_levels(out[m], tags, -1, 2).items():  # v: (b, n_steps)
                 sums[m][var] = sums[m].get(var, 0.0) + v.sum(0).cpu().double()
+                if m in square_sums:
+                    square_sums[m][var] = square_sums[m].get(var, 0.0) + (v.double() ** 2).sum(0).cpu()
         vr = [v for var, v in _split_levels(out["vrmse"], tags, -1, 2).items() if var not in vector_vars]
         if vr:  # (none when every field is a forcing field)
             per_forecast.append(torch.stack(vr).mean(0).cpu().double())
@@ -185,8 +201,16 @@ def evaluate(
 
     curves = {m: {var: (s / count).tolist() for var, s in d.items()} for m, d in sums.items()}
     per_var = [v for v in curves[metrics[0]] if v not in vector_vars]  # scalar fields and vector components
-    for m in M.metric_names(mean=True):
-        curves[m]["mean"] = np.mean([curves[m][v] for v in per_var], axis=0).tolist()
+    if "wb2" in definitions:
+        curves.update(wb2_curves(sums, square_sums, count))
+    if "dandelion" not in definitions:  # the registered metrics that have a WB2 counterpart give way to it
+        for base, _ in WB2_METRICS.values():
+            curves.pop(base, None)
+    with_mean = set(M.metric_names(mean=True))
+    with_mean |= {name for name, (base, _) in WB2_METRICS.items() if base in with_mean}
+    for m in curves:
+        if m in with_mean:
+            curves[m]["mean"] = np.mean([curves[m][v] for v in per_var], axis=0).tolist()
     n20 = min(20, n_steps)
     summary = {
         "next_step": {m: {v: c[0] for v, c in d.items()} for m, d in curves.items()},
@@ -226,7 +250,7 @@ def evaluate(
         }
         if spectra_leads
         else None,
-        "definitions": "per-forecast metrics averaged over forecasts; see dandelion.metrics and dandelion.evaluation.rollout",
+        "definitions": {d: DEFINITIONS[d] for d in definitions},
     }
     ret = {"results": results}
     if keep_forecasts:
@@ -237,7 +261,8 @@ def evaluate(
 
 
 def _stability(vrmse: np.ndarray) -> dict:
-    """``stability`` of ``metrics.json`` from per-forecast VRMSE curves ``(n_forecasts, n_steps)`` (module docstring)."""
+    """``stability`` of ``metrics.json`` from per-forecast VRMSE curves ``(n_forecasts, n_steps)`` (module
+    docstring)."""
     bad = ~np.isfinite(vrmse) | (vrmse > UNSTABLE_VRMSE)
     by_lead = np.logical_or.accumulate(bad, axis=1)  # blown up at this lead or before
     first = np.flatnonzero(bad.any(0))
