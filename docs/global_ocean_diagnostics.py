@@ -53,15 +53,13 @@ import pathlib
 import sys
 import time
 
-import numpy as np
-import scipy.sparse as sp
-import scipy.sparse.linalg as spl
 import torch
 
 from dandelion.datasets.global_ocean import GlobalOceanScenario
-from dandelion.solvers.ocean import RHO0, OceanModel, OceanParams, forced_stable_dt
+from dandelion.solvers.ocean import OceanModel, OceanParams, forced_stable_dt
 from dandelion.solvers.ocean_forcing import DAY
 from dandelion.solvers.ocean_grid import OceanGrid
+from dandelion.solvers.ocean_munk import munk_crossing, munk_reference, munk_width_from_crossing
 from dandelion.solvers.ocean_simulation import OceanSimulation
 
 YEAR_DAYS = 365.0
@@ -147,38 +145,6 @@ def spinup(nlat: int, nlon: int, years: int, axis: str = "diff_kr") -> dict:
     }
 
 
-def _bisect(f, a: float, b: float) -> float:
-    fa = f(a)
-    if fa * f(b) >= 0:
-        raise ValueError(f"no sign change of the function in [{a}, {b}]")
-    for _ in range(200):
-        c = 0.5 * (a + b)
-        if fa * f(c) <= 0:
-            b = c
-        else:
-            a, fa = c, f(c)
-        if b - a < 1e-12 * b:
-            break
-    return 0.5 * (a + b)
-
-
-def munk_crossing(delta: float, L: float) -> float:
-    """First sign change (m from the western wall) of the transport of Munk's solution in a basin ``L`` (m) wide."""
-    k = math.sqrt(3.0) / (2.0 * delta)
-
-    def f(x):
-        e = math.exp(-x / (2.0 * delta))
-        b = 1.0 - e * (math.cos(k * x) + math.sin(k * x) / math.sqrt(3.0))
-        return b + (x - L) * 2.0 / (math.sqrt(3.0) * delta) * e * math.sin(k * x)
-
-    return _bisect(f, 0.3 * delta, 2.0 * math.pi / math.sqrt(3.0) * delta)
-
-
-def munk_width_from_crossing(x0: float, L: float) -> float:
-    """The Munk width (m) whose solution (with the Sverdrup interior) changes sign at ``x0`` (m)."""
-    return _bisect(lambda d: munk_crossing(d, L) - x0, 0.3 * x0, 3.0 * x0)
-
-
 def _gyre_wind(lat, t, tau0, south=15.0, north=45.0):
     return -tau0 * torch.cos(math.pi * (torch.rad2deg(lat) - south) / (north - south))
 
@@ -252,41 +218,6 @@ def munk_width(res_deg: float = 1.0, width_deg: float = 30.0, munk_cells: float 
         "ratio_over_reference": float(fit / munk / ref),
         "ratio_by_day": by_day,
     }
-
-
-def munk_reference(delta: float, L: float, Ly: float, beta: float, tau0: float = 0.05, n: int = 120) -> float:
-    """The estimator's ratio for the exact steady solution of Munk's equation in an ``L`` x ``Ly`` (m) basin.
-
-    Solves ``beta psi_x = curl tau / rho0 + A lap^2 psi`` (``A = beta delta^3``, ``psi`` the transport streamfunction,
-    ``V = psi_x``) on a Cartesian beta-plane with the sector basin's wind ``tau = -tau0 cos(pi y / Ly)`` and no-slip
-    walls ``psi = d psi / dn = 0`` (ghost points mirrored), second-order differences on ``n x n`` points, and returns
-    the Munk width fitted to the first sign change of ``V`` at ``y = Ly / 2`` over ``delta``."""
-    hx, hy = L / n, Ly / n
-    d1 = sp.diags([-np.ones(n - 2), np.ones(n - 2)], [-1, 1]) / (2.0 * hx)
-
-    def d2(h):
-        return sp.diags([np.ones(n - 2), -2.0 * np.ones(n - 1), np.ones(n - 2)], [-1, 0, 1]) / h**2
-
-    def d4(h):  # clamped ends: the ghost psi_{-1} = psi_1 turns the first diagonal 6 into 7
-        main = 6.0 * np.ones(n - 1)
-        main[[0, -1]] = 7.0
-        return (
-            sp.diags(
-                [np.ones(n - 3), -4.0 * np.ones(n - 2), main, -4.0 * np.ones(n - 2), np.ones(n - 3)], [-2, -1, 0, 1, 2]
-            )
-            / h**4
-        )
-
-    eye = sp.identity(n - 1)
-    bih = sp.kron(eye, d4(hx)) + 2.0 * sp.kron(d2(hy), d2(hx)) + sp.kron(d4(hy), eye)  # x fastest
-    y = np.arange(1, n) * hy
-    rhs = np.repeat(-tau0 * math.pi / Ly * np.sin(math.pi * y / Ly) / RHO0, n - 1)
-    psi = spl.spsolve((beta * sp.kron(eye, d1) - beta * delta**3 * bih).tocsc(), rhs).reshape(n - 1, n - 1)
-    row = np.concatenate([[0.0], psi[n // 2 - 1], [0.0]])  # y = Ly / 2 (n even), walls included
-    V = (row[2:] - row[:-2]) / (2.0 * hx)  # at x = hx .. (n - 1) hx
-    ic = int(np.nonzero(V < 0)[0][0])
-    x0 = (ic + V[ic - 1] / (V[ic - 1] - V[ic])) * hx
-    return munk_width_from_crossing(x0, L) / delta
 
 
 def main(argv=None) -> None:

@@ -26,13 +26,11 @@ Checks at 30 N (Munk 1950, *J. Meteorol.* 7, 80-93; Pedlosky 1996, *Ocean Circul
 
 import math
 
-import numpy as np
-import scipy.sparse as sp
-import scipy.sparse.linalg as spl
 import torch
 
 from dandelion.solvers.ocean import RHO0, OceanModel, OceanParams, forced_stable_dt
 from dandelion.solvers.ocean_grid import OceanGrid
+from dandelion.solvers.ocean_munk import munk_reference, munk_width_from_crossing
 
 SOUTH, NORTH = 15.0, 45.0
 
@@ -46,69 +44,6 @@ def curl_tau(phi: float, radius: float, tau0: float) -> float:
     x = torch.tensor(phi, dtype=torch.float64, requires_grad=True)
     (wind(x, 0.0, tau0) * torch.cos(x)).backward()
     return float(-x.grad / (radius * math.cos(phi)))
-
-
-def _bisect(f, a: float, b: float) -> float:
-    """The root of ``f`` in ``[a, b]`` (``f(a)``, ``f(b)`` of opposite signs), by bisection to 1e-12 relative."""
-    fa = f(a)
-    assert fa * f(b) < 0
-    for _ in range(200):
-        c = 0.5 * (a + b)
-        if fa * f(c) <= 0:
-            b = c
-        else:
-            a, fa = c, f(c)
-        if b - a < 1e-12 * b:
-            break
-    return 0.5 * (a + b)
-
-
-def munk_crossing(delta: float, L: float) -> float:
-    """First sign change (m from the wall) of the meridional transport of Munk's solution (module docstring)."""
-    k = math.sqrt(3.0) / (2.0 * delta)
-
-    def f(x):
-        e = math.exp(-x / (2.0 * delta))
-        b = 1.0 - e * (math.cos(k * x) + math.sin(k * x) / math.sqrt(3.0))
-        return b + (x - L) * 2.0 / (math.sqrt(3.0) * delta) * e * math.sin(k * x)
-
-    return _bisect(f, 0.3 * delta, 2.0 * math.pi / math.sqrt(3.0) * delta)
-
-
-def munk_width_from_crossing(x0: float, L: float) -> float:
-    """The Munk width ``delta`` (m) whose solution changes sign at ``x0`` in a basin ``L`` wide."""
-    return _bisect(lambda d: munk_crossing(d, L) - x0, 0.3 * x0, 3.0 * x0)
-
-
-def munk_reference(delta: float, L: float, Ly: float, beta: float, tau0: float, n: int = 120) -> float:
-    """Fitted width over ``delta`` of the exact solution of Munk's equation in an ``L`` x ``Ly`` basin (module
-    docstring): ``A = beta delta^3``, the sector's wind, ``psi = d psi / dn = 0`` on the walls (mirrored ghost
-    points), second-order differences on ``n x n`` points, the sign change of ``V = psi_x`` at ``y = Ly / 2``."""
-    hx, hy = L / n, Ly / n
-    d1 = sp.diags([-np.ones(n - 2), np.ones(n - 2)], [-1, 1]) / (2.0 * hx)
-
-    def d2(h):
-        return sp.diags([np.ones(n - 2), -2.0 * np.ones(n - 1), np.ones(n - 2)], [-1, 0, 1]) / h**2
-
-    def d4(h):  # clamped: the ghost psi_{-1} = psi_1 makes the end diagonals 7
-        main = 6.0 * np.ones(n - 1)
-        main[[0, -1]] = 7.0
-        return (
-            sp.diags(
-                [np.ones(n - 3), -4.0 * np.ones(n - 2), main, -4.0 * np.ones(n - 2), np.ones(n - 3)], [-2, -1, 0, 1, 2]
-            )
-            / h**4
-        )
-
-    eye = sp.identity(n - 1)
-    bih = sp.kron(eye, d4(hx)) + 2.0 * sp.kron(d2(hy), d2(hx)) + sp.kron(d4(hy), eye)
-    y = np.arange(1, n) * hy
-    rhs = np.repeat(-tau0 * math.pi / Ly * np.sin(math.pi * y / Ly) / RHO0, n - 1)
-    psi = spl.spsolve((beta * sp.kron(eye, d1) - beta * delta**3 * bih).tocsc(), rhs).reshape(n - 1, n - 1)
-    row = np.concatenate([[0.0], psi[n // 2 - 1], [0.0]])
-    V = (row[2:] - row[:-2]) / (2.0 * hx)  # at x = hx .. (n - 1) hx
-    ic = int(np.nonzero(V < 0)[0][0])
-    return munk_width_from_crossing((ic + V[ic - 1] / (V[ic - 1] - V[ic])) * hx, L) / delta
 
 
 def gyre(res_deg: float, width_deg: float, munk_cells: float, days: float):
