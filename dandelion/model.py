@@ -37,7 +37,7 @@ from .grid_guard import GridGuard
 from .kernels import Pointwise
 from .norm import AreaNormS2
 from .pooling import SpectralDownsample, SpectralUpsample, coarse_grid, pooling_band_limit
-from .registry import register_model
+from .registry import register_preset_model
 from .sphere import SphereGrid
 from .warp import TangentWarpS2
 
@@ -346,23 +346,8 @@ class Dandelion(GridGuard, nn.Module):
         return blk(h, cond)
 
 
-@register_model("dandelion")
-def build_dandelion(
-    preset: str, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str, **overrides
-) -> Dandelion:
-    """Registry builder: ``PRESETS[preset]`` updated with ``overrides``.
-
-    Raises
-    ------
-    ValueError
-        For an unknown preset or hyper-parameter name.
-    """
-    if preset not in PRESETS:
-        raise ValueError(f"unknown Dandelion preset {preset!r}: choose one of {sorted(PRESETS)}")
-    params = dict(PRESETS[preset])
-    allowed = set(params) | {"cond_dim", "checkpoint_blocks", "compile_kernels", "pool_lmax"}
-    unknown = set(overrides) - allowed
-    if unknown:
-        raise ValueError(f"unknown Dandelion hyper-parameter(s) {sorted(unknown)}: choose from {sorted(allowed)}")
-    params.update(overrides)
-    return Dandelion(in_channels, out_channels, nlat, nlon, grid, **params)
+#: Registry builder of :class:`Dandelion`: ``PRESETS[preset]`` updated with ``overrides``, which may also set
+#: the hyper-parameters the presets leave at their defaults (conditioning, checkpointing, kernels, pooling).
+build_dandelion = register_preset_model(
+    "dandelion", Dandelion, PRESETS, extra=("cond_dim", "checkpoint_blocks", "compile_kernels", "pool_lmax")
+)

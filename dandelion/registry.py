@@ -14,6 +14,8 @@ import torch.nn as nn
 
 __all__ = [
     "register_model",
+    "register_preset_model",
+    "resolve_preset",
     "build_model",
     "available_models",
     "unwrap_model",
@@ -38,6 +40,52 @@ def register_model(name: str):
         return builder
 
     return deco
+
+
+def resolve_preset(name: str, presets: dict[str, dict], preset: str, overrides: dict, extra=()) -> dict:
+    """The hyper-parameters of ``presets[preset]`` with ``overrides`` applied.
+
+    ``extra`` names hyper-parameters a preset leaves at the model's default but an override may set.
+
+    Raises
+    ------
+    ValueError
+        For an unknown preset, or an override naming no hyper-parameter of the preset nor of ``extra``
+        (a typo would otherwise be silently ignored).
+    """
+    if preset not in presets:
+        raise ValueError(f"{name}: unknown preset {preset!r}; choose one of {sorted(presets)}")
+    cfg = dict(presets[preset])
+    allowed = set(cfg) | set(extra)
+    unknown = sorted(set(overrides) - allowed)
+    if unknown:
+        raise ValueError(f"{name}: unknown override(s) {unknown}; the {preset!r} preset has {sorted(allowed)}")
+    cfg.update(overrides)
+    return cfg
+
+
+def register_preset_model(name: str, model_cls, presets: dict[str, dict], *, prepare=None, extra=()):
+    """Register the builder of ``model_cls`` from a preset table and return it.
+
+    The builder resolves ``presets[preset]`` with the overrides (:func:`resolve_preset`), lets
+    ``prepare(cfg, in_channels, out_channels, nlat, nlon, grid)`` turn the preset's entries into
+    constructor arguments when given (e.g. a width matched to the grid), and returns
+    ``model_cls(in_channels, out_channels, nlat, nlon, grid, **cfg)``.
+    """
+
+    def build(preset="small", in_channels=16, out_channels=4, nlat=32, nlon=64, grid="equiangular", **overrides):
+        cfg = resolve_preset(name, presets, preset, overrides, extra)
+        if prepare is not None:
+            cfg = prepare(cfg, in_channels, out_channels, nlat, nlon, grid)
+        return model_cls(in_channels, out_channels, nlat, nlon, grid, **cfg)
+
+    build.__name__ = build.__qualname__ = f"build_{name}"
+    build.__module__ = model_cls.__module__
+    build.__doc__ = (
+        f"Build :class:`{model_cls.__name__}` ({name!r}) from a preset and overrides of its keys.\n\n"
+        "Raises ValueError for an unknown preset or override, and the errors of the model's constructor."
+    )
+    return register_model(name)(build)
 
 
 def _load_all():

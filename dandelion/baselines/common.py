@@ -1,4 +1,4 @@
-"""Pieces shared by the baselines: preset lookup, parameter counting, position channels, norms."""
+"""Pieces shared by the baselines: preset tables, grid checks, the common model interface, position channels, norms."""
 
 from __future__ import annotations
 
@@ -7,29 +7,29 @@ import math
 import torch
 import torch.nn as nn
 
+from ..grid_guard import GridGuard
 from ..registry import count_parameters as count_real_parameters  # the package's one count (real scalars)
+from ..registry import resolve_preset
 from ..sphere import GRIDS, SphereGrid
 
-__all__ = ["resolve_preset", "count_real_parameters", "check_grid_args", "PositionChannels", "group_norm"]
+__all__ = [
+    "resolve_preset",
+    "preset_table",
+    "count_real_parameters",
+    "check_grid_args",
+    "BaselineModel",
+    "PositionChannels",
+    "group_norm",
+]
 
 
-def resolve_preset(name: str, presets: dict[str, dict], preset: str, overrides: dict) -> dict:
-    """The hyper-parameters of ``presets[preset]`` with ``overrides`` applied.
+def preset_table(shared: dict, **presets: dict) -> dict[str, dict]:
+    """A preset table: every preset holds the ``shared`` hyper-parameters and its own entries.
 
-    Raises
-    ------
-    ValueError
-        For an unknown preset, or an override naming no hyper-parameter of the preset (a typo would
-        otherwise be silently ignored).
+    ``preset_table(dict(a=1), tiny=dict(b=2))`` is ``{"tiny": {"a": 1, "b": 2}}``; a preset's own entry
+    replaces a shared one of the same name.
     """
-    if preset not in presets:
-        raise ValueError(f"{name}: unknown preset {preset!r}; choose one of {sorted(presets)}")
-    cfg = dict(presets[preset])
-    unknown = sorted(set(overrides) - set(cfg))
-    if unknown:
-        raise ValueError(f"{name}: unknown override(s) {unknown}; the {preset!r} preset has {sorted(cfg)}")
-    cfg.update(overrides)
-    return cfg
+    return {name: {**shared, **own} for name, own in presets.items()}
 
 
 def check_grid_args(
@@ -80,6 +80,43 @@ class PositionChannels(nn.Module):
                 "build the model at the data's resolution"
             )
         return torch.cat([x, self.xyz.to(x.dtype).expand(x.shape[0], -1, -1, -1)], dim=1)
+
+
+class BaselineModel(GridGuard, nn.Module):
+    """The common interface of the baselines: ``(B, in_channels, nlat, nlon) -> (B, out_channels, nlat, nlon)``.
+
+    A subclass sets ``model_name`` (the registry name, prefixed to its error messages), calls
+    :meth:`init_interface` first in ``__init__`` and :meth:`prepare_input` first in ``forward``.
+    """
+
+    model_name = "baseline"
+
+    def init_interface(
+        self, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str, position_channels: bool, **limits
+    ) -> int:
+        """Check the grid arguments (``limits``: ``nlon_divisor``, ``nlat_min`` of :func:`check_grid_args`),
+        record the grid (:mod:`dandelion.grid_guard`) and the channels, and add the :class:`PositionChannels`
+        module as ``self.position`` (None without ``position_channels``).
+
+        Returns the channel count the network receives: ``in_channels`` plus 3 with position channels.
+        """
+        check_grid_args(self.model_name, in_channels, out_channels, nlat, nlon, grid, **limits)
+        self.init_grid_guard(nlat, nlon, grid)
+        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
+        self.position = PositionChannels(nlat, nlon, grid) if position_channels else None
+        return self.in_channels + (3 if position_channels else 0)
+
+    def prepare_input(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` checked against ``(B, in_channels, nlat, nlon)`` (ValueError otherwise), position channels appended."""
+        nlat, nlon = self.grid_spec["nlat"], self.grid_spec["nlon"]
+        if x.dim() != 4 or x.shape[1] != self.in_channels or tuple(x.shape[-2:]) != (nlat, nlon):
+            raise ValueError(
+                f"{self.model_name}: expected input (B, {self.in_channels}, {nlat}, {nlon}), got {tuple(x.shape)}"
+            )
+        return x if self.position is None else self.position(x)
+
+    def _on_cuda(self) -> bool:
+        return any(p.is_cuda for p in self.parameters())
 
 
 def group_norm(channels: int, max_groups: int = 8) -> nn.GroupNorm:

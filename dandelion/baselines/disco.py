@@ -55,9 +55,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch_harmonics import DiscreteContinuousConvS2, DiscreteContinuousConvTransposeS2
 
-from ..grid_guard import GridGuard
-from ..registry import register_model
-from .common import PositionChannels, check_grid_args, group_norm, resolve_preset
+from ..registry import register_preset_model
+from .common import BaselineModel, group_norm, preset_table
 
 try:  # whether torch-harmonics' compiled (CPU) DISCO kernels are installed
     from disco_helpers import optimized_kernels_is_available as _optimized_available
@@ -73,41 +72,20 @@ __all__ = ["DiscoUNet", "DISCO_PRESETS", "rebuild_disco_layers_with_torch_kernel
 #: parameter count (16 in, 4 out; resolution-free): tiny 6,756 vs 6,972; small 138,934 vs 147,268;
 #: paper 18,470,308 vs 18,840,004 (Dandelion presets of commit 2466712). ``theta_cutoff`` = two grid
 #: spacings of the preset's resolution (32, 64, 256 rows), in radians.
-DISCO_PRESETS: dict[str, dict] = {
-    "tiny": dict(
-        width=8,
-        multipliers=(1, 2),
-        encoder_blocks=(1, 1),
-        decoder_blocks=(1,),
-        kernel_shape=(3, 3),
-        basis_type="harmonic",
-        theta_cutoff=2 * math.pi / 32,
-        position_channels=True,
-        optimized_kernel=None,
+DISCO_PRESETS: dict[str, dict] = preset_table(
+    dict(kernel_shape=(3, 3), basis_type="harmonic", position_channels=True, optimized_kernel=None),
+    tiny=dict(width=8, multipliers=(1, 2), encoder_blocks=(1, 1), decoder_blocks=(1,), theta_cutoff=2 * math.pi / 32),
+    small=dict(
+        width=15, multipliers=(1, 2, 4), encoder_blocks=(1, 1, 2), decoder_blocks=(1, 1), theta_cutoff=2 * math.pi / 64
     ),
-    "small": dict(
-        width=15,
-        multipliers=(1, 2, 4),
-        encoder_blocks=(1, 1, 2),
-        decoder_blocks=(1, 1),
-        kernel_shape=(3, 3),
-        basis_type="harmonic",
-        theta_cutoff=2 * math.pi / 64,
-        position_channels=True,
-        optimized_kernel=None,
-    ),
-    "paper": dict(
+    paper=dict(
         width=72,
         multipliers=(1, 2, 4, 8),
         encoder_blocks=(2, 2, 2, 3),
         decoder_blocks=(2, 2, 2),
-        kernel_shape=(3, 3),
-        basis_type="harmonic",
         theta_cutoff=2 * math.pi / 256,
-        position_channels=True,
-        optimized_kernel=None,
     ),
-}
+)
 
 
 def _disco(kind: str, **kw) -> nn.Module:
@@ -180,7 +158,7 @@ class _Block(nn.Module):
         return x + self.mix(F.gelu(self.conv(self.norm(x))))
 
 
-class DiscoUNet(GridGuard, nn.Module):
+class DiscoUNet(BaselineModel):
     """DISCO U-Net: ``(B, in_channels, nlat, nlon) -> (B, out_channels, nlat, nlon)``.
 
     Parameters
@@ -210,6 +188,7 @@ class DiscoUNet(GridGuard, nn.Module):
         or a ``theta_cutoff`` out of range.
     """
 
+    model_name = "disco"
     resolution_dependent = False
 
     def __init__(
@@ -232,8 +211,9 @@ class DiscoUNet(GridGuard, nn.Module):
     ):
         super().__init__()
         levels = len(multipliers)
-        check_grid_args(
-            "disco", in_channels, out_channels, nlat, nlon, grid, nlon_divisor=2 ** (levels - 1), nlat_min=2**levels
+        div = 2 ** (levels - 1)
+        c_in = self.init_interface(
+            in_channels, out_channels, nlat, nlon, grid, position_channels, nlon_divisor=div, nlat_min=2 * div
         )
         if not (theta_cutoff > 0 and theta_cutoff * 2 ** (levels - 1) < math.pi):
             raise ValueError(
@@ -244,11 +224,9 @@ class DiscoUNet(GridGuard, nn.Module):
                 f"disco: need {levels} encoder_blocks and {levels - 1} decoder_blocks entries, "
                 f"got {tuple(encoder_blocks)} and {tuple(decoder_blocks)}"
             )
-        self.init_grid_guard(nlat, nlon, grid)
         if optimized_kernel is None:
             optimized_kernel = (not torch.cuda.is_available()) and _optimized_available()
         self.optimized_kernel = bool(optimized_kernel) and _optimized_available()
-        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
         self.theta_cutoff = float(theta_cutoff)
         ch = [int(width * m) for m in multipliers]
         shapes = [(nlat, nlon)] + [(math.ceil(nlat / 2**k), nlon // 2**k) for k in range(1, levels)]
@@ -257,8 +235,6 @@ class DiscoUNet(GridGuard, nn.Module):
         opt = self.optimized_kernel
         common = dict(kernel_shape=tuple(kernel_shape), basis_type=basis_type)
 
-        self.position = PositionChannels(nlat, nlon, grid) if position_channels else None
-        c_in = in_channels + (3 if position_channels else 0)
         self.lift = nn.Sequential(nn.Conv2d(c_in, width, 1), nn.GELU(), nn.Conv2d(width, ch[0], 1))
 
         def blocks(k, n):
@@ -323,9 +299,6 @@ class DiscoUNet(GridGuard, nn.Module):
         rebuild_disco_layers_with_torch_kernels(self)
         self.optimized_kernel = False
 
-    def _on_cuda(self) -> bool:
-        return any(p.is_cuda for p in self.parameters())
-
     def _apply(self, fn, *args, **kwargs):
         out = super()._apply(fn, *args, **kwargs)
         if self.optimized_kernel and self._on_cuda():
@@ -340,18 +313,7 @@ class DiscoUNet(GridGuard, nn.Module):
     # -- forward --------------------------------------------------------------------------------
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` : ``(B, in_channels, nlat, nlon)`` -> ``(B, out_channels, nlat, nlon)``."""
-        if (
-            x.dim() != 4
-            or x.shape[1] != self.in_channels
-            or tuple(x.shape[-2:]) != (self.grid_spec["nlat"], self.grid_spec["nlon"])
-        ):
-            raise ValueError(
-                f"disco: expected input (B, {self.in_channels}, {self.grid_spec['nlat']}, {self.grid_spec['nlon']}), "
-                f"got {tuple(x.shape)}"
-            )
-        if self.position is not None:
-            x = self.position(x)
-        x = self.lift(x)
+        x = self.lift(self.prepare_input(x))
         skips = []
         for k, blocks in enumerate(self.down_blocks):
             x = blocks(x)
@@ -365,16 +327,5 @@ class DiscoUNet(GridGuard, nn.Module):
         return self.head(self.head_norm(x))
 
 
-@register_model("disco")
-def build_disco(
-    preset: str = "small",
-    in_channels: int = 16,
-    out_channels: int = 4,
-    nlat: int = 32,
-    nlon: int = 64,
-    grid: str = "equiangular",
-    **overrides,
-) -> DiscoUNet:
-    """Build :class:`DiscoUNet` from a preset (:data:`DISCO_PRESETS`) and overrides of its keys."""
-    cfg = resolve_preset("disco", DISCO_PRESETS, preset, overrides)
-    return DiscoUNet(in_channels, out_channels, nlat, nlon, grid, **cfg)
+#: Builds :class:`DiscoUNet` from a preset (:data:`DISCO_PRESETS`) and overrides of its keys.
+build_disco = register_preset_model("disco", DiscoUNet, DISCO_PRESETS)

@@ -36,9 +36,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..grid_guard import GridGuard
-from ..registry import register_model
-from .common import PositionChannels, check_grid_args, group_norm, resolve_preset
+from ..registry import register_preset_model
+from .common import BaselineModel, group_norm, preset_table
 
 __all__ = ["Flower2D", "SelfWarp2d", "FLOWER2D_PRESETS"]
 
@@ -46,35 +45,21 @@ __all__ = ["Flower2D", "SelfWarp2d", "FLOWER2D_PRESETS"]
 #: match its parameter count (16 in, 4 out; resolution-free; paper keeps Dandelion's 3 channels per
 #: head): tiny 6,508 vs 6,972; small 149,862 vs 147,268; paper 18,985,300 vs 18,840,004 (Dandelion
 #: presets of commit 2466712).
-FLOWER2D_PRESETS: dict[str, dict] = {
-    "tiny": dict(
-        width=12,
-        multipliers=(1, 2),
-        heads=4,
-        encoder_blocks=(1, 1),
-        decoder_blocks=(1,),
-        offset_ratio=1.0,
-        position_channels=True,
+FLOWER2D_PRESETS: dict[str, dict] = preset_table(
+    dict(position_channels=True),
+    tiny=dict(width=12, multipliers=(1, 2), heads=4, encoder_blocks=(1, 1), decoder_blocks=(1,), offset_ratio=1.0),
+    small=dict(
+        width=27, multipliers=(1, 2, 4), heads=9, encoder_blocks=(1, 1, 2), decoder_blocks=(1, 1), offset_ratio=0.5
     ),
-    "small": dict(
-        width=27,
-        multipliers=(1, 2, 4),
-        heads=9,
-        encoder_blocks=(1, 1, 2),
-        decoder_blocks=(1, 1),
-        offset_ratio=0.5,
-        position_channels=True,
-    ),
-    "paper": dict(
+    paper=dict(
         width=132,
         multipliers=(1, 2, 4, 8),
         heads=44,
         encoder_blocks=(2, 2, 2, 3),
         decoder_blocks=(2, 2, 2),
         offset_ratio=0.5,
-        position_channels=True,
     ),
-}
+)
 
 
 class SelfWarp2d(nn.Module):
@@ -151,7 +136,7 @@ class _Block(nn.Module):
         return x + self.mix(F.gelu(self.warp(self.norm(x))))
 
 
-class Flower2D(GridGuard, nn.Module):
+class Flower2D(BaselineModel):
     """Planar Flower U-Net on the lat-lon image: ``(B, in_channels, nlat, nlon) -> (B, out_channels, nlat, nlon)``.
 
     The scaffold mirrors :class:`dandelion.Dandelion` (lift MLP, blocks per level, skips fused by a
@@ -181,6 +166,7 @@ class Flower2D(GridGuard, nn.Module):
         or a level width not divisible by ``heads``.
     """
 
+    model_name = "flower2d"
     resolution_dependent = False
 
     def __init__(
@@ -201,15 +187,9 @@ class Flower2D(GridGuard, nn.Module):
     ):
         super().__init__()
         levels = len(multipliers)
-        check_grid_args(
-            "flower2d",
-            in_channels,
-            out_channels,
-            nlat,
-            nlon,
-            grid,
-            nlon_divisor=2 ** (levels - 1),
-            nlat_min=2 ** (levels - 1),
+        div = 2 ** (levels - 1)
+        c_in = self.init_interface(
+            in_channels, out_channels, nlat, nlon, grid, position_channels, nlon_divisor=div, nlat_min=div
         )
         if len(encoder_blocks) != levels or len(decoder_blocks) != levels - 1:
             raise ValueError(
@@ -219,8 +199,6 @@ class Flower2D(GridGuard, nn.Module):
         ch = [int(width * m) for m in multipliers]
         if any(c % heads for c in ch):
             raise ValueError(f"flower2d: level widths {ch} must all be divisible by heads={heads}")
-        self.init_grid_guard(nlat, nlon, grid)
-        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
         shapes = [(nlat, nlon)]
         for _ in range(levels - 1):
             shapes.append(((shapes[-1][0] + 1) // 2, shapes[-1][1] // 2))
@@ -230,8 +208,6 @@ class Flower2D(GridGuard, nn.Module):
                 *[_Block(ch[k], heads, max(1, int(offset_ratio * ch[k])), shapes[k]) for _ in range(n)]
             )
 
-        self.position = PositionChannels(nlat, nlon, grid) if position_channels else None
-        c_in = in_channels + (3 if position_channels else 0)
         self.lift = nn.Sequential(nn.Conv2d(c_in, width, 1), nn.GELU(), nn.Conv2d(width, ch[0], 1))
         self.down_blocks = nn.ModuleList([blocks(k, encoder_blocks[k]) for k in range(levels)])
         self.downs = nn.ModuleList([nn.Conv2d(ch[k], ch[k + 1], 2, stride=2) for k in range(levels - 1)])
@@ -243,19 +219,7 @@ class Flower2D(GridGuard, nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` : ``(B, in_channels, nlat, nlon)`` -> ``(B, out_channels, nlat, nlon)``."""
-        if (
-            x.dim() != 4
-            or x.shape[1] != self.in_channels
-            or tuple(x.shape[-2:]) != (self.grid_spec["nlat"], self.grid_spec["nlon"])
-        ):
-            raise ValueError(
-                f"flower2d: expected input (B, {self.in_channels}, {self.grid_spec['nlat']}, "
-                f"{self.grid_spec['nlon']}), "
-                f"got {tuple(x.shape)}"
-            )
-        if self.position is not None:
-            x = self.position(x)
-        x = self.lift(x)
+        x = self.lift(self.prepare_input(x))
         skips = []
         for k, blocks in enumerate(self.down_blocks):
             x = blocks(x)
@@ -271,16 +235,5 @@ class Flower2D(GridGuard, nn.Module):
         return self.head(self.head_norm(x))
 
 
-@register_model("flower2d")
-def build_flower2d(
-    preset: str = "small",
-    in_channels: int = 16,
-    out_channels: int = 4,
-    nlat: int = 32,
-    nlon: int = 64,
-    grid: str = "equiangular",
-    **overrides,
-) -> Flower2D:
-    """Build :class:`Flower2D` from a preset (:data:`FLOWER2D_PRESETS`) and overrides of its keys."""
-    cfg = resolve_preset("flower2d", FLOWER2D_PRESETS, preset, overrides)
-    return Flower2D(in_channels, out_channels, nlat, nlon, grid, **cfg)
+#: Builds :class:`Flower2D` from a preset (:data:`FLOWER2D_PRESETS`) and overrides of its keys.
+build_flower2d = register_preset_model("flower2d", Flower2D, FLOWER2D_PRESETS)

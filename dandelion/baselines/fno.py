@@ -35,21 +35,17 @@ seconds and pulls in wandb), so the registry lists ``"fno"`` without it.
 from __future__ import annotations
 
 import torch
-import torch.nn as nn
 
-from ..grid_guard import GridGuard
-from ..registry import register_model
-from .common import PositionChannels, check_grid_args, resolve_preset
+from ..registry import register_preset_model
+from .common import BaselineModel, preset_table
 
 __all__ = ["PlanarFNO", "FNO_PRESETS"]
 
 #: Presets. Four Fourier layers (Li et al. 2021); modes and width chosen to match Dandelion's presets
 #: (16 in, 4 out channels; resolution-free; complex weights counted twice): tiny 6,607 vs 6,972;
 #: small 154,941 vs 147,268 (12 x 12 modes, as Li et al. 2021); paper 17,879,108 vs 18,840,004.
-FNO_PRESETS: dict[str, dict] = {
-    "tiny": dict(
-        hidden_channels=5,
-        n_modes=(6, 8),
+FNO_PRESETS: dict[str, dict] = preset_table(
+    dict(
         n_layers=4,
         lifting_channel_ratio=2,
         projection_channel_ratio=2,
@@ -57,27 +53,10 @@ FNO_PRESETS: dict[str, dict] = {
         domain_padding=(0.125, 0.0),
         position_channels=True,
     ),
-    "small": dict(
-        hidden_channels=15,
-        n_modes=(12, 12),
-        n_layers=4,
-        lifting_channel_ratio=2,
-        projection_channel_ratio=2,
-        channel_mlp_expansion=0.5,
-        domain_padding=(0.125, 0.0),
-        position_channels=True,
-    ),
-    "paper": dict(
-        hidden_channels=64,
-        n_modes=(32, 32),
-        n_layers=4,
-        lifting_channel_ratio=2,
-        projection_channel_ratio=2,
-        channel_mlp_expansion=0.5,
-        domain_padding=(0.125, 0.0),
-        position_channels=True,
-    ),
-}
+    tiny=dict(hidden_channels=5, n_modes=(6, 8)),
+    small=dict(hidden_channels=15, n_modes=(12, 12)),
+    paper=dict(hidden_channels=64, n_modes=(32, 32)),
+)
 
 
 def _neuralop_fno():
@@ -91,7 +70,7 @@ def _neuralop_fno():
     return FNO
 
 
-class PlanarFNO(GridGuard, nn.Module):
+class PlanarFNO(BaselineModel):
     """FNO on the lat-lon image: ``(B, in_channels, nlat, nlon) -> (B, out_channels, nlat, nlon)``.
 
     Parameters
@@ -120,6 +99,7 @@ class PlanarFNO(GridGuard, nn.Module):
         If neuraloperator is not installed.
     """
 
+    model_name = "fno"
     resolution_dependent = False
 
     def __init__(
@@ -140,20 +120,17 @@ class PlanarFNO(GridGuard, nn.Module):
         position_channels: bool = True,
     ):
         super().__init__()
-        check_grid_args("fno", in_channels, out_channels, nlat, nlon, grid, nlat_min=2)
+        c_in = self.init_interface(in_channels, out_channels, nlat, nlon, grid, position_channels, nlat_min=2)
         modes = tuple(int(m) for m in n_modes)
         if len(modes) != 2 or min(modes) < 2:
             raise ValueError(f"fno: n_modes={tuple(n_modes)} must be two wavenumber counts (k_lat, k_lon), each >= 2")
         pad = [float(p) for p in domain_padding]
         if len(pad) != 2 or not all(0.0 <= p < 1.0 for p in pad):
             raise ValueError(f"fno: domain_padding={tuple(domain_padding)} must be two fractions in [0, 1)")
-        self.init_grid_guard(nlat, nlon, grid)
-        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
-        self.position = PositionChannels(nlat, nlon, grid) if position_channels else None
         #: The arguments of ``neuralop.models.FNO`` whose layers this model holds (plain data).
         self.fno_kwargs = dict(
             n_modes=modes,
-            in_channels=self.in_channels + (3 if position_channels else 0),
+            in_channels=c_in,
             out_channels=self.out_channels,
             hidden_channels=int(hidden_channels),
             n_layers=int(n_layers),
@@ -172,12 +149,7 @@ class PlanarFNO(GridGuard, nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` : ``(B, in_channels, nlat, nlon)`` -> ``(B, out_channels, nlat, nlon)``; ValueError otherwise."""
-        nlat, nlon = self.grid_spec["nlat"], self.grid_spec["nlon"]
-        if x.dim() != 4 or x.shape[1] != self.in_channels or tuple(x.shape[-2:]) != (nlat, nlon):
-            raise ValueError(f"fno: expected input (B, {self.in_channels}, {nlat}, {nlon}), got {tuple(x.shape)}")
-        if self.position is not None:
-            x = self.position(x)
-        x = self.lifting(x)  # the steps of neuralop.models.FNO.forward
+        x = self.lifting(self.prepare_input(x))  # the steps of neuralop.models.FNO.forward
         if self.domain_padding is not None:
             x = self.domain_padding.pad(x)
         for k in range(self.n_layers):
@@ -187,22 +159,5 @@ class PlanarFNO(GridGuard, nn.Module):
         return self.projection(x)
 
 
-@register_model("fno")
-def build_fno(
-    preset: str = "small",
-    in_channels: int = 16,
-    out_channels: int = 4,
-    nlat: int = 32,
-    nlon: int = 64,
-    grid: str = "equiangular",
-    **overrides,
-) -> PlanarFNO:
-    """Build :class:`PlanarFNO` from a preset (:data:`FNO_PRESETS`) and overrides of its keys.
-
-    Raises
-    ------
-    ValueError
-        For an unknown preset or override, and the errors of :class:`PlanarFNO`.
-    """
-    cfg = resolve_preset("fno", FNO_PRESETS, preset, overrides)
-    return PlanarFNO(in_channels, out_channels, nlat, nlon, grid, **cfg)
+#: Builds :class:`PlanarFNO` from a preset (:data:`FNO_PRESETS`) and overrides of its keys.
+build_fno = register_preset_model("fno", PlanarFNO, FNO_PRESETS)

@@ -48,9 +48,8 @@ import torch.nn as nn
 from torch_harmonics import ResampleS2
 from torch_harmonics.examples.models.s2transformer import SphericalAttentionBlock
 
-from ..grid_guard import GridGuard
-from ..registry import register_model
-from .common import PositionChannels, check_grid_args, resolve_preset
+from ..registry import register_preset_model
+from .common import BaselineModel, preset_table
 from .disco import _disco, rebuild_disco_layers_with_torch_kernels
 
 try:  # whether torch-harmonics' compiled kernels are installed (CPU and, separately, CUDA)
@@ -71,44 +70,21 @@ __all__ = ["S2Transformer", "S2TRANSFORMER_PRESETS"]
 #: small 145,856 vs 147,268; paper 17,976,816 vs 18,840,004. ``theta_cutoff`` and ``attention_cutoff``
 #: in radians: two grid spacings of the data grid and of the internal grid at 32x64 (tiny), 64x128
 #: (small) and 256x512 (paper).
-S2TRANSFORMER_PRESETS: dict[str, dict] = {
-    "tiny": dict(
-        embed_dim=12,
+S2TRANSFORMER_PRESETS: dict[str, dict] = preset_table(
+    dict(
         num_layers=4,
-        num_heads=4,
         scale_factor=2,
         mlp_ratio=2.0,
         normalization_layer="layer_norm",
-        theta_cutoff=2 * math.pi / 32,
-        attention_cutoff=2 * math.pi / 16,
         position_channels=True,
         optimized_kernel=None,
     ),
-    "small": dict(
-        embed_dim=64,
-        num_layers=4,
-        num_heads=8,
-        scale_factor=2,
-        mlp_ratio=2.0,
-        normalization_layer="layer_norm",
-        theta_cutoff=2 * math.pi / 64,
-        attention_cutoff=2 * math.pi / 32,
-        position_channels=True,
-        optimized_kernel=None,
+    tiny=dict(embed_dim=12, num_heads=4, theta_cutoff=2 * math.pi / 32, attention_cutoff=2 * math.pi / 16),
+    small=dict(embed_dim=64, num_heads=8, theta_cutoff=2 * math.pi / 64, attention_cutoff=2 * math.pi / 32),
+    paper=dict(
+        embed_dim=528, num_layers=8, num_heads=8, theta_cutoff=2 * math.pi / 256, attention_cutoff=2 * math.pi / 128
     ),
-    "paper": dict(
-        embed_dim=528,
-        num_layers=8,
-        num_heads=8,
-        scale_factor=2,
-        mlp_ratio=2.0,
-        normalization_layer="layer_norm",
-        theta_cutoff=2 * math.pi / 256,
-        attention_cutoff=2 * math.pi / 128,
-        position_channels=True,
-        optimized_kernel=None,
-    ),
-}
+)
 
 
 class _Float32Attention(nn.Module):
@@ -136,7 +112,7 @@ def _attention_to_torch(model: nn.Module) -> None:
             m.attention_handle, m.optimized_kernel = _neighborhood_s2_attention_torch, False
 
 
-class S2Transformer(GridGuard, nn.Module):
+class S2Transformer(BaselineModel):
     """Spherical transformer: ``(B, in_channels, nlat, nlon) -> (B, out_channels, nlat, nlon)``.
 
     Parameters
@@ -165,6 +141,7 @@ class S2Transformer(GridGuard, nn.Module):
         a radius out of range.
     """
 
+    model_name = "s2transformer"
     resolution_dependent = False
 
     def __init__(
@@ -188,7 +165,9 @@ class S2Transformer(GridGuard, nn.Module):
     ):
         super().__init__()
         sf = int(scale_factor)
-        check_grid_args("s2transformer", in_channels, out_channels, nlat, nlon, grid, nlon_divisor=sf, nlat_min=2 * sf)
+        c_in = self.init_interface(
+            in_channels, out_channels, nlat, nlon, grid, position_channels, nlon_divisor=sf, nlat_min=2 * sf
+        )
         if embed_dim % num_heads:
             raise ValueError(f"s2transformer: num_heads={num_heads} must divide embed_dim={embed_dim}")
         if not (0 < theta_cutoff and sf * theta_cutoff < math.pi and 0 < attention_cutoff < math.pi):
@@ -196,8 +175,6 @@ class S2Transformer(GridGuard, nn.Module):
                 f"s2transformer: theta_cutoff={theta_cutoff} and attention_cutoff={attention_cutoff} rad must be "
                 f"> 0 with scale_factor * theta_cutoff < pi and attention_cutoff < pi"
             )
-        self.init_grid_guard(nlat, nlon, grid)
-        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
         if optimized_kernel is None:
             optimized_kernel = _optimized_available()
         self.optimized_kernel = opt = bool(optimized_kernel) and _optimized_available()
@@ -205,8 +182,6 @@ class S2Transformer(GridGuard, nn.Module):
         self.internal_shape = inner
         conv = dict(kernel_shape=(3, 3), basis_type="harmonic", basis_norm_mode="nodal", bias=False)
 
-        self.position = PositionChannels(nlat, nlon, grid) if position_channels else None
-        c_in = self.in_channels + (3 if position_channels else 0)
         self.encoder = _disco(
             "conv",
             in_channels=c_in,
@@ -269,9 +244,6 @@ class S2Transformer(GridGuard, nn.Module):
             rebuild_disco_layers_with_torch_kernels(self)
         self.optimized_kernel = False
 
-    def _on_cuda(self) -> bool:
-        return any(p.is_cuda for p in self.parameters())
-
     def _apply(self, fn, *args, **kwargs):
         out = super()._apply(fn, *args, **kwargs)
         compiled = [getattr(m, "optimized_kernel", False) for m in self.modules() if m is not self]
@@ -287,34 +259,11 @@ class S2Transformer(GridGuard, nn.Module):
     # -- forward --------------------------------------------------------------------------------
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` : ``(B, in_channels, nlat, nlon)`` -> ``(B, out_channels, nlat, nlon)``; ValueError otherwise."""
-        nlat, nlon = self.grid_spec["nlat"], self.grid_spec["nlon"]
-        if x.dim() != 4 or x.shape[1] != self.in_channels or tuple(x.shape[-2:]) != (nlat, nlon):
-            msg = f"expected input (B, {self.in_channels}, {nlat}, {nlon}), got {tuple(x.shape)}"
-            raise ValueError(f"s2transformer: {msg}")
-        if self.position is not None:
-            x = self.position(x)
-        x = self.encoder(x)
+        x = self.encoder(self.prepare_input(x))
         for block in self.blocks:
             x = block(x)
         return self.decoder(self.upsample(x))
 
 
-@register_model("s2transformer")
-def build_s2transformer(
-    preset: str = "small",
-    in_channels: int = 16,
-    out_channels: int = 4,
-    nlat: int = 32,
-    nlon: int = 64,
-    grid: str = "equiangular",
-    **overrides,
-) -> S2Transformer:
-    """Build :class:`S2Transformer` from a preset (:data:`S2TRANSFORMER_PRESETS`) and overrides of its keys.
-
-    Raises
-    ------
-    ValueError
-        For an unknown preset or override, and the errors of :class:`S2Transformer`.
-    """
-    cfg = resolve_preset("s2transformer", S2TRANSFORMER_PRESETS, preset, overrides)
-    return S2Transformer(in_channels, out_channels, nlat, nlon, grid, **cfg)
+#: Builds :class:`S2Transformer` from a preset (:data:`S2TRANSFORMER_PRESETS`) and overrides of its keys.
+build_s2transformer = register_preset_model("s2transformer", S2Transformer, S2TRANSFORMER_PRESETS)

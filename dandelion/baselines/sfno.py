@@ -38,10 +38,9 @@ import torch
 import torch.nn as nn
 from torch_harmonics.examples.models import SphericalFourierNeuralOperator
 
-from ..grid_guard import GridGuard
-from ..registry import register_model
+from ..registry import register_preset_model
 from ..sphere import analysis_lmax
-from .common import PositionChannels, check_grid_args, resolve_preset
+from .common import BaselineModel, preset_table
 
 __all__ = [
     "SFNO",
@@ -58,11 +57,9 @@ __all__ = [
 #: matched to Dandelion's presets (16 in, 4 out channels; real scalars, complex counted twice): tiny
 #: 7,273 at 32x64 (L = 16) vs 6,972; small 144,601 at 64x128 (L = 32) vs 147,268; paper 19,240,056 at
 #: 256x512 (L = 128) vs 18,840,004.
-SFNO_PRESETS: dict[str, dict] = {
-    "tiny": dict(
+SFNO_PRESETS: dict[str, dict] = preset_table(
+    dict(
         embed_dim=None,
-        matched_embed_dim=7,
-        matched_at=(32, 64),
         num_layers=4,
         scale_factor=2,
         mlp_ratio=2.0,
@@ -70,29 +67,10 @@ SFNO_PRESETS: dict[str, dict] = {
         position_channels=True,
         normalization_layer="none",
     ),
-    "small": dict(
-        embed_dim=None,
-        matched_embed_dim=23,
-        matched_at=(64, 128),
-        num_layers=4,
-        scale_factor=2,
-        mlp_ratio=2.0,
-        lmax=None,
-        position_channels=True,
-        normalization_layer="none",
-    ),
-    "paper": dict(
-        embed_dim=None,
-        matched_embed_dim=136,
-        matched_at=(256, 512),
-        num_layers=4,
-        scale_factor=2,
-        mlp_ratio=2.0,
-        lmax=None,
-        position_channels=True,
-        normalization_layer="none",
-    ),
-}
+    tiny=dict(matched_embed_dim=7, matched_at=(32, 64)),
+    small=dict(matched_embed_dim=23, matched_at=(64, 128)),
+    paper=dict(matched_embed_dim=136, matched_at=(256, 512)),
+)
 
 
 def sfno_band_limit(nlat: int, nlon: int, grid: str, scale_factor: int) -> int:
@@ -208,7 +186,7 @@ def _keep_transforms_in_float32(sfno: nn.Module) -> None:
         conv.inverse_transform = wrapped[id(conv.inverse_transform)]
 
 
-class SFNO(GridGuard, nn.Module):
+class SFNO(BaselineModel):
     """SFNO on the common interface: ``(B, in_channels, nlat, nlon) -> (B, out_channels, nlat, nlon)``.
 
     Parameters
@@ -235,6 +213,7 @@ class SFNO(GridGuard, nn.Module):
         band limit (the internal grid or the data grid cannot resolve it).
     """
 
+    model_name = "sfno"
     resolution_dependent = True
 
     def __init__(
@@ -254,9 +233,9 @@ class SFNO(GridGuard, nn.Module):
         normalization_layer: str = "none",
     ):
         super().__init__()
-        check_grid_args("sfno", in_channels, out_channels, nlat, nlon, grid, nlat_min=2 * scale_factor)
-        self.init_grid_guard(nlat, nlon, grid)
-        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
+        c_in = self.init_interface(
+            in_channels, out_channels, nlat, nlon, grid, position_channels, nlat_min=2 * scale_factor
+        )
         l_default = sfno_band_limit(nlat, nlon, grid, scale_factor)
         if lmax is None:
             lmax = l_default
@@ -269,13 +248,12 @@ class SFNO(GridGuard, nn.Module):
         m0 = min(h, w // 2)  # torch-harmonics: modes = int(min(h, w // 2 + 1 - 1) * fraction)
         fraction = (lmax + 0.5) / m0
         self.lmax = self.mmax = int(lmax)
-        self.position = PositionChannels(nlat, nlon, grid) if position_channels else None
         self.sfno = SphericalFourierNeuralOperator(
             img_size=(nlat, nlon),
             grid=grid,
             grid_internal="legendre-gauss",
             scale_factor=scale_factor,
-            in_chans=in_channels + (3 if position_channels else 0),
+            in_chans=c_in,
             out_chans=out_channels,
             embed_dim=embed_dim,
             num_layers=num_layers,
@@ -301,43 +279,18 @@ class SFNO(GridGuard, nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` : ``(B, in_channels, nlat, nlon)`` -> ``(B, out_channels, nlat, nlon)``."""
-        if (
-            x.dim() != 4
-            or x.shape[1] != self.in_channels
-            or tuple(x.shape[-2:]) != (self.grid_spec["nlat"], self.grid_spec["nlon"])
-        ):
-            raise ValueError(
-                f"sfno: expected input (B, {self.in_channels}, {self.grid_spec['nlat']}, {self.grid_spec['nlon']}), "
-                f"got {tuple(x.shape)}"
-            )
-        if self.position is not None:
-            x = self.position(x)
-        return self.sfno(x)
+        return self.sfno(self.prepare_input(x))
 
 
-@register_model("sfno")
-def build_sfno(
-    preset: str = "small",
-    in_channels: int = 16,
-    out_channels: int = 4,
-    nlat: int = 32,
-    nlon: int = 64,
-    grid: str = "equiangular",
-    **overrides,
-) -> SFNO:
-    """Build :class:`SFNO` from a preset (:data:`SFNO_PRESETS`) and overrides of its keys.
+def _matched_width(cfg: dict, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str) -> dict:
+    """The :class:`SFNO` arguments of a resolved preset: ``matched_at`` and ``matched_embed_dim`` replaced by
+    the width they imply on this grid.
 
     With ``embed_dim=None`` (the presets) the width is :func:`sfno_matched_embed_dim` for the band limit
     of this grid (``lmax``, or :func:`sfno_band_limit` when ``lmax`` is None) against the reference width
     ``matched_embed_dim`` at the default band limit of the grid ``matched_at`` (same grid type and
     ``scale_factor``). An integer ``embed_dim`` is used as given.
-
-    Raises
-    ------
-    ValueError
-        For an unknown preset or override, and the errors of :class:`SFNO`.
     """
-    cfg = resolve_preset("sfno", SFNO_PRESETS, preset, overrides)
     matched_at, matched_embed_dim = cfg.pop("matched_at"), cfg.pop("matched_embed_dim")
     if cfg["embed_dim"] is None:
         sf = int(cfg["scale_factor"])
@@ -353,4 +306,9 @@ def build_sfno(
             position_channels=bool(cfg["position_channels"]),
             normalization_layer=str(cfg["normalization_layer"]),
         )
-    return SFNO(in_channels, out_channels, nlat, nlon, grid, **cfg)
+    return cfg
+
+
+#: Builds :class:`SFNO` from a preset (:data:`SFNO_PRESETS`) and overrides of its keys, the width matched
+#: to the grid by :func:`_matched_width`.
+build_sfno = register_preset_model("sfno", SFNO, SFNO_PRESETS, prepare=_matched_width)
