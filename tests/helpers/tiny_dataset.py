@@ -81,6 +81,37 @@ def compute_stats(files, grid: SphereGrid = None) -> dict:
     return statistics.compute_stats(files, FIELDS)
 
 
+def folder_meta(name: str, g: SphereGrid, n_frames: int, dt: float, splits: dict, fields: dict) -> dict:
+    """The ``dataset.yaml`` keys every tiny folder shares: its name, reduced grid ``g``, frames and fields."""
+    return {
+        "name": name,
+        "grid": g.grid,
+        "nlat": g.nlat,
+        "nlon": g.nlon,
+        "lmax": g.lmax,
+        "solver_lmax": g.lmax,
+        "reduced": True,
+        "dt_frame": dt,
+        "time_units": "s",
+        "n_frames": n_frames,
+        "n_trajectories": sum(len(v) for v in splits.values()),
+        "fields": fields,
+    }
+
+
+def write_folder_files(path: Path, meta: dict, stats: dict, splits: dict, checksummed: tuple = ()) -> Path:
+    """Write ``dataset.yaml``, ``stats.yaml``, the fixed ``splits.json`` and the checksums of the trajectory files
+    (and of the folder files named in ``checksummed``) of the dataset folder ``path``; return ``path``."""
+    write_yaml_atomic(path / "dataset.yaml", meta)
+    write_yaml_atomic(path / "stats.yaml", stats)
+    write_json_atomic(
+        path / "splits.json", {"seed": 0, "strategy": "fixed", **{k: sorted(v) for k, v in splits.items()}}
+    )
+    rel = [f.relative_to(path).as_posix() for f in sorted(path.glob("*/*.h5"))]
+    folder.write_checksums(path, rel + list(checksummed))
+    return path
+
+
 def make_tiny_dataset(
     path,
     nlat: int = 9,
@@ -108,18 +139,7 @@ def make_tiny_dataset(
             )
     stats = statistics.compute_stats([path / "train" / storage.trajectory_filename(i) for i in splits["train"]], FIELDS)
     meta = {
-        "name": name,
-        "grid": grid,
-        "nlat": nlat,
-        "nlon": nlon,
-        "lmax": g.lmax,
-        "solver_lmax": g.lmax,
-        "reduced": True,
-        "dt_frame": DT,
-        "time_units": "s",
-        "n_frames": n_frames,
-        "n_trajectories": sum(len(v) for v in splits.values()),
-        "fields": FIELDS,
+        **folder_meta(name, g, n_frames, DT, splits, FIELDS),
         "parameters": ["u_max"],
         "config": {},
         "command": "tests/tiny_dataset.py make_tiny_dataset",
@@ -127,10 +147,4 @@ def make_tiny_dataset(
     }
     if masked:
         meta["masked"] = True
-    write_yaml_atomic(path / "dataset.yaml", meta)
-    write_yaml_atomic(path / "stats.yaml", stats)
-    write_json_atomic(
-        path / "splits.json", {"seed": 0, "strategy": "fixed", **{k: sorted(v) for k, v in splits.items()}}
-    )
-    folder.write_checksums(path, [f.relative_to(path).as_posix() for f in sorted(path.glob("*/*.h5"))])
-    return path
+    return write_folder_files(path, meta, stats, splits)

@@ -17,9 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from tiny_dataset import folder_meta, write_folder_files
 
-from dandelion.datasets import folder, statistics, storage
-from dandelion.runtime import write_json_atomic, write_yaml_atomic
+from dandelion.datasets import statistics, storage
 from dandelion.sphere import SphereGrid
 
 DT = 21600.0  # s between frames (6 h)
@@ -107,18 +107,7 @@ def make_tiny_leveled_dataset(
             write_trajectory(path / split / storage.trajectory_filename(i), g, i, n_frames, name)
     stats = statistics.compute_stats([path / "train" / storage.trajectory_filename(i) for i in splits["train"]], FIELDS)
     meta = {
-        "name": name,
-        "grid": grid,
-        "nlat": nlat,
-        "nlon": nlon,
-        "lmax": g.lmax,
-        "solver_lmax": g.lmax,
-        "reduced": True,
-        "dt_frame": DT,
-        "time_units": "s",
-        "n_frames": n_frames,
-        "n_trajectories": sum(len(v) for v in splits.values()),
-        "fields": FIELDS,
+        **folder_meta(name, g, n_frames, DT, splits, FIELDS),
         "levels": LEVEL_INFO,
         "parameters": ["delta_T_y"],
         "config": {},
@@ -126,11 +115,4 @@ def make_tiny_leveled_dataset(
         "versions": {},
         "complete": True,
     }
-    write_yaml_atomic(path / "dataset.yaml", meta)
-    write_yaml_atomic(path / "stats.yaml", stats)
-    write_json_atomic(
-        path / "splits.json", {"seed": 0, "strategy": "fixed", **{k: sorted(v) for k, v in splits.items()}}
-    )
-    rel = [f.relative_to(path).as_posix() for f in sorted(path.glob("*/*.h5"))]
-    folder.write_checksums(path, rel + ["dataset.yaml", "splits.json", "stats.yaml"])
-    return path
+    return write_folder_files(path, meta, stats, splits, ("dataset.yaml", "splits.json", "stats.yaml"))
