@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import tiny_model  # noqa: F401  (registers "_pointwise_test")
 from omegaconf import OmegaConf
+from tiny_scale import tiny_scale_overrides
 
 from dandelion.benchmarks.grid import benchmark as B
 from dandelion.benchmarks.grid import cells as cells_mod
@@ -27,25 +28,7 @@ def tiny_scale(make_tiny_dataset, tmp_path):
     )
     cfg = B.compose(
         "benchmark",
-        [
-            "scale=cpu",
-            f"scale.results_dir={tmp_path / 'results'}",
-            f"scale.work_dir={tmp_path / 'work'}",
-            "scale.models=[_pointwise_test,sfno]",
-            "scale.seeds=[0]",
-            "scale.lr_sweep=[1e-3,1e-2]",
-            "scale.lr_ladder=[1e-3,1e-2]",
-            "scale.plugins=[tiny_model]",
-            "scale.trainer.epochs=1",
-            "scale.trainer.max_batches_per_epoch=2",
-            "scale.trainer.batch_size=2",
-            "scale.trainer.finetune.epochs=1",
-            "scale.trainer.warmup_steps=1",
-            "scale.trainer.val_max_batches=1",
-            "scale.evaluation.n_steps=3",
-            "scale.evaluation.init_stride=2",
-            "scale.evaluation.batch_size=4",
-        ],
+        tiny_scale_overrides(tmp_path, "_pointwise_test,sfno", "1e-3,1e-2"),
     )
     OmegaConf.set_struct(cfg, False)
     cfg.scale.datasets = {"tiny_16x32": {"dataset": "solid_body", "path": str(data), "overrides": {}}}

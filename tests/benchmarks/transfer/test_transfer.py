@@ -17,6 +17,7 @@ import tiny_model  # noqa: F401  (registers "_pointwise_test")
 import torch
 from omegaconf import OmegaConf
 from small_generation import generate_folder
+from tiny_scale import tiny_scale_overrides
 
 from dandelion.benchmarks.grid import benchmark as B
 from dandelion.benchmarks.grid.cells import _digest, load_cells
@@ -101,25 +102,7 @@ def tiny_transfer(tmp_path):
     config."""
     cfg = B.compose(
         "transfer",
-        [
-            "scale=cpu",
-            f"scale.results_dir={tmp_path / 'results'}",
-            f"scale.work_dir={tmp_path / 'work'}",
-            "scale.models=[_pointwise_test]",
-            "scale.seeds=[0]",
-            "scale.lr_sweep=[1e-2]",
-            "scale.lr_ladder=[1e-2]",
-            "scale.plugins=[tiny_model]",
-            "scale.trainer.epochs=1",
-            "scale.trainer.max_batches_per_epoch=2",
-            "scale.trainer.batch_size=2",
-            "scale.trainer.finetune.epochs=1",
-            "scale.trainer.warmup_steps=1",
-            "scale.trainer.val_max_batches=1",
-            "scale.evaluation.n_steps=3",
-            "scale.evaluation.init_stride=2",
-            "scale.evaluation.batch_size=4",
-        ],
+        tiny_scale_overrides(tmp_path, "_pointwise_test", "1e-2"),
     )
     OmegaConf.set_struct(cfg, False)
     cfg.scale.datasets = {
@@ -224,6 +207,12 @@ def test_a_masked_model_gets_the_finer_grids_own_mask(make_tiny_dataset, tmp_pat
         )
 
 
+def _leaderboard_markdown(results_dir) -> str:
+    """The text of the cpu leaderboard rendered (without plots) from ``results_dir``."""
+    res = LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": results_dir, "plots": False}))
+    return open(res["markdown"]).read()
+
+
 def test_a_missing_checkpoint_is_pending_until_retrained_and_the_retrained_model_is_the_cells(tiny_transfer):
     """A machine without the runs: the transfer says which checkpoint is missing and how to get it; retrain_missing=true
     retrains the cell (same seed, rate, protocol: on one machine the retrained model scores exactly the cell's numbers
@@ -249,29 +238,18 @@ def test_a_missing_checkpoint_is_pending_until_retrained_and_the_retrained_model
     assert all(
         r["checkpoint_sha256"] == rec["checkpoint_sha256"] for r in fine
     )  # every fine set from the retrained file
-    res = LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))
-    assert (
-        "Retrained checkpoints" in open(res["markdown"]).read()
-        and "2 of these seeds' 2 transfer results" in open(res["markdown"]).read()
-    )
+    md = _leaderboard_markdown(cfg.scale.results_dir)
+    assert "Retrained checkpoints" in md and "2 of these seeds' 2 transfer results" in md
     # retrained on another machine, the model scores otherwise: the transfer table's trained column is that model's own
     rec["retrained"]["next_step"] = 0.98765
     T.retrained_path(cfg.scale.results_dir, cell).write_text(json.dumps(rec))
-    md = open(
-        LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))[
-            "markdown"
-        ]
-    ).read()
+    md = _leaderboard_markdown(cfg.scale.results_dir)
     section = md[md.index(HEADING) :]
     assert "| _pointwise_test | next step | 0.9877 ± n/a |" in section and "0.9877" not in md[: md.index(HEADING)]
     # a record of another checkpoint (another machine retrained later): the results here are not its model's
     rec["checkpoint_sha256"] = "f" * 64
     T.retrained_path(cfg.scale.results_dir, cell).write_text(json.dumps(rec))
-    md = open(
-        LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": cfg.scale.results_dir, "plots": False}))[
-            "markdown"
-        ]
-    ).read()
+    md = _leaderboard_markdown(cfg.scale.results_dir)
     section = md[md.index(HEADING) :]
     assert (
         "0.9877" not in section
