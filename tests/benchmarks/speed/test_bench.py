@@ -22,6 +22,17 @@ from dandelion.benchmarks.speed.profile import CATEGORIES, build_dandelion
 from dandelion.warp import TangentWarpS2
 
 MODELS = ["dandelion", "sfno", "disco", "flower2d"]
+#: The models group's measurement at the tiny preset on a 16 x 32 CPU grid (batch and repeats set per test).
+TINY_SPEC = {
+    "preset": "tiny",
+    "nlat": 16,
+    "nlon": 32,
+    "grid": "equiangular",
+    "dtype": "fp32",
+    "device": "cpu",
+    "in_channels": 16,
+    "out_channels": 4,
+}
 
 
 def _cfg(target: str, **over):
@@ -104,19 +115,7 @@ def test_largest_batch_search_finds_the_threshold(threshold, guess):
 
 
 def test_models_group_rows_are_consistent():
-    spec = {
-        "preset": "tiny",
-        "nlat": 16,
-        "nlon": 32,
-        "grid": "equiangular",
-        "batch": 2,
-        "dtype": "fp32",
-        "device": "cpu",
-        "in_channels": 16,
-        "out_channels": 4,
-        "n_warmup": 1,
-        "n_repeat": 3,
-    }
+    spec = {**TINY_SPEC, "batch": 2, "n_warmup": 1, "n_repeat": 3}
     rows = measure_group(MODELS, spec)
     assert [r["model"] for r in rows] == MODELS
     ref = rows[0]
@@ -135,39 +134,14 @@ def test_models_group_rows_are_consistent():
 
 
 def test_saved_activations_scale_with_the_batch():
-    spec = {
-        "preset": "tiny",
-        "nlat": 16,
-        "nlon": 32,
-        "grid": "equiangular",
-        "dtype": "fp32",
-        "device": "cpu",
-        "in_channels": 16,
-        "out_channels": 4,
-        "n_warmup": 0,
-        "n_repeat": 1,
-    }
+    spec = {**TINY_SPEC, "n_warmup": 0, "n_repeat": 1}
     one, four = (measure_group(["dandelion", "sfno"], {**spec, "batch": b}) for b in (1, 4))
     for a, b in zip(one, four):
         assert 3.5 < b["saved_activation_bytes"] / a["saved_activation_bytes"] <= 4.0, a["model"]
 
 
 def test_largest_batch_on_a_simulated_cpu_capacity():
-    spec = {
-        "preset": "tiny",
-        "nlat": 16,
-        "nlon": 32,
-        "grid": "equiangular",
-        "batch": 2,
-        "dtype": "fp32",
-        "device": "cpu",
-        "in_channels": 16,
-        "out_channels": 4,
-        "n_warmup": 1,
-        "n_repeat": 1,
-        "largest_batch": True,
-        "cpu_capacity_mib": 8,
-    }
+    spec = {**TINY_SPEC, "batch": 2, "n_warmup": 1, "n_repeat": 1, "largest_batch": True, "cpu_capacity_mib": 8}
     (row,) = measure_group(["sfno"], spec)
     lb = row["largest_batch"]
     assert lb["simulated_capacity"] and lb["largest_batch"] is not None
