@@ -37,8 +37,6 @@ SETS = {
 @pytest.fixture(scope="module", params=sorted(SETS))
 def generated(request, tmp_path_factory):
     name = request.param
-    if name == "galewsky":
-        pytest.importorskip("dandelion.solvers.galewsky")
     root = generate(
         {
             "dataset": {"name": name, "path": str(tmp_path_factory.mktemp(name) / "d"), **SETS[name]},
