@@ -16,6 +16,22 @@ from dandelion.sphere import SphereGrid
 Galewsky = get_scenario("galewsky")
 
 
+def _tiny_galewsky(path, **overrides) -> dict:
+    """The dataset config of a tiny Galewsky folder at ``path``: 16x32, lmax 10, 2 trajectories of 2 frames, no
+    spin-up, with ``overrides``."""
+    return {
+        "name": "galewsky",
+        "path": str(path),
+        "nlat": 16,
+        "nlon": 32,
+        "lmax": 10,
+        "n_trajectories": 2,
+        "n_frames": 2,
+        "spinup_days": 0.0,
+        **overrides,
+    }
+
+
 def test_sweep_size_order_and_axes():
     s = Galewsky({})
     assert s.n_sweep == 960 and s.n_trajectories == 960
@@ -100,17 +116,7 @@ def test_tiny_generation_run(tmp_path):
     below the jets' initial maximum."""
     root = generate(
         {
-            "dataset": {
-                "name": "galewsky",
-                "path": str(tmp_path / "g"),
-                "nlat": 16,
-                "nlon": 32,
-                "lmax": 10,
-                "n_trajectories": 4,
-                "n_frames": 3,
-                "spinup_days": 0.25,
-                "frame_hours": 4.0,
-            },
+            "dataset": _tiny_galewsky(tmp_path / "g", n_trajectories=4, n_frames=3, spinup_days=0.25, frame_hours=4.0),
             "batch_size": 4,
             "progress": False,
         }
@@ -140,17 +146,7 @@ def test_galewsky_files_bit_identical_across_runs_and_batch_sizes(tmp_path):
     def run(name, batch_size, seed=0):
         root = generate(
             {
-                "dataset": {
-                    "name": "galewsky",
-                    "path": str(tmp_path / name),
-                    "nlat": 16,
-                    "nlon": 32,
-                    "lmax": 10,
-                    "n_trajectories": 3,
-                    "n_frames": 2,
-                    "spinup_days": 0.0,
-                    "seed": seed,
-                },
+                "dataset": _tiny_galewsky(tmp_path / name, n_trajectories=3, seed=seed),
                 "batch_size": batch_size,
                 "progress": False,
             }
@@ -178,16 +174,7 @@ def test_violated_sanity_bound_leaves_no_completed_file(tmp_path, monkeypatch):
     no trajectory file exists (the batch's writers are aborted) and the dataset is not marked complete."""
     monkeypatch.setattr(Galewsky, "sanity_bounds", lambda self: {"velocity": (None, 30.0)})
     cfg = {
-        "dataset": {
-            "name": "galewsky",
-            "path": str(tmp_path / "g"),
-            "nlat": 16,
-            "nlon": 32,
-            "lmax": 10,
-            "n_trajectories": 2,
-            "n_frames": 2,
-            "spinup_days": 0.0,
-        },
+        "dataset": _tiny_galewsky(tmp_path / "g"),
         "batch_size": 2,
         "progress": False,
     }
@@ -210,17 +197,7 @@ def test_unsafe_time_step_refused_before_anything_is_written(tmp_path, cfg, msg)
     with pytest.raises(ValueError, match=msg):
         generate(
             {
-                "dataset": {
-                    "name": "galewsky",
-                    "path": str(tmp_path / "g"),
-                    "nlat": 16,
-                    "nlon": 32,
-                    "lmax": 10,
-                    "n_trajectories": 2,
-                    "n_frames": 2,
-                    "spinup_days": 0.0,
-                    **cfg,
-                },
+                "dataset": _tiny_galewsky(tmp_path / "g", **cfg),
                 "progress": False,
             }
         )
