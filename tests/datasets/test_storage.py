@@ -90,25 +90,9 @@ def test_same_data_same_bytes(tmp_path):
     assert folder.sha256_file(a) == folder.sha256_file(b)
 
 
-def test_failed_write_leaves_no_file(tmp_path):
-    grid = SphereGrid(16, 32)
-    p = tmp_path / "traj_000000.h5"
-    with pytest.raises(RuntimeError):
-        with storage.TrajectoryWriter(
-            p,
-            dataset_name="t",
-            grid=grid,
-            lmax=8,
-            trajectory_id=0,
-            times=[0.0, 1.0],
-            time_units="s",
-            scalars={},
-            fields=FIELDS,
-        ) as w:
-            w.write_frame(0, random_frames(grid, 1)[0])
-            raise RuntimeError("solver died")
-    assert not p.exists() and not storage.temp_path(p).exists()
-    w = storage.TrajectoryWriter(
+def _two_frame_writer(p, grid):
+    """A writer of a two-frame trajectory file ``p`` (no scalars) on ``grid``."""
+    return storage.TrajectoryWriter(
         p,
         dataset_name="t",
         grid=grid,
@@ -119,6 +103,17 @@ def test_failed_write_leaves_no_file(tmp_path):
         scalars={},
         fields=FIELDS,
     )
+
+
+def test_failed_write_leaves_no_file(tmp_path):
+    grid = SphereGrid(16, 32)
+    p = tmp_path / "traj_000000.h5"
+    with pytest.raises(RuntimeError):
+        with _two_frame_writer(p, grid) as w:
+            w.write_frame(0, random_frames(grid, 1)[0])
+            raise RuntimeError("solver died")
+    assert not p.exists() and not storage.temp_path(p).exists()
+    w = _two_frame_writer(p, grid)
     w.write_frame(0, random_frames(grid, 1)[0])
     with pytest.raises(ValueError, match="only 1 of 2 frames"):
         w.close()
