@@ -1,6 +1,7 @@
 """The training configuration the trainer tests share (tests/conftest.py puts tests/helpers on sys.path)."""
 
 from dandelion.cli.common import compose_config as compose
+from dandelion.cli.train import build_trainer
 
 
 def train_cfg(data, run_dir, *overrides):
@@ -19,3 +20,23 @@ def train_cfg(data, run_dir, *overrides):
             *overrides,
         ],
     )
+
+
+def fit_from_scratch(data, run_dir, *overrides) -> tuple[float, dict]:
+    """Train the tiny model 6 epochs at lr 1e-2 (one warm-up step, no fine-tuning) with ``overrides``; return the
+    validation loss of the random initialisation and the fit's result."""
+    trainer = build_trainer(
+        train_cfg(
+            data,
+            run_dir,
+            *overrides,
+            "trainer.lr=1e-2",
+            "trainer.epochs=6",
+            "trainer.finetune.epochs=0",
+            "trainer.warmup_steps=1",
+        )
+    )
+    before = trainer.validate()["val_loss"]
+    result = trainer.fit()
+    trainer.close()
+    return before, result

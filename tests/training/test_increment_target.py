@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tiny_model  # noqa: F401  (registers "_pointwise_test")
 import torch
-from train_config import train_cfg
+from train_config import fit_from_scratch, train_cfg
 
 from dandelion import api
 from dandelion.channels import ChannelLayout
@@ -149,17 +149,5 @@ def test_checkpoint_carries_the_target_and_inputs_to_rollouts(data, tmp_path):
 
 def test_increment_training_lowers_the_validation_loss(data, tmp_path):
     """The increment target trains: a few steps lower the valid loss from the random initialisation."""
-    cfg = _cfg(
-        data,
-        tmp_path / "run",
-        "trainer.target=increment",
-        "trainer.lr=1e-2",
-        "trainer.epochs=6",
-        "trainer.finetune.epochs=0",
-        "trainer.warmup_steps=1",
-    )
-    trainer = build_trainer(cfg)
-    before = trainer.validate()["val_loss"]
-    result = trainer.fit()
-    trainer.close()
+    before, result = fit_from_scratch(data, tmp_path / "run", "trainer.target=increment")
     assert result["val_loss"] < before

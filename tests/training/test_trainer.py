@@ -13,7 +13,7 @@ import pytest
 import tiny_model  # noqa: F401  (registers "_pointwise_test")
 import torch
 import yaml
-from train_config import train_cfg
+from train_config import fit_from_scratch, train_cfg
 
 from dandelion.checkpoint import layout_from_checkpoint, load_checkpoint, model_from_checkpoint
 from dandelion.cli.common import compose_config as compose
@@ -108,19 +108,7 @@ def test_rollout_feeds_predictions_back():
 
 
 def test_training_reduces_the_validation_loss(data, tmp_path):
-    cfg = _cfg(
-        data,
-        tmp_path / "run",
-        "trainer.target=frame",
-        "trainer.lr=1e-2",
-        "trainer.epochs=6",
-        "trainer.finetune.epochs=0",
-        "trainer.warmup_steps=1",
-    )
-    trainer = build_trainer(cfg)
-    before = trainer.validate()["val_loss"]
-    result = trainer.fit()
-    trainer.close()
+    before, result = fit_from_scratch(data, tmp_path / "run", "trainer.target=frame")
     assert result["step"] == 18 and result["val_loss"] < 0.5 * before
     assert result["best_val_loss"] <= result["val_loss"]
 
