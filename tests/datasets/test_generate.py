@@ -39,6 +39,27 @@ def file_hashes(root):
     return {r: folder.sha256_file(Path(root) / r) for r in traj_files(root)}
 
 
+def _overwrite(root, p, frame):
+    """Rewrite the 16x32 solid-body trajectory file ``p`` of ``root`` (same id, frame count and layout) with the
+    fields ``frame(grid_shape, k)`` at frame ``k``."""
+    with storage.open_trajectory(p) as f:
+        T, tid = f["dimensions/time"].shape[0], int(f.attrs["trajectory_id"])
+    grid = SphereGrid(16, 32)
+    with storage.TrajectoryWriter(
+        p,
+        dataset_name="solid_body",
+        grid=grid,
+        lmax=3,
+        trajectory_id=tid,
+        times=np.arange(T) * 0.125,
+        time_units="nondimensional",
+        scalars={},
+        fields=folder.load_metadata(root)["fields"],
+    ) as w:
+        for k in range(T):
+            w.write_frame(k, frame(grid.shape, k))
+
+
 def test_folder_layout_and_metadata(tmp_path):
     root = generate(cfg(tmp_path / "d"))
     meta = folder.load_metadata(root)
@@ -228,44 +249,15 @@ def test_stats_come_from_the_train_split_only(tmp_path):
     # overwrite every valid/test file with wildly different values of the same layout
     for split in ("valid", "test"):
         for p in folder.list_split(root, split):
-            with storage.open_trajectory(p) as f:
-                T, tid = f["dimensions/time"].shape[0], int(f.attrs["trajectory_id"])
-            grid = SphereGrid(16, 32)
-            with storage.TrajectoryWriter(
+            _overwrite(
+                root,
                 p,
-                dataset_name="solid_body",
-                grid=grid,
-                lmax=3,
-                trajectory_id=tid,
-                times=np.arange(T) * 0.125,
-                time_units="nondimensional",
-                scalars={},
-                fields=folder.load_metadata(root)["fields"],
-            ) as w:
-                for k in range(T):
-                    w.write_frame(
-                        k, {"h": np.full(grid.shape, 1e3 * (k + 1)), "velocity": np.full(grid.shape + (2,), 1e3)}
-                    )
+                lambda shape, k: {"h": np.full(shape, 1e3 * (k + 1)), "velocity": np.full(shape + (2,), 1e3)},
+            )
     generate(cfg(tmp_path / "d", n_trajectories=8))  # re-finalise
     assert folder.load_stats(root) == stats
     # while a changed train file does change them
-    p = train[0]
-    with storage.open_trajectory(p) as f:
-        T = f["dimensions/time"].shape[0]
-    grid = SphereGrid(16, 32)
-    with storage.TrajectoryWriter(
-        p,
-        dataset_name="solid_body",
-        grid=grid,
-        lmax=3,
-        trajectory_id=int(p.stem[5:]),
-        times=np.arange(T) * 0.125,
-        time_units="nondimensional",
-        scalars={},
-        fields=folder.load_metadata(root)["fields"],
-    ) as w:
-        for k in range(T):
-            w.write_frame(k, {"h": np.full(grid.shape, 1e3), "velocity": np.zeros(grid.shape + (2,))})
+    _overwrite(root, train[0], lambda shape, k: {"h": np.full(shape, 1e3), "velocity": np.zeros(shape + (2,))})
     assert statistics.compute_stats(train, folder.load_metadata(root)["fields"])["h"]["mean"] != stats["h"]["mean"]
 
 
