@@ -29,6 +29,7 @@ from .galewsky_initial import (
     bump_height,
     galewsky_default_dt,
     galewsky_fields,
+    galewsky_reference_params,
     hyperviscosity,
     jet_wind,
     rotation_matrices,
@@ -43,6 +44,7 @@ from .time_stepping import Simulation, check_finite
 __all__ = [
     "GALEWSKY_MIN_LMAX",
     "GALEWSKY_PARAMS",
+    "galewsky_reference_params",
     "SPEED_FACTOR",
     "JET_HALF_WIDTH",
     "BUMP_ALPHA",

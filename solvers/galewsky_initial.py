@@ -32,6 +32,7 @@ from .shallow_water import EARTH_OMEGA, EARTH_RADIUS, GRAVITY
 __all__ = [
     "GALEWSKY_MIN_LMAX",
     "GALEWSKY_PARAMS",
+    "galewsky_reference_params",
     "SPEED_FACTOR",
     "JET_HALF_WIDTH",
     "BUMP_ALPHA",
@@ -75,6 +76,27 @@ GALEWSKY_PARAMS = (
 )
 #: Expected peak wind over the initial jet maximum: the speed of the up-front Courant limit.
 SPEED_FACTOR = 1.2
+
+
+def galewsky_reference_params(batch: int = 1, **overrides) -> dict:
+    """The ``params`` of :class:`~dandelion.solvers.galewsky.GalewskySimulation` for ``batch`` trajectories of
+    the reference case: ``u_max`` = 80 m/s, jets at ``phi_c`` = +-pi/4, bump ``h_hat`` = 120 m on the northern jet
+    axis at longitude 0, mean depth ``H`` = 10 km, untilted planet; ``overrides`` replace any key (a number, or one
+    value per trajectory). Each entry is a (batch,) float64 tensor."""
+    p = {
+        "u_max": 80.0,
+        "phi_c": math.pi / 4,
+        "h_hat": 120.0,
+        "H": 1e4,
+        "bump_lon": 0.0,
+        "bump_dlat": 0.0,
+        "rot_axis_x": 0.0,
+        "rot_axis_y": 0.0,
+        "rot_axis_z": 1.0,
+        "rot_angle": 0.0,
+    }
+    p.update(overrides)
+    return {k: torch.as_tensor(p[k], dtype=torch.float64).reshape(-1).expand(batch).clone() for k in GALEWSKY_PARAMS}
 
 
 def galewsky_default_dt(lmax: int) -> float:

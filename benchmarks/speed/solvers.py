@@ -23,7 +23,7 @@ from dandelion.benchmarks.speed.measure import sync
 from dandelion.cli.common import compose_config as compose
 from dandelion.datasets.generate import build_scenario
 from dandelion.datasets.scenario import get_scenario
-from dandelion.solvers.galewsky import GALEWSKY_PARAMS, GalewskySimulation, galewsky_default_dt
+from dandelion.solvers.galewsky import GalewskySimulation, galewsky_default_dt, galewsky_reference_params
 from dandelion.solvers.shallow_water import EARTH_RADIUS, GRAVITY
 from dandelion.solvers.spectral import SpectralCore
 
@@ -96,22 +96,6 @@ def measure_solver(spec: dict) -> dict:
     }
 
 
-def _galewsky_params(b: int) -> dict:
-    p = {
-        "u_max": 80.0,
-        "phi_c": math.pi / 4,
-        "h_hat": 120.0,
-        "H": 1e4,
-        "bump_lon": 0.0,
-        "bump_dlat": 0.0,
-        "rot_axis_x": 0.0,
-        "rot_axis_y": 0.0,
-        "rot_axis_z": 1.0,
-        "rot_angle": 0.0,
-    }
-    return {k: torch.full((b,), float(p[k]), dtype=torch.float64) for k in GALEWSKY_PARAMS}
-
-
 def _th_dt(lmax: int) -> float:
     """torch-harmonics' AB3 step: 90 % of the imaginary-axis limit 0.72 for 120 m/s winds + sqrt(g H), dividing 4 h."""
     big_l = lmax - 1
@@ -170,7 +154,9 @@ def galewsky_vs_torch_harmonics(
             base = None
             for b in batches:
                 dt = galewsky_default_dt(lmax)
-                sim = GalewskySimulation(_galewsky_params(b), lmax=lmax, dt=dt, nu=1e5, device=device, scheme=scheme)
+                sim = GalewskySimulation(
+                    galewsky_reference_params(b), lmax=lmax, dt=dt, nu=1e5, device=device, scheme=scheme
+                )
                 sim.advance_to(dt)  # warm-up step
                 n = max(1, int(round(days * 86400.0 / dt)))
                 sync(device)

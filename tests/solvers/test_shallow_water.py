@@ -13,12 +13,12 @@ from dandelion.solvers.galewsky import (
     BUMP_ALPHA,
     BUMP_BETA,
     GALEWSKY_MIN_LMAX,
-    GALEWSKY_PARAMS,
     GalewskySimulation,
     bump_height,
     canonical_galewsky,
     galewsky_default_dt,
     galewsky_fields,
+    galewsky_reference_params,
     rotation_matrices,
     williamson2_simulation,
     wrap_longitude,
@@ -33,23 +33,6 @@ def rel_l2(a, b, grid):
     """Area-weighted relative L2 difference per trajectory."""
     w = grid.weights
     return (((a - b) ** 2 * w).sum((-2, -1)) / ((b**2) * w).sum((-2, -1))).sqrt()
-
-
-def galewsky_params(B=1, **over):
-    p = {
-        "u_max": 80.0,
-        "phi_c": math.pi / 4,
-        "h_hat": 120.0,
-        "H": 1e4,
-        "bump_lon": 0.0,
-        "bump_dlat": 0.0,
-        "rot_axis_x": 0.0,
-        "rot_axis_y": 0.0,
-        "rot_axis_z": 1.0,
-        "rot_angle": 0.0,
-    }
-    p.update(over)
-    return {k: torch.as_tensor(p[k], dtype=torch.float64).reshape(-1).expand(B).clone() for k in GALEWSKY_PARAMS}
 
 
 def test_williamson2_steady_at_two_tilts():
@@ -68,7 +51,7 @@ def test_williamson2_steady_at_two_tilts():
 def inviscid_jets():
     """Inviscid lmax-42 run, trajectory 0 the balanced jets without bump, trajectory 1 with the bump:
     ARS(3,4,3) with dt = 600 s over day 1 (energy check), then dt = 1800 s to day 5."""
-    params = galewsky_params(2, h_hat=[0.0, 120.0])
+    params = galewsky_reference_params(2, h_hat=[0.0, 120.0])
     sim = GalewskySimulation(params, lmax=42, dt=600.0, nu=0.0, scheme="ars343")
     grid = SphereGrid(64, 128, "legendre-gauss")
     out = {"f0": sim.fields(grid), "inv0": sim.invariants()}
@@ -98,7 +81,7 @@ def test_energy_conserved_over_one_day_inviscid(inviscid_jets):
 
 
 def test_mass_and_energy_with_diffusion():
-    sim = GalewskySimulation(galewsky_params(1), lmax=42, dt=3600.0, nu=1e5, scheme="ars343")
+    sim = GalewskySimulation(galewsky_reference_params(1), lmax=42, dt=3600.0, nu=1e5, scheme="ars343")
     inv0 = sim.invariants()
     sim.advance_to(10 * DAY)
     inv = sim.invariants()
@@ -160,7 +143,7 @@ def test_tilted_planet_equals_rotated_canonical_run():
     # trajectory 0: untilted; trajectory 1: planet axis tilted by a rotation R (no interpolation).
     axis = torch.tensor([1.0, 2.0, 0.5])
     axis = axis / axis.norm()
-    p = galewsky_params(
+    p = galewsky_reference_params(
         2,
         rot_axis_x=[0, float(axis[0])],
         rot_axis_y=[0, float(axis[1])],
@@ -198,18 +181,18 @@ def test_cfl_refusal_names_the_limit_and_the_largest_safe_step(scheme, dt, speed
     explicit rk4), L = lmax - 1 = 84: the message gives the largest safe dt, and that dt is accepted."""
     safe = 2.5 * EARTH_RADIUS / (speed * math.sqrt(84 * 85))
     with pytest.raises(ValueError, match=rf"Courant number of scheme '{scheme}'.*largest safe dt is {safe:.6g} s"):
-        GalewskySimulation(galewsky_params(1, u_max=100.0), lmax=85, dt=dt, nu=1e5, scheme=scheme)
-    GalewskySimulation(galewsky_params(1, u_max=100.0), lmax=85, dt=0.999 * safe, nu=1e5, scheme=scheme)
+        GalewskySimulation(galewsky_reference_params(1, u_max=100.0), lmax=85, dt=dt, nu=1e5, scheme=scheme)
+    GalewskySimulation(galewsky_reference_params(1, u_max=100.0), lmax=85, dt=0.999 * safe, nu=1e5, scheme=scheme)
 
 
 def test_ars222_without_diffusion_is_refused():
     with pytest.raises(ValueError, match=r"ARS\(2,2,2\) without diffusion.*no dt is safe"):
-        GalewskySimulation(galewsky_params(1), lmax=16, dt=1800.0, nu=0.0, scheme="ars222")
-    GalewskySimulation(galewsky_params(1), lmax=16, dt=1800.0, nu=1e5, scheme="ars222")
+        GalewskySimulation(galewsky_reference_params(1), lmax=16, dt=1800.0, nu=0.0, scheme="ars222")
+    GalewskySimulation(galewsky_reference_params(1), lmax=16, dt=1800.0, nu=1e5, scheme="ars222")
 
 
 def test_step_longer_than_the_interval_is_refused_not_shortened():
-    sim = GalewskySimulation(galewsky_params(1), lmax=16, dt=1800.0, nu=1e5)
+    sim = GalewskySimulation(galewsky_reference_params(1), lmax=16, dt=1800.0, nu=1e5)
     with pytest.raises(ValueError, match="longer than the interval 900"):
         sim.advance_to(900.0)
     assert sim.n_steps == 0 and sim.time == 0.0
@@ -218,7 +201,7 @@ def test_step_longer_than_the_interval_is_refused_not_shortened():
 def test_winds_beyond_the_courant_limit_stop_the_run_naming_the_trajectory():
     """Trajectory 1's winds are scaled far past what its expected speed allowed up front: the driver's
     periodic check of the measured winds refuses to go on."""
-    sim = GalewskySimulation(galewsky_params(2, u_max=[60.0, 60.0]), lmax=32, dt=900.0, nu=1e5)
+    sim = GalewskySimulation(galewsky_reference_params(2, u_max=[60.0, 60.0]), lmax=32, dt=900.0, nu=1e5)
     sim.check_every = 2
     s = sim.state
     scale = torch.tensor([1.0, 20.0], dtype=torch.float64).reshape(2, 1, 1)
@@ -228,7 +211,7 @@ def test_winds_beyond_the_courant_limit_stop_the_run_naming_the_trajectory():
 
 
 def test_non_finite_state_names_the_trajectory():
-    sim = GalewskySimulation(galewsky_params(3, u_max=[60.0, 70.0, 80.0]), lmax=16, dt=1800.0, nu=1e5)
+    sim = GalewskySimulation(galewsky_reference_params(3, u_max=[60.0, 70.0, 80.0]), lmax=16, dt=1800.0, nu=1e5)
     h = sim.state.h.clone()
     h[1, 3, 2] = float("nan")
     sim.state = type(sim.state)(vrt=sim.state.vrt, div=sim.state.div, h=h)
@@ -239,7 +222,7 @@ def test_non_finite_state_names_the_trajectory():
 
 
 def test_bad_params_message():
-    p = galewsky_params(1)
+    p = galewsky_reference_params(1)
     del p["H"]
     with pytest.raises(ValueError, match="lack \\['H'\\]"):
         GalewskySimulation(p, lmax=16, dt=1800.0, nu=0.0)

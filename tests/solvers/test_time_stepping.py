@@ -14,7 +14,12 @@ import torch
 
 from dandelion.solvers.cahn_hilliard import CahnHilliardSimulation, initial_phi
 from dandelion.solvers.chained_turbulence import MAX_CFL, ChainedTurbulenceSimulation, initial_vorticity
-from dandelion.solvers.galewsky import GALEWSKY_PARAMS, GalewskySimulation, galewsky_default_dt, williamson2_simulation
+from dandelion.solvers.galewsky import (
+    GalewskySimulation,
+    galewsky_default_dt,
+    galewsky_reference_params,
+    williamson2_simulation,
+)
 from dandelion.solvers.held_suarez import HeldSuarezSimulation
 from dandelion.solvers.integrators import ARS222, IMEX_EULER, imex_amplification
 from dandelion.solvers.time_stepping import StabilityLimit, enforce_limits
@@ -42,13 +47,6 @@ def schedule_step_count(t0, t1, dt=None):
     return max(1, math.ceil(math.log((t1 + c) / (t0 + c)) / 0.01 - 1e-9), math.ceil((t1 - t0) / 100.0 - 1e-9))
 
 
-def galewsky_params(B, u_max=80.0):
-    p = {k: torch.zeros(B, dtype=torch.float64) for k in GALEWSKY_PARAMS}
-    p["u_max"][:] = torch.as_tensor(u_max, dtype=torch.float64)
-    p["phi_c"][:], p["h_hat"][:], p["H"][:], p["rot_axis_z"][:] = math.radians(45.0), 120.0, 1e4, 1.0
-    return p
-
-
 def counts(sim, targets):
     out, old = [], sim.n_steps
     for t in targets:
@@ -63,7 +61,7 @@ def counts(sim, targets):
 def test_shallow_water_step_counts_match_the_fixed_step_rule(lmax):
     dt = galewsky_default_dt(lmax)
     targets = [14400.0, 28800.0, 30000.0, 31000.0, 86400.0]
-    sim = GalewskySimulation(galewsky_params(2), lmax=lmax, dt=dt, nu=1e5)
+    sim = GalewskySimulation(galewsky_reference_params(2), lmax=lmax, dt=dt, nu=1e5)
     expected = [fixed_step_count(b - a, dt) for a, b in zip([0.0] + targets, targets)]
     assert counts(sim, targets) == expected
     sim, _ = williamson2_simulation(16, [0.0, 0.7], dt=1800.0, scheme="rk4")
@@ -76,8 +74,8 @@ def test_shallow_water_step_counts_match_the_fixed_step_rule(lmax):
 
 def test_dividing_step_is_taken_exactly():
     """With dt dividing the interval the driver steps by exactly dt: bit-equal to stepping dt by hand."""
-    a = GalewskySimulation(galewsky_params(1), lmax=16, dt=1800.0, nu=1e5)
-    b = GalewskySimulation(galewsky_params(1), lmax=16, dt=1800.0, nu=1e5)
+    a = GalewskySimulation(galewsky_reference_params(1), lmax=16, dt=1800.0, nu=1e5)
+    b = GalewskySimulation(galewsky_reference_params(1), lmax=16, dt=1800.0, nu=1e5)
     a.advance_to(4 * 3600.0)
     for _ in range(8):
         b.step(1800.0)
