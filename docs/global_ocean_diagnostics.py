@@ -24,8 +24,8 @@ records per model year (means over 12 samples, every ``365 / 12`` days):
   (40-280 E), the maximum over longitude of the westward-accumulated meridional volume transport of both layers
   from the eastern wall, ``max_x |int_x^east (h_1 v_1 + h_2 v_2) dx|`` (Sv).
 
-``munk`` runs the closed single-gyre sector basin of ``tests/solvers/test_ocean_gyre.py`` (15-45 N, 30 degrees
-wide, 1-degree cells, fast baroclinic modes) with Munk widths ``delta = (A / beta)^(1/3)`` (Munk 1950,
+``munk`` runs the closed single-gyre sector basin of :func:`dandelion.solvers.ocean_munk.sector_gyre` (15-45 N,
+30 degrees wide, 1-degree cells, fast baroclinic modes) with Munk widths ``delta = (A / beta)^(1/3)`` (Munk 1950,
 *J. Meteorol.* 7, 80-93) of 3 and 4 cells and reports the measured width from the first sign change ``x0`` of the
 meridional transport of both layers at 30 N, two ways: ``ratio_naive = x0 sqrt(3) / (2 pi) / delta`` (the boundary
 layer alone, ``v ~ exp(-x / 2 delta) sin(sqrt(3) x / 2 delta)``), and ``ratio`` = the ``delta`` of Munk's no-slip
@@ -56,10 +56,8 @@ import time
 import torch
 
 from dandelion.datasets.global_ocean import GlobalOceanScenario
-from dandelion.solvers.ocean import OceanModel, OceanParams, forced_stable_dt
 from dandelion.solvers.ocean_forcing import DAY
-from dandelion.solvers.ocean_grid import OceanGrid
-from dandelion.solvers.ocean_munk import munk_crossing, munk_reference, munk_width_from_crossing
+from dandelion.solvers.ocean_munk import munk_crossing, munk_reference, munk_width_from_crossing, sector_gyre
 from dandelion.solvers.ocean_simulation import OceanSimulation
 
 YEAR_DAYS = 365.0
@@ -145,58 +143,19 @@ def spinup(nlat: int, nlon: int, years: int, axis: str = "diff_kr") -> dict:
     }
 
 
-def _gyre_wind(lat, t, tau0, south=15.0, north=45.0):
-    return -tau0 * torch.cos(math.pi * (torch.rad2deg(lat) - south) / (north - south))
-
-
 def munk_width(res_deg: float = 1.0, width_deg: float = 30.0, munk_cells: float = 3.0, days: float = 40.0) -> dict:
     """Measured western-boundary-current width over the Munk width in the closed sector basin (module docstring)."""
-    south, north = 15.0, 45.0
-    nx, ny = round(width_deg / res_deg), round((north - south) / res_deg)
-    wet = torch.ones(ny, nx + 1, dtype=torch.bool)
-    wet[:, -1] = False
-    g = OceanGrid(ny, nx + 1, wet=wet, lat_bounds=(south, north), lon_bounds=(0.0, width_deg + res_deg))
-    j = int(torch.argmin((g.lat_edges - math.radians(30.0)).abs()))
-    phi = float(g.lat_edges[j])
-    beta = 2.0 * g.omega * math.cos(phi) / g.radius
-    munk = munk_cells * g.dy
-    A = beta * munk**3
-    const = lambda v: lambda lat, t: torch.full_like(lat, v)  # noqa: E731
-    p = OceanParams(
-        n_layers=2,
-        H=(250.0, 1000.0),
-        g2=0.5,
-        alpha=0.02,
-        beta_S=0.0,
-        T2=-5.0,
-        visc=A,
-        kappa_gm=0.0,
-        kappa_d=0.0,
-        kappa_T=0.0,
-        tau_T=math.inf,
-        tau_S=math.inf,
-        tau0=0.05,
-        wind=_gyre_wind,
-        t_star=const(5.0),
-        s_star=const(35.0),
-    )
-    dt = 86400.0 / math.ceil(86400.0 / forced_stable_dt(g, p)[0])
-    m = OceanModel(g, p, 1, dt)
-    dxv = float(g.dx_v[j, 0])
-
-    def crossing(s):
-        V = (s.v[0, :, j, :nx] * g.to_v_rows(s.h)[0, :, j, :nx]).sum(0) * dxv
-        ic = int(torch.nonzero(V[1:] < 0)[0])
-        return (ic + 0.5 + float(V[ic] / (V[ic] - V[ic + 1]))) * dxv
-
+    b = sector_gyre(res_deg, width_deg, munk_cells)
+    m, g, dt, nx, ny, munk, dxv, beta = b.model, b.grid, b.dt, b.nx, b.ny, b.munk, b.dxv, b.beta
+    A = b.params.visc
     s, t, by_day = m.rest_state(), 0.0, {}
     per = round(5.0 * 86400.0 / dt)
     for n in range(1, round(days * 86400.0 / dt) + 1):
         s = m.step(s, t)
         t += dt
         if n % per == 0:
-            by_day[round(t / 86400.0)] = munk_width_from_crossing(crossing(s), nx * dxv) / munk
-    x0 = crossing(s)
+            by_day[round(t / 86400.0)] = munk_width_from_crossing(b.crossing(b.transport(s)), nx * dxv) / munk
+    x0 = b.crossing(b.transport(s))
     naive = x0 * math.sqrt(3.0) / (2.0 * math.pi)
     fit = munk_width_from_crossing(x0, nx * dxv)
     exact = munk_crossing(munk, nx * dxv) * math.sqrt(3.0) / (2.0 * math.pi) / munk

@@ -28,71 +28,33 @@ import math
 
 import torch
 
-from dandelion.solvers.ocean import RHO0, OceanModel, OceanParams, forced_stable_dt
-from dandelion.solvers.ocean_grid import OceanGrid
-from dandelion.solvers.ocean_munk import munk_reference, munk_width_from_crossing
-
-SOUTH, NORTH = 15.0, 45.0
-
-
-def wind(lat, t, tau0):
-    return -tau0 * torch.cos(math.pi * (torch.rad2deg(lat) - SOUTH) / (NORTH - SOUTH))
+from dandelion.solvers.ocean import RHO0
+from dandelion.solvers.ocean_munk import munk_reference, munk_width_from_crossing, sector_gyre, sector_wind
 
 
 def curl_tau(phi: float, radius: float, tau0: float) -> float:
     """Wind-stress curl on the sphere, -(1 / (a cos phi)) d(tau cos phi)/d phi, by autograd."""
     x = torch.tensor(phi, dtype=torch.float64, requires_grad=True)
-    (wind(x, 0.0, tau0) * torch.cos(x)).backward()
+    (sector_wind(x, 0.0, tau0) * torch.cos(x)).backward()
     return float(-x.grad / (radius * math.cos(phi)))
 
 
 def gyre(res_deg: float, width_deg: float, munk_cells: float, days: float):
     """Run the basin; return (interior transport / Sverdrup, measured WBC width / Munk width, Munk width in cells,
     the same ratio for the exact solution of Munk's equation in this basin)."""
-    nx, ny = round(width_deg / res_deg), round((NORTH - SOUTH) / res_deg)
-    wet = torch.ones(ny, nx + 1, dtype=torch.bool)
-    wet[:, -1] = False  # closes the sector
-    g = OceanGrid(ny, nx + 1, wet=wet, lat_bounds=(SOUTH, NORTH), lon_bounds=(0.0, width_deg + res_deg))
-    j = int(torch.argmin((g.lat_edges - math.radians(30.0)).abs()))
-    phi = float(g.lat_edges[j])
-    beta = 2.0 * g.omega * math.cos(phi) / g.radius
-    munk = munk_cells * g.dy  # Munk width set to munk_cells meridional cells (the larger cell side)
-    A = beta * munk**3
-    const = lambda v: lambda lat, t: torch.full_like(lat, v)  # noqa: E731
-    p = OceanParams(
-        n_layers=2,
-        H=(250.0, 1000.0),
-        g2=0.5,
-        alpha=0.02,
-        beta_S=0.0,
-        T2=-5.0,
-        visc=A,
-        kappa_gm=0.0,
-        kappa_d=0.0,
-        kappa_T=0.0,
-        tau_T=math.inf,
-        tau_S=math.inf,
-        tau0=0.05,
-        wind=wind,
-        t_star=const(5.0),
-        s_star=const(35.0),
-    )
-    dt = 86400.0 / math.ceil(86400.0 / forced_stable_dt(g, p)[0])
-    m = OceanModel(g, p, 1, dt)
-    s, t = m.rest_state(), 0.0
-    for _ in range(round(days * 86400.0 / dt)):
-        s = m.step(s, t)
-        t += dt
-    dxv = float(g.dx_v[j, 0])
-    V = (s.v[0, :, j, :nx] * g.to_v_rows(s.h)[0, :, j, :nx]).sum(0) * dxv  # m^3/s per column
-    i0 = math.ceil(5.0 * munk / dxv)
-    sverdrup = curl_tau(phi, g.radius, p.tau0) / (RHO0 * beta) * dxv * (nx - i0)
+    b = sector_gyre(res_deg, width_deg, munk_cells)
+    s, t = b.model.rest_state(), 0.0
+    for _ in range(round(days * 86400.0 / b.dt)):
+        s = b.model.step(s, t)
+        t += b.dt
+    V = b.transport(s)  # m^3/s per column
+    i0 = math.ceil(5.0 * b.munk / b.dxv)
+    sverdrup = curl_tau(b.phi, b.grid.radius, b.params.tau0) / (RHO0 * b.beta) * b.dxv * (b.nx - i0)
     ratio = float(V[i0:].sum()) / sverdrup
-    ic = int(torch.nonzero(V[1:] < 0)[0])  # last northward column of the boundary current
-    x0 = (ic + 0.5 + float(V[ic] / (V[ic] - V[ic + 1]))) * dxv  # from the wall to the sign change
-    width = munk_width_from_crossing(x0, nx * dxv)
+    width = munk_width_from_crossing(b.crossing(V), b.nx * b.dxv)  # from the wall to the sign change
     assert float(V[0]) > 0 and sverdrup < 0  # northward western boundary current, southward interior
-    return ratio, width / munk, munk / dxv, munk_reference(munk, nx * dxv, ny * g.dy, beta, p.tau0)
+    reference = munk_reference(b.munk, b.nx * b.dxv, b.ny * b.grid.dy, b.beta, b.params.tau0)
+    return ratio, width / b.munk, b.munk / b.dxv, reference
 
 
 def test_gyre_sverdrup_transport_and_munk_width():
