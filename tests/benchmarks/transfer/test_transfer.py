@@ -41,12 +41,16 @@ def solid_pair(tmp_path_factory):
     return coarse, fine
 
 
-def _checkpoint(path, name, coarse, **overrides):
+def _checkpoint(path, name, coarse, masked=False, **overrides):
+    """An untrained checkpoint of model ``name`` (tiny preset) for the train split of ``coarse``, 4 input frames;
+    ``masked``: the land mask is one more input channel and the checkpoint records it."""
     data = WindowDataset(coarse, "train", n_in=4, n_out=1)
     C = data.layout.n_channels
-    model = build_model(name, "tiny", 4 * C, C, 16, 32, "equiangular", **overrides)
-    spec = {"name": name, "preset": "tiny", "in_channels": 4 * C, "out_channels": C, "overrides": overrides}
+    c_in = 4 * C + (1 if masked else 0)
+    model = build_model(name, "tiny", c_in, C, data.grid.nlat, data.grid.nlon, "equiangular", **overrides)
+    spec = {"name": name, "preset": "tiny", "in_channels": c_in, "out_channels": C, "overrides": overrides}
     layout = data.layout.to_dict()
+    extra = {"model_spec": spec, "layout": layout, "target": "increment", "inputs": "differences"}
     return save_checkpoint(
         path,
         model=model,
@@ -55,7 +59,7 @@ def _checkpoint(path, name, coarse, **overrides):
         grid=data.grid.to_dict(),
         step=0,
         epoch=0,
-        extra={"model_spec": spec, "layout": layout, "target": "increment", "inputs": "differences"},
+        extra={**extra, "wet": data.wet} if masked else extra,
     )
 
 
@@ -181,21 +185,7 @@ def test_cli_refuses_a_dataset_without_transfer_settings_in_one_line(capsys):
 def test_a_masked_model_gets_the_finer_grids_own_mask(make_tiny_dataset, tmp_path):
     coarse = make_tiny_dataset(tmp_path / "c", nlat=9, nlon=16, masked=True)
     fine = make_tiny_dataset(tmp_path / "f", nlat=17, nlon=32, masked=True)
-    data = WindowDataset(coarse, "train", n_in=4, n_out=1)
-    C = data.layout.n_channels
-    model = build_model("dandelion", "tiny", 4 * C + 1, C, 9, 16, "equiangular")
-    spec = {"name": "dandelion", "preset": "tiny", "in_channels": 4 * C + 1, "out_channels": C, "overrides": {}}
-    layout = data.layout.to_dict()
-    ckpt = save_checkpoint(
-        tmp_path / "last.pt",
-        model=model,
-        config={"trainer": {"n_in": 4}},
-        stats=layout["stats"],
-        grid=data.grid.to_dict(),
-        step=0,
-        epoch=0,
-        extra={"model_spec": spec, "layout": layout, "target": "increment", "inputs": "differences", "wet": data.wet},
-    )
+    ckpt = _checkpoint(tmp_path / "last.pt", "dandelion", coarse, masked=True)
     fdata = WindowDataset(fine, "test", n_in=4, n_out=1)
     fc, rule = T.transfer_forecaster(ckpt, fdata)
     assert rule["transferable"] and torch.equal(fc.wet, fdata.wet) and fc.wet.shape == (17, 32)
