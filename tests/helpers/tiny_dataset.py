@@ -58,22 +58,30 @@ def synthetic_wet_fraction(grid: SphereGrid) -> np.ndarray:
     return np.where(land, 0.0, 1.0) * np.ones(grid.shape)
 
 
-def _write_trajectory(file: Path, grid: SphereGrid, traj: int, n_frames: int, name: str, mask=None) -> None:
-    fields = analytic_fields(grid, traj, n_frames)
+def write_frames(file: Path, grid: SphereGrid, traj: int, name: str, dt: float, frames: dict, **writer) -> None:
+    """Write trajectory ``traj`` of dataset ``name``: ``frames`` maps each field to its (T, ...) array, frame ``k``
+    at time ``k dt`` [s]; ``writer`` holds the remaining :class:`~dandelion.datasets.storage.TrajectoryWriter`
+    arguments (``scalars``, ``fields``, a mask or levels)."""
+    n_frames = len(next(iter(frames.values())))
     with storage.TrajectoryWriter(
         file,
         dataset_name=name,
         grid=grid,
         lmax=grid.lmax,
         trajectory_id=traj,
-        times=np.arange(n_frames) * DT,
+        times=np.arange(n_frames) * dt,
         time_units="s",
-        scalars={"u_max": (60.0 + traj, "m s-1")},
-        fields=FIELDS,
-        mask=mask,
+        **writer,
     ) as w:
         for k in range(n_frames):
-            w.write_frame(k, {"h": fields["h"][k], "velocity": fields["velocity"][k]})
+            w.write_frame(k, {n: a[k] for n, a in frames.items()})
+
+
+def _write_trajectory(file: Path, grid: SphereGrid, traj: int, n_frames: int, name: str, mask=None) -> None:
+    frames = analytic_fields(grid, traj, n_frames)
+    write_frames(
+        file, grid, traj, name, DT, frames, scalars={"u_max": (60.0 + traj, "m s-1")}, fields=FIELDS, mask=mask
+    )
 
 
 def compute_stats(files, grid: SphereGrid = None) -> dict:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from tiny_dataset import folder_meta, write_folder_files
+from tiny_dataset import folder_meta, write_folder_files, write_frames
 
 from dandelion.datasets import statistics, storage
 from dandelion.sphere import SphereGrid
@@ -70,23 +70,19 @@ def expected_stats(n_frames: int) -> dict:
 
 
 def write_trajectory(file: Path, grid: SphereGrid, traj: int, n_frames: int, name: str = "tiny_leveled") -> None:
-    fields = analytic_fields(grid, traj, n_frames)
-    with storage.TrajectoryWriter(
+    write_frames(
         file,
-        dataset_name=name,
-        grid=grid,
-        lmax=grid.lmax,
-        trajectory_id=traj,
-        times=np.arange(n_frames) * DT,
-        time_units="s",
+        grid,
+        traj,
+        name,
+        DT,
+        analytic_fields(grid, traj, n_frames),
         scalars={"delta_T_y": (40.0 + traj, "K")},
         fields=FIELDS,
         levels=LEVELS,
         level_units="hPa",
         level_fields=LEVEL_INFO["fields"],
-    ) as w:
-        for k in range(n_frames):
-            w.write_frame(k, {n: a[k] for n, a in fields.items()})
+    )
 
 
 def make_tiny_leveled_dataset(
