@@ -206,75 +206,80 @@ class TrajectoryWriter:
         T, nlat, nlon = len(self.times), grid.nlat, grid.nlon
         f = h5py.File(self.tmp, "w", libver="earliest", track_order=False)
         self.file = f
-        f.attrs["dataset_name"] = str(dataset_name)
-        f.attrs["grid_type"] = "spherical"
-        f.attrs["grid"] = str(grid.grid)
-        f.attrs["nlat"] = int(nlat)
-        f.attrs["nlon"] = int(nlon)
-        if lmax is not None:  # None: data that is not band-limited (finite volume) has no lmax attribute
-            f.attrs["lmax"] = int(lmax)
-        f.attrs["band_limited"] = lmax is not None
-        f.attrs["n_spatial_dims"] = 3 if leveled else 2
-        f.attrs["n_trajectories"] = 1
-        f.attrs["trajectory_id"] = int(trajectory_id)
-        f.attrs["simulation_parameters"] = [str(k) for k in scalars]
-        f.attrs["time_units"] = str(time_units)
-        f.attrs["dandelion_version"] = str(__version__)
+        try:  # a refusal below (mask, levels) must not leave the temporary file or an open handle
+            f.attrs["dataset_name"] = str(dataset_name)
+            f.attrs["grid_type"] = "spherical"
+            f.attrs["grid"] = str(grid.grid)
+            f.attrs["nlat"] = int(nlat)
+            f.attrs["nlon"] = int(nlon)
+            if lmax is not None:  # None: data that is not band-limited (finite volume) has no lmax attribute
+                f.attrs["lmax"] = int(lmax)
+            f.attrs["band_limited"] = lmax is not None
+            f.attrs["n_spatial_dims"] = 3 if leveled else 2
+            f.attrs["n_trajectories"] = 1
+            f.attrs["trajectory_id"] = int(trajectory_id)
+            f.attrs["simulation_parameters"] = [str(k) for k in scalars]
+            f.attrs["time_units"] = str(time_units)
+            f.attrs["dandelion_version"] = str(__version__)
 
-        dims = f.create_group("dimensions")
-        dims.attrs["spatial_dims"] = ["level", "lat", "lon"] if leveled else ["lat", "lon"]
-        coords = [("time", self.times, str(time_units))]
-        if leveled:
-            coords.append(("level", self.levels, str(level_units)))
-        coords += [
-            ("lat", np.degrees(grid.lat.numpy()), "degrees_north"),
-            ("lon", np.degrees(grid.lon.numpy()), "degrees_east"),
-        ]
-        for name, values, units in coords:
-            d = dims.create_dataset(name, data=np.asarray(values, dtype=np.float64), track_times=False)
-            d.attrs["units"] = units
-            d.attrs["sample_varying"] = False
-            d.attrs["time_varying"] = name == "time"
-            if name == "level":
-                d.attrs["long_name"] = "pressure level" if str(level_units).lower() in ("hpa", "pa") else "level"
-                d.attrs["positive"] = "down"
-
-        sc = f.create_group("scalars")
-        sc.attrs["field_names"] = [str(k) for k in scalars]
-        for name, (value, units) in scalars.items():
-            f.attrs[str(name)] = float(value)  # the Well's format: each simulation parameter also as a root attribute
-            d = sc.create_dataset(name, data=np.float64(value), track_times=False)
-            d.attrs["units"] = str(units)
-            d.attrs["time_varying"] = False
-            d.attrs["sample_varying"] = False
-
-        sizes = {"lat": nlat, "lon": nlon, **({"level": len(self.levels)} if leveled else {})}
-        write_boundary_conditions(f, list(dims.attrs["spatial_dims"]), sizes)
-
-        if mask is not None:
-            _write_mask(f, np.asarray(mask, dtype=np.float64), (nlat, nlon))
-        g0, g1 = f.create_group("t0_fields"), f.create_group("t1_fields")
-        f.create_group("t2_fields").attrs["field_names"] = []
-        g0.attrs["field_names"] = [k for k, s in self.fields.items() if s["kind"] == "scalar"]
-        g1.attrs["field_names"] = [k for k, s in self.fields.items() if s["kind"] == "vector"]
-        self.datasets = {}
-        for name, spec in self.fields.items():
-            vec = spec["kind"] == "vector"
-            spatial = (nlat, nlon)
+            dims = f.create_group("dimensions")
+            dims.attrs["spatial_dims"] = ["level", "lat", "lon"] if leveled else ["lat", "lon"]
+            coords = [("time", self.times, str(time_units))]
             if leveled:
-                spatial = ((len(self.levels) if name in self.level_fields else 1),) + spatial
-            shape = (1, T) + spatial + ((2,) if vec else ())
-            d = (g1 if vec else g0).create_dataset(
-                name, shape=shape, dtype=np.float32, chunks=(1, 1) + shape[2:], track_times=False, **_COMPRESSION
-            )
-            d.attrs["units"] = str(spec["units"])
-            d.attrs["long_name"] = str(spec["long_name"])
-            d.attrs["dim_varying"] = [name in self.level_fields, True, True] if leveled else [True, True]
-            d.attrs["sample_varying"] = True
-            d.attrs["time_varying"] = True
-            if vec:
-                d.attrs["component_names"] = ["u", "v"]
-            self.datasets[name] = d
+                coords.append(("level", self.levels, str(level_units)))
+            coords += [
+                ("lat", np.degrees(grid.lat.numpy()), "degrees_north"),
+                ("lon", np.degrees(grid.lon.numpy()), "degrees_east"),
+            ]
+            for name, values, units in coords:
+                d = dims.create_dataset(name, data=np.asarray(values, dtype=np.float64), track_times=False)
+                d.attrs["units"] = units
+                d.attrs["sample_varying"] = False
+                d.attrs["time_varying"] = name == "time"
+                if name == "level":
+                    d.attrs["long_name"] = "pressure level" if str(level_units).lower() in ("hpa", "pa") else "level"
+                    d.attrs["positive"] = "down"
+
+            sc = f.create_group("scalars")
+            sc.attrs["field_names"] = [str(k) for k in scalars]
+            for name, (value, units) in scalars.items():
+                # the Well's format: each simulation parameter also as a root attribute
+                f.attrs[str(name)] = float(value)
+                d = sc.create_dataset(name, data=np.float64(value), track_times=False)
+                d.attrs["units"] = str(units)
+                d.attrs["time_varying"] = False
+                d.attrs["sample_varying"] = False
+
+            sizes = {"lat": nlat, "lon": nlon, **({"level": len(self.levels)} if leveled else {})}
+            write_boundary_conditions(f, list(dims.attrs["spatial_dims"]), sizes)
+
+            if mask is not None:
+                _write_mask(f, np.asarray(mask, dtype=np.float64), (nlat, nlon))
+            g0, g1 = f.create_group("t0_fields"), f.create_group("t1_fields")
+            f.create_group("t2_fields").attrs["field_names"] = []
+            g0.attrs["field_names"] = [k for k, s in self.fields.items() if s["kind"] == "scalar"]
+            g1.attrs["field_names"] = [k for k, s in self.fields.items() if s["kind"] == "vector"]
+            self.datasets = {}
+            for name, spec in self.fields.items():
+                vec = spec["kind"] == "vector"
+                spatial = (nlat, nlon)
+                if leveled:
+                    spatial = ((len(self.levels) if name in self.level_fields else 1),) + spatial
+                shape = (1, T) + spatial + ((2,) if vec else ())
+                d = (g1 if vec else g0).create_dataset(
+                    name, shape=shape, dtype=np.float32, chunks=(1, 1) + shape[2:], track_times=False, **_COMPRESSION
+                )
+                d.attrs["units"] = str(spec["units"])
+                d.attrs["long_name"] = str(spec["long_name"])
+                d.attrs["dim_varying"] = [name in self.level_fields, True, True] if leveled else [True, True]
+                d.attrs["sample_varying"] = True
+                d.attrs["time_varying"] = True
+                if vec:
+                    d.attrs["component_names"] = ["u", "v"]
+                self.datasets[name] = d
+        except BaseException:
+            self.abort()
+            raise
 
     def write_frame(self, index: int, values: Mapping[str, np.ndarray]) -> None:
         """Store frame ``index``: scalars ``(nlat, nlon)``, vectors ``(nlat, nlon, 2)`` (cast to float32);

@@ -244,3 +244,23 @@ def test_a_mask_of_the_wrong_shape_is_a_damaged_file(make_tiny_dataset, tmp_path
         f["mask"].create_dataset("wet", data=np.ones((3, 4), dtype=np.uint8))
     with pytest.raises(storage.CorruptFileError, match=r"mask/wet is of shape \(3, 4\)"):
         storage.open_trajectory(path)
+
+
+def test_a_refused_mask_leaves_no_temporary_file(tmp_path):
+    grid = SphereGrid(8, 16)
+    p = tmp_path / "traj_000000.h5"
+    with pytest.raises(ValueError, match="mask must be an ocean fraction"):
+        storage.TrajectoryWriter(
+            p,
+            dataset_name="t",
+            grid=grid,
+            lmax=4,
+            trajectory_id=0,
+            times=[0.0, 1.0],
+            time_units="s",
+            scalars={},
+            fields=FIELDS,
+            mask=np.ones((3, 3)),
+        )
+    assert not storage.temp_path(p).exists()
+    assert list(tmp_path.iterdir()) == []
