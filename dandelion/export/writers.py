@@ -129,7 +129,7 @@ def write_zarr(ds: xr.Dataset, path, overwrite: bool = False, chunks: dict | Non
     data, no fill value, time coordinates encoded as in the netCDF export. Chunks: one full map per chunk
     (size 1 along every non-spatial dimension) unless ``chunks`` (``{dimension: size}``) says otherwise.
     The store is written under a temporary name in the same folder and renamed; an existing store is
-    replaced only with ``overwrite=True``.
+    replaced only with ``overwrite=True``, and is put back if the new one cannot be renamed onto ``path``.
 
     Raises
     ------
@@ -153,8 +153,7 @@ def write_zarr(ds: xr.Dataset, path, overwrite: bool = False, chunks: dict | Non
     for name, var in ds.coords.items():
         enc[name] = {"_FillValue": None, **_time_encoding(var)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    old = path.with_name(f".{path.name}.{os.getpid()}.old")
+    tmp, old = temp_path(path), temp_path(path, "old")
     try:
         shutil.rmtree(tmp, ignore_errors=True)
         ds.to_zarr(tmp, mode="w", encoding=enc, zarr_format=2, consolidated=True)
@@ -163,6 +162,8 @@ def write_zarr(ds: xr.Dataset, path, overwrite: bool = False, chunks: dict | Non
         os.replace(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if old.exists() and not path.exists():  # the new store never reached path: put the old one back
+            os.replace(old, path)
         shutil.rmtree(old, ignore_errors=True)
     return path
 

@@ -1,5 +1,7 @@
 """Zarr export with WeatherBench-2 names: opens with xr.open_zarr and equals the netCDF export."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -83,3 +85,29 @@ def test_zarr_levels_nondimensional_chunks_and_overwrite(tmp_path):
         write_forecasts(ds, tmp_path / "g.grib", format="grib")
     with pytest.raises(ValueError, match="dimensions"):
         write_forecasts(ds, tmp_path / "g.zarr", format="zarr", chunks={"time": 2})
+
+
+def test_a_failed_rename_on_overwrite_keeps_the_old_store(tmp_path, monkeypatch):
+    from dandelion.export import writers
+
+    ds = _dataset(SphereGrid(9, 16))
+    path = write_forecasts(ds, tmp_path / "f.zarr", format="zarr")
+    real_replace, calls = writers.os.replace, []
+
+    def replace(src, dst):
+        if Path(dst).parent == tmp_path:  # a whole store (zarr's own renames inside a store pass through)
+            calls.append((src, dst))
+            if len(calls) == 2:  # the new store onto the final name
+                raise OSError("disk gone")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(writers.os, "replace", replace)
+    with pytest.raises(OSError, match="disk gone"):
+        write_forecasts(ds.isel(init_time=[0]), path, format="zarr", overwrite=True)
+    monkeypatch.undo()
+    assert calls[1][1] == path  # the failure was the rename of the new store onto the final name
+    assert path.is_dir(), "the old store was deleted and nothing replaced it"
+    with xr.open_zarr(path) as b:  # the old store, whole
+        assert b.sizes["init_time"] == 3
+        np.testing.assert_array_equal(b.h.values, ds.h.values)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.zarr"]
