@@ -7,6 +7,7 @@ input ``(B, in_channels, nlat, nlon)``, output ``(B, out_channels, nlat, nlon)``
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Callable
 
@@ -59,7 +60,9 @@ def resolve_preset(name: str, presets: dict[str, dict], preset: str, overrides: 
     allowed = set(cfg) | set(extra)
     unknown = sorted(set(overrides) - allowed)
     if unknown:
-        raise ValueError(f"{name}: unknown override(s) {unknown}; the {preset!r} preset has {sorted(allowed)}")
+        close = {u: difflib.get_close_matches(u, sorted(allowed), n=1) for u in unknown}
+        hint = "".join(f" (did you mean {c[0]!r} for {u!r}?)" for u, c in close.items() if c)
+        raise ValueError(f"{name}: unknown override(s) {unknown}{hint}; the {preset!r} preset has {sorted(allowed)}")
     cfg.update(overrides)
     return cfg
 

@@ -1,4 +1,5 @@
-"""``dandelion-well-resample SRC DST``: resample a folder in the Well's layout to a supported latitude grid.
+"""``dandelion-well-resample src=DIR dst=NEW [grid=legendre-gauss nlat=N nlon=M]``: resample a folder in the Well's
+layout to a supported latitude grid.
 
 The command around :func:`dandelion.datasets.well_resample.resample_well_folder`.
 """

@@ -301,3 +301,8 @@ def test_odd_row_grid(name):
     """An odd number of rows (as 721x1440) works: zero-padded/ceil-halved levels."""
     model = _build(name, 33, 64)
     assert model(torch.randn(1, C_IN, 33, 64)).shape == (1, C_OUT, 33, 64)
+
+
+def test_a_misspelt_override_gets_a_did_you_mean():
+    with pytest.raises(ValueError, match="did you mean 'width'"):
+        build_model("dandelion", "tiny", 16, 4, 32, 64, "equiangular", widht=8)
