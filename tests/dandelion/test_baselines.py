@@ -12,7 +12,7 @@ import dandelion
 from dandelion.baselines import PRESET_RESOLUTIONS, count_real_parameters, parameter_count
 from dandelion.baselines.flower2d import SelfWarp2d
 from dandelion.grid_guard import allow_grid_change
-from dandelion.registry import unwrap_model, unwrap_state_dict
+from dandelion.registry import build_model, unwrap_model, unwrap_state_dict
 
 BASELINES = ["sfno", "disco", "flower2d", "s2transformer", "fno"]
 RESOLUTION_FREE = ["disco", "flower2d", "s2transformer", "fno"]
