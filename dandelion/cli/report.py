@@ -5,9 +5,11 @@ The hydra job around :mod:`dandelion.reporting.figures` (configs/report.yaml).
 
 from __future__ import annotations
 
+import json
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import xarray as xr
 from omegaconf import OmegaConf
 
 from dandelion.cli.common import UsageError, check_choice, require, run
@@ -17,6 +19,7 @@ from dandelion.reporting.figures import (
     plot_maps,
     plot_spectra,
 )
+from dandelion.runtime import DamagedFileError
 
 #: Entry-point group through which an installed package adds a ``target=`` to ``dandelion-report`` (the benchmark
 #: protocol adds ``leaderboard``, :func:`dandelion.benchmarks.leaderboard.render.leaderboard`), so that the job
@@ -101,6 +104,27 @@ def check(cfg, overrides=()) -> None:
                 f"rollout folder {d} {what}: pass the output_dir of a dandelion-rollout run "
                 "(by default RUN_DIR/rollout_test)"
             )
+        _check_readable(Path(str(d)))
+
+
+def _check_readable(folder: Path) -> None:
+    """Refuse a rollout folder whose ``metrics.json`` or ``sample_forecast.nc`` cannot be read, naming the file.
+
+    Raises :class:`dandelion.runtime.DamagedFileError` (one line, exit status 2)."""
+    fix = "rerun the dandelion-rollout that wrote the folder (with overwrite=true)"
+    metrics = folder / "metrics.json"
+    try:
+        json.loads(metrics.read_text())
+    except (ValueError, UnicodeDecodeError) as err:
+        raise DamagedFileError(f"{metrics} is not readable JSON (truncated or corrupt: {err}): {fix}") from None
+    sample = folder / "sample_forecast.nc"
+    if sample.exists():
+        try:
+            xr.open_dataset(sample).close()
+        except Exception as err:  # netCDF4/h5netcdf raise several types for a damaged file
+            raise DamagedFileError(
+                f"{sample} is not a readable netCDF file (truncated or corrupt: {type(err).__name__}): {fix}"
+            ) from None
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,7 +10,7 @@ from cli_result import one_line_error
 from tiny_checkpoint import pointwise_checkpoint
 
 from dandelion.checkpoint import load_checkpoint
-from dandelion.cli import export, rollout, train, well_resample
+from dandelion.cli import export, report, rollout, train, well_resample
 from dandelion.datasets.well import STATS_CACHE
 from dandelion.sphere import SphereGrid
 
@@ -118,3 +118,16 @@ def test_damaged_statistics_cache_is_named_with_its_fix(tmp_path, capsys):
     argv = [f"dataset.path={root}", f"run_dir={tmp_path / 'run'}", "model.name=_pointwise_test", "trainer=quick"]
     err = _fails(train.main, [*argv, "device=cpu"], capsys)
     assert str(root / STATS_CACHE) in err and "delete it" in err
+
+
+@pytest.mark.parametrize("name", ["metrics.json", "sample_forecast.nc"])
+def test_damaged_rollout_outputs_are_named_by_report(tmp_path, capsys, name):
+    folder = tmp_path / "rollout"
+    folder.mkdir()
+    (folder / "metrics.json").write_text('{"model": "m"}')
+    (folder / "sample_forecast.nc").write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 64)  # a truncated netCDF4 file
+    if name == "metrics.json":
+        (folder / name).write_text('{"model": "m", "metrics": {')
+        (folder / "sample_forecast.nc").unlink()
+    err = _fails(report.main, [f"rollouts=[{folder}]", f"output_dir={tmp_path / 'out'}"], capsys)
+    assert str(folder / name) in err and "rerun the dandelion-rollout" in err
