@@ -2,7 +2,7 @@
 
 * :class:`OutputLock`: an exclusive lock on a dataset folder, a run directory or an export target; a second
   writer is refused with :class:`LockHeldError`, one line naming the holder (pid, host, start time, command)
-  and the file to delete when the holder is gone;
+  and the lock file; :meth:`OutputLock.check_free` refuses a held folder without taking its lock;
 * :func:`note_state` / :func:`noted_state` / :func:`noting_state`: where the running job keeps its state and
   how to continue it, for the one line an interrupted job prints (:func:`dandelion.cli.common.guard`).
 """
@@ -23,7 +23,7 @@ __all__ = ["LockHeldError", "OutputLock", "note_state", "noted_state", "noting_s
 
 
 class LockHeldError(FileExistsError):
-    """Another process is writing the same output; the message names it and how to clear a stale lock."""
+    """Another process is writing the same output; the message names it, its lock file and what to do."""
 
 
 def _pid_alive(pid: int) -> bool:
@@ -49,8 +49,7 @@ class OutputLock:
     ------
     LockHeldError
         From :meth:`acquire`, when another process holds the lock; one line naming the output, the holder
-        (pid, host, start time, command), whether that pid is alive on this host, and the file to delete if the
-        holder is gone.
+        (pid, host, start time, command), whether that pid is alive on this host, and the lock file.
     """
 
     NAME = ".dandelion.lock"
@@ -72,6 +71,15 @@ class OutputLock:
         target = Path(target)
         target.parent.mkdir(parents=True, exist_ok=True)
         return cls(target.with_name(f".{target.name}.lock"), target, prog)
+
+    @classmethod
+    def check_free(cls, folder, prog: str) -> None:
+        """Refuse (:class:`LockHeldError`) a folder whose :meth:`folder` lock another process holds now;
+        nothing is created (a lock file whose holder has ended is taken over and deleted)."""
+        folder = Path(folder)
+        if (folder / cls.NAME).is_file():
+            lock = cls(folder / cls.NAME, folder, prog).acquire()
+            lock.release()
 
     def holder(self) -> dict:
         """What the lock file says of its holder (empty when unreadable)."""
@@ -126,8 +134,8 @@ class OutputLock:
         )
         return (
             f"{self.target} is being written by another process (pid {pid} on {host}, {alive}, started "
-            f"{h.get('started')}: {h.get('command')}): wait for it to finish or stop it; if that process is gone, "
-            f"delete the stale lock {self.path} and rerun"
+            f"{h.get('started')}: {h.get('command')}; lock {self.path}): wait for it to finish or stop it, "
+            "then rerun"
         )
 
     def release(self) -> None:

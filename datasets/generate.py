@@ -163,8 +163,7 @@ def check(cfg) -> Path:
     """
     _cfg, _scenario, root, _device, _batch, resolved, fingerprint = _prepare(cfg)
     _claim(root, {"fingerprint": fingerprint}, resolved, write=False)
-    if (root / OutputLock.NAME).is_file():  # a writer now: refused here, before any work
-        OutputLock.folder(root, "dandelion-generate").acquire().release()
+    OutputLock.check_free(root, "dandelion-generate")  # a writer now: refused here, before any work
     return root
 
 

@@ -195,9 +195,7 @@ def damaged_checkpoint(p: Path, key: str = "checkpoint") -> str:
 def check_unlocked(path, prog: str) -> None:
     """Refuse an output another process is writing now (its :class:`dandelion.locks.OutputLock`, in the folder
     ``path``): the one line of :class:`dandelion.locks.LockHeldError`. Nothing is created."""
-    p = Path(str(path)).expanduser()
-    if (p / OutputLock.NAME).is_file():
-        OutputLock(p / OutputLock.NAME, p, prog).acquire().release()
+    OutputLock.check_free(Path(str(path)).expanduser(), prog)
 
 
 def check_new_file(path, *, key: str = "output", overwrite: bool = False, store: bool = False) -> Path:

@@ -1,5 +1,5 @@
 """Two writers of one output: per-process temporary names, one lock per output folder; the second writer is refused
-in one line (exit status 2) naming the holder and how to clear a stale lock."""
+in one line (exit status 2) naming the holder and its lock file."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_second_generate_into_a_folder_is_refused_and_the_first_sound(tmp_path, 
         holder.kill()
         holder.wait()
     assert f"pid {holder.pid}" in err and socket.gethostname() in err and "started" in err
-    assert str(out / ".dandelion.lock") in err and "delete the stale lock" in err
+    assert str(out / ".dandelion.lock") in err and "wait for it to finish or stop it" in err
     assert not (out / "dataset.yaml").exists() and not any(out.glob("*/*.h5"))
     # the holder is gone (killed: its lock file stays, its flock went with it): the next run takes the folder over
     generate.main([*GEN, f"dataset.path={out}"])
