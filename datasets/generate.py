@@ -185,11 +185,12 @@ def generate(cfg) -> Path:
     ------
     ValueError
         If ``dataset.path`` is missing, the configuration is impossible, the solver step is unsafe
-        (:meth:`Scenario.validate_time_step`, before anything is written), or the folder holds a
-        dataset made with another configuration (or unrelated files).
+        (:meth:`Scenario.validate_time_step`, before anything is written), the folder holds a
+        dataset made with another configuration (or unrelated files), or a step of the finite-volume
+        solver exceeds its Courant limit during the run (the message names the trajectory).
     FloatingPointError
-        If a trajectory becomes non-finite or violates a stability limit during the run; the message
-        names its id and parameters.
+        If a trajectory becomes non-finite (or, in the finite-volume solver, its depth non-positive) during
+        the run; the message names its id and parameters.
     SanityBoundError
         If a stored field leaves a physical bound the scenario declares (:meth:`Scenario.sanity_bounds`);
         the files of that batch are not written (no file is marked complete).
@@ -201,16 +202,19 @@ def generate(cfg) -> Path:
         device = f"cuda:{dist.local_rank}"
     lock = None
     try:
-        refused = None
+        refusal = None
         if dist.rank == 0:  # one writer per folder: a second run into it is refused, naming this one
-            _claim(root, {"fingerprint": fingerprint}, resolved, write=False)
             try:
+                _claim(root, {"fingerprint": fingerprint}, resolved, write=False)
                 lock = OutputLock.folder(root, "dandelion-generate").acquire()
-            except LockHeldError as err:
-                refused = str(err)
-        refused = dist.broadcast(refused)
-        if refused:
-            raise LockHeldError(refused)
+            except (LockHeldError, ValueError) as err:  # broadcast, so that no rank waits for rank 0
+                refusal = err
+        refused = dist.broadcast(None if refusal is None else (type(refusal).__name__, str(refusal)))
+        if refusal is not None:
+            raise refusal
+        if refused is not None:  # every other rank: the same type and message
+            kind, message = refused
+            raise (LockHeldError if kind == LockHeldError.__name__ else ValueError)(message)
         with noting_state(f"state in {root} (finished trajectory files are kept); rerun the same command to continue"):
             _generate_locked(cfg, scenario, root, device, batch_size, resolved, fingerprint, progress, dist)
     finally:
