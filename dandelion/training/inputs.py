@@ -70,7 +70,8 @@ def model_channels(data: WindowDataset, n_in: int = 4) -> tuple[int, int]:
 
 def open_windows(data, split: str, n_in: int, n_out: int, stride: int, role: str) -> WindowDataset:
     """The windows ``(n_in, n_out, stride)`` of ``data``: a dataset folder (its split ``split``) or a
-    :class:`WindowDataset` (returned as it is when its windows match, else its folder and split reopened).
+    :class:`WindowDataset` (returned as it is when its windows match, else its folder and split reopened). A
+    dataset returned as it is stays the caller's to close.
 
     Raises
     ------

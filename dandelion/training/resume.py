@@ -17,7 +17,7 @@ from dandelion.training.schedule import replan
 
 __all__ = ["save", "resume", "replan_schedule"]
 
-log = logging.getLogger("dandelion.cli.train")
+log = logging.getLogger(__name__)
 
 
 def save(trainer, name: str) -> Path:

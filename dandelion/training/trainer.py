@@ -38,7 +38,7 @@ from dandelion.training.schedule import EpochSampler, WarmupCosine, phases
 
 __all__ = ["Trainer", "parameter_hash"]
 
-log = logging.getLogger("dandelion.cli.train")
+log = logging.getLogger(__name__)
 
 
 def parameter_hash(model) -> str:
@@ -132,6 +132,8 @@ class Trainer:
         if valid_data is None:  # the valid split of the training data's folder
             valid_data = train_data if not hasattr(train_data, "path") else train_data.path
         self.valid_set = open_windows(valid_data, "valid", o.n_in, 1, o.stride, "valid_data")
+        given = (train_data, valid_data)  # the caller's WindowDatasets stay open: close() closes only these
+        self._opened = [ds for ds in (*self.train_sets, self.valid_set) if not any(ds is g for g in given)]
         check_same_data(self.train_sets[0], self.valid_set)
         self.data_path = Path(self.train_sets[0].path)
         self.layout, self.grid = self.train_sets[0].layout, self.train_sets[0].grid
@@ -489,6 +491,7 @@ class Trainer:
         return result
 
     def close(self):
-        for ds in (*self.train_sets, self.valid_set):
+        """Close the datasets the trainer opened (not the WindowDatasets passed in) and its process group."""
+        for ds in self._opened:
             ds.close()
         self.dist.close()

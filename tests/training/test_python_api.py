@@ -211,3 +211,32 @@ def test_train_data_folder_needs_its_valid_split(make_tiny_dataset, tmp_path):
     data = make_tiny_dataset(tmp_path / "data", n_frames=8, splits={"train": [0, 1], "test": [2]})
     with pytest.raises((FileNotFoundError, ValueError), match="valid"):
         Trainer("_pointwise_test", data, run_dir=tmp_path / "r", device="cpu")
+
+
+def test_close_leaves_the_callers_window_datasets_open(data, tmp_path):
+    from dandelion.datasets.torch_dataset import WindowDataset
+
+    train_windows = WindowDataset(data, "train", n_in=4, n_out=1)
+    valid_windows = WindowDataset(data, "valid", n_in=4, n_out=1)
+    trainer = Trainer(
+        "_pointwise_test",
+        train_windows,
+        valid_windows,
+        run_dir=tmp_path / "r",
+        device="cpu",
+        batch_size=4,
+        num_workers=0,
+        max_steps=2,
+        progress=False,
+    )
+    opened = [ds for ds in trainer.train_sets if ds is not train_windows]  # the fine-tune windows (2 out)
+    assert opened and trainer.valid_set is valid_windows
+    assert trainer.fit()["step"] == 2
+    opened[0][0]  # the trainer's own windows hold a handle too
+    handles = [h for ds in (train_windows, valid_windows, *opened) for h in ds._handles.values()]
+    ours = [h for ds in (train_windows, valid_windows) for h in ds._handles.values()]
+    assert ours and len(handles) > len(ours)
+    trainer.close()
+    assert all(bool(h) for h in ours), "Trainer.close() closed the HDF5 files of the caller's datasets"
+    assert not any(bool(h) for h in handles if not any(h is o for o in ours))  # the ones it opened are closed
+    assert train_windows[0]["x"].shape[0] == valid_windows[0]["x"].shape[0]
