@@ -69,37 +69,40 @@ def export(cfg) -> dict:
 def _export(cfg, output, overwrite: bool) -> dict:
     """The body of :func:`export`, run while the output's lock is held."""
     ds = WindowDataset(cfg.dataset.path, cfg.get("split", "test"), n_in=4, n_out=1)
-    model = load_model(
-        cfg.checkpoint,
-        device=cfg.get("device", "cpu"),
-        dataset=ds,
-        allow_resolution_change=bool(cfg.get("allow_resolution_change", False)),
-    )
-    fc = forecast(
-        model,
-        ds,
-        n_steps=int(cfg.n_steps),
-        init_stride=int(cfg.get("init_stride", 1)),
-        max_inits=cfg.get("max_inits"),
-        trajectories=cfg.get("trajectories"),
-        max_trajectories=cfg.get("max_trajectories"),
-        batch_size=int(cfg.get("batch_size", 8)),
-        amp=bool(cfg.get("amp", False)),
-    )
-    chunks = cfg.get("chunks")
-    chunks = {str(k): int(v) for k, v in chunks.items()} if chunks else None
-    out = write_forecast(
-        fc,
-        output,
-        overwrite=overwrite,
-        include_truth=bool(cfg.get("include_truth", False)),
-        format=str(cfg.get("format", "netcdf")),
-        convention=str(cfg.get("convention", "cf")),
-        chunks=chunks,
-    )
-    n = int(np.prod([len(fc.trajectory), len(fc.init_time)]))
-    print(f"wrote {n} forecasts of {len(fc.lead_time)} steps to {out}")
-    return {"path": str(out), "n_forecasts": n}
+    try:
+        model = load_model(
+            cfg.checkpoint,
+            device=cfg.get("device", "cpu"),
+            dataset=ds,
+            allow_resolution_change=bool(cfg.get("allow_resolution_change", False)),
+        )
+        fc = forecast(
+            model,
+            ds,
+            n_steps=int(cfg.n_steps),
+            init_stride=int(cfg.get("init_stride", 1)),
+            max_inits=cfg.get("max_inits"),
+            trajectories=cfg.get("trajectories"),
+            max_trajectories=cfg.get("max_trajectories"),
+            batch_size=int(cfg.get("batch_size", 8)),
+            amp=bool(cfg.get("amp", False)),
+        )
+        chunks = cfg.get("chunks")
+        chunks = {str(k): int(v) for k, v in chunks.items()} if chunks else None
+        out = write_forecast(
+            fc,
+            output,
+            overwrite=overwrite,
+            include_truth=bool(cfg.get("include_truth", False)),
+            format=str(cfg.get("format", "netcdf")),
+            convention=str(cfg.get("convention", "cf")),
+            chunks=chunks,
+        )
+        n = int(np.prod([len(fc.trajectory), len(fc.init_time)]))
+        print(f"wrote {n} forecasts of {len(fc.lead_time)} steps to {out}")
+        return {"path": str(out), "n_forecasts": n}
+    finally:
+        ds.close()
 
 
 _OUTPUT_HINT = "pass output=FILE.nc (the netCDF file to write) or output=DIR.zarr format=zarr (a Zarr store)"

@@ -4,6 +4,8 @@ Each job's ``main(argv)`` is called in-process (the console scripts call the sam
 checks of :mod:`dandelion.cli.common` run before hydra creates any folder and before any model or solver.
 """
 
+import types
+
 import pytest
 import torch
 import xarray as xr
@@ -270,7 +272,9 @@ def test_export_passes_max_trajectories_to_the_rollout(make_tiny_dataset, tmp_pa
         seen.update(kwargs)
         raise Stop
 
-    monkeypatch.setattr(export, "WindowDataset", lambda *a, **k: None)
+    closed = []
+    dataset = types.SimpleNamespace(close=lambda: closed.append(True))
+    monkeypatch.setattr(export, "WindowDataset", lambda *a, **k: dataset)
     monkeypatch.setattr(export, "load_model", lambda *a, **k: None)
     monkeypatch.setattr(export, "forecast", fake_forecast)
     cfg = compose_config(
@@ -285,6 +289,7 @@ def test_export_passes_max_trajectories_to_the_rollout(make_tiny_dataset, tmp_pa
     with pytest.raises(Stop):
         export.export(cfg)
     assert seen["max_trajectories"] == 1
+    assert closed == [True]  # the dataset is closed when the export fails
 
 
 def test_write_zarr_never_replaces_a_foreign_folder(tmp_path):
