@@ -41,8 +41,11 @@ def check_grid_args(
     grid: str,
     nlon_divisor: int = 1,
     nlat_min: int = 4,
+    nlon_reason: str | None = None,
 ) -> None:
-    """Validate the common builder arguments; ValueError naming the bad value and the fix."""
+    """Validate the common builder arguments; ValueError naming the bad value and the fix. ``nlon_reason`` says
+    where ``nlon_divisor`` comes from and how to change it (``"2**(levels-1) for 3 levels: use fewer levels or
+    another nlon"``); without it the message asks for another nlon."""
     if grid not in GRIDS:
         raise ValueError(f"{name}: unknown grid {grid!r}; use one of {GRIDS}")
     if int(in_channels) < 1 or int(out_channels) < 1:
@@ -53,8 +56,7 @@ def check_grid_args(
         )
     if int(nlon) < 1 or nlon % nlon_divisor != 0:
         raise ValueError(
-            f"{name}: nlon={nlon} must be a positive multiple of {nlon_divisor} (2**(levels-1)); "
-            "use fewer levels or another nlon"
+            f"{name}: nlon={nlon} must be a positive multiple of {nlon_divisor} ({nlon_reason or 'use another nlon'})"
         )
 
 
@@ -94,9 +96,9 @@ class BaselineModel(GridGuard, nn.Module):
     def init_interface(
         self, in_channels: int, out_channels: int, nlat: int, nlon: int, grid: str, position_channels: bool, **limits
     ) -> int:
-        """Check the grid arguments (``limits``: ``nlon_divisor``, ``nlat_min`` of :func:`check_grid_args`),
-        record the grid (:mod:`dandelion.grid_guard`) and the channels, and add the :class:`PositionChannels`
-        module as ``self.position`` (None without ``position_channels``).
+        """Check the grid arguments (``limits``: ``nlon_divisor``, ``nlat_min``, ``nlon_reason`` of
+        :func:`check_grid_args`), record the grid (:mod:`dandelion.grid_guard`) and the channels, and add the
+        :class:`PositionChannels` module as ``self.position`` (None without ``position_channels``).
 
         Returns the channel count the network receives: ``in_channels`` plus 3 with position channels.
         """

@@ -213,7 +213,15 @@ class DiscoUNet(BaselineModel):
         levels = len(multipliers)
         div = 2 ** (levels - 1)
         c_in = self.init_interface(
-            in_channels, out_channels, nlat, nlon, grid, position_channels, nlon_divisor=div, nlat_min=2 * div
+            in_channels,
+            out_channels,
+            nlat,
+            nlon,
+            grid,
+            position_channels,
+            nlon_divisor=div,
+            nlat_min=2 * div,
+            nlon_reason=f"2**(levels-1) for {levels} levels: use fewer levels or another nlon",
         )
         if not (theta_cutoff > 0 and theta_cutoff * 2 ** (levels - 1) < math.pi):
             raise ValueError(

@@ -189,7 +189,15 @@ class Flower2D(BaselineModel):
         levels = len(multipliers)
         div = 2 ** (levels - 1)
         c_in = self.init_interface(
-            in_channels, out_channels, nlat, nlon, grid, position_channels, nlon_divisor=div, nlat_min=div
+            in_channels,
+            out_channels,
+            nlat,
+            nlon,
+            grid,
+            position_channels,
+            nlon_divisor=div,
+            nlat_min=div,
+            nlon_reason=f"2**(levels-1) for {levels} levels: use fewer levels or another nlon",
         )
         if len(encoder_blocks) != levels or len(decoder_blocks) != levels - 1:
             raise ValueError(

@@ -166,7 +166,15 @@ class S2Transformer(BaselineModel):
         super().__init__()
         sf = int(scale_factor)
         c_in = self.init_interface(
-            in_channels, out_channels, nlat, nlon, grid, position_channels, nlon_divisor=sf, nlat_min=2 * sf
+            in_channels,
+            out_channels,
+            nlat,
+            nlon,
+            grid,
+            position_channels,
+            nlon_divisor=sf,
+            nlat_min=2 * sf,
+            nlon_reason=f"scale_factor={sf}: use another scale_factor or nlon",
         )
         if embed_dim % num_heads:
             raise ValueError(f"s2transformer: num_heads={num_heads} must divide embed_dim={embed_dim}")

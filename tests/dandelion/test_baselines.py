@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 import torch
@@ -251,10 +252,14 @@ def test_bad_configuration_raises(name, overrides, match):
         dandelion.build_model(name, "tiny", C_IN, C_OUT, 32, 64, "equiangular", **overrides)
 
 
-@pytest.mark.parametrize("name", ["disco", "flower2d", "s2transformer"])
-def test_bad_nlon_raises(name):
-    with pytest.raises(ValueError, match="nlon=63"):
+@pytest.mark.parametrize(
+    "name, reason",
+    [("disco", r"2\*\*\(levels-1\)"), ("flower2d", r"2\*\*\(levels-1\)"), ("s2transformer", "scale_factor=")],
+)
+def test_bad_nlon_raises(name, reason):
+    with pytest.raises(ValueError, match="nlon=63") as e:
         dandelion.build_model(name, "tiny", C_IN, C_OUT, 32, 63, "equiangular")
+    assert re.search(reason, str(e.value)), str(e.value)  # the divisor's origin in this model
 
 
 def test_parameter_table_rows():
