@@ -16,6 +16,12 @@ down:    spectral truncation to level k+1, then a pointwise map to the wider wid
 up:      pointwise map to the narrower width, spectral zero-padding to level k, concatenation with
          the encoder's output at level k (skip), pointwise fuse, ``decoder_blocks[k]`` warp blocks
 head:    area-weighted norm, pointwise MLP -> out_channels
+spectral path (``spectral_lmax > 0``): plus a per-degree linear map of the input in the spherical-harmonic
+         domain (:class:`~dandelion.spectral_path.DegreeMixS2`, zero at initialisation)
+
+A level may have zero blocks: ``encoder_blocks[0] = decoder_blocks[0] = 0`` leaves only pointwise maps on the
+data grid (lift, skip fuse, head) and runs every warp on the half-resolution grids below, which is how the
+``*_fast`` presets cost what SFNO costs (SFNO's blocks also run on an internal grid coarser than the data's).
 
 Warp block (pre-norm residual): ``x + W(GELU(warp(norm(x))))`` with area-weighted norm, a
 multi-head tangent warp (:class:`~dandelion.warp.TangentWarpS2`) and pointwise ``W``; with FiLM
@@ -38,10 +44,11 @@ from .kernels import Pointwise
 from .norm import AreaNormS2
 from .pooling import SpectralDownsample, SpectralUpsample, coarse_grid, pooling_band_limit
 from .registry import register_preset_model
+from .spectral_path import DegreeMixS2
 from .sphere import SphereGrid
 from .warp import TangentWarpS2
 
-__all__ = ["Dandelion", "WarpBlockS2", "PRESETS"]
+__all__ = ["Dandelion", "WarpBlockS2", "PRESETS", "FAST_PRESETS"]
 
 #: Hyper-parameters of the presets. ``paper`` follows docs/ARCHITECTURE.md §5 (width 150, 4 levels with
 #: multipliers 1, 2, 4, 8, 50 heads); its blocks per level (2, 2, 2, 3 down, 2, 2, 2 up) were chosen
@@ -62,7 +69,32 @@ PRESETS: dict[str, dict] = {
         width=32, multipliers=(1, 2, 4), heads=8, encoder_blocks=(1, 1, 2), decoder_blocks=(1, 1), offset_ratio=0.5
     ),
     "tiny": dict(width=16, multipliers=(1, 2), heads=4, encoder_blocks=(1, 1), decoder_blocks=(1,), offset_ratio=0.5),
+    # cost-matched (docs/model.md, "Cost-matched presets"): the data grid keeps only pointwise maps (lift, skip
+    # fuse, head, at half the width); the warp levels of small/tiny run one level down, on half-resolution grids
+    "small_fast": dict(
+        width=16,
+        multipliers=(1, 2, 4, 8),
+        heads=4,
+        encoder_blocks=(0, 1, 1, 2),
+        decoder_blocks=(0, 1, 1),
+        offset_ratio=0.5,
+    ),
+    "paper_fast": dict(
+        width=75,
+        multipliers=(1, 2, 4, 8, 16),
+        heads=50,
+        encoder_blocks=(0, 2, 2, 2, 3),
+        decoder_blocks=(0, 2, 2, 2),
+        offset_ratio=0.5,
+    ),
+    "tiny_fast": dict(
+        width=8, multipliers=(1, 2, 4), heads=4, encoder_blocks=(0, 1, 1), decoder_blocks=(0, 1), offset_ratio=0.5
+    ),
 }
+
+#: The presets of the ``dandelion_fast`` registry entry: the cost-matched presets under the size names the
+#: benchmark grid uses (``build_model("dandelion_fast", "small")`` is ``build_model("dandelion", "small_fast")``).
+FAST_PRESETS: dict[str, dict] = {size: PRESETS[f"{size}_fast"] for size in ("paper", "small", "tiny")}
 
 
 def _pointwise(cin: int, cout: int) -> Pointwise:
@@ -136,7 +168,8 @@ class Dandelion(GridGuard, nn.Module):
     heads : int
         Warp heads at every level; every level width must divide by it.
     encoder_blocks : sequence of int, one per level
-        Warp blocks on the way down (the last entry is the bottom of the U).
+        Warp blocks on the way down (the last entry is the bottom of the U); 0 leaves a level with pointwise
+        maps only (the ``*_fast`` presets at level 0).
     decoder_blocks : sequence of int, one per level except the bottom
         Warp blocks on the way up, ``decoder_blocks[k]`` at level k.
     offset_ratio : float
@@ -205,6 +238,7 @@ class Dandelion(GridGuard, nn.Module):
         checkpoint_blocks: bool = False,
         compile_kernels: bool = False,
         pool_lmax: Sequence[int] | None = None,
+        spectral_lmax: int = 0,
     ):
         super().__init__()
         levels = len(multipliers)
@@ -228,11 +262,14 @@ class Dandelion(GridGuard, nn.Module):
                 f"nlon a multiple of {2 ** (levels - 1)} or fewer levels"
             )
         widths = [int(width * m) for m in multipliers]
-        for w in widths:
-            if w % heads:
+        counts = [int(encoder_blocks[k]) + (int(decoder_blocks[k]) if k < levels - 1 else 0) for k in range(levels)]
+        if min(int(n) for n in (*encoder_blocks, *decoder_blocks)) < 0:
+            raise ValueError(f"block counts must be >= 0, got {tuple(encoder_blocks)} and {tuple(decoder_blocks)}")
+        for w, n in zip(widths, counts):
+            if n and w % heads:
                 raise ValueError(
                     f"level width {w} does not divide by heads={heads}: choose width and heads so that every width * "
-                    "multiplier divides by heads"
+                    "multiplier of a level with warp blocks divides by heads"
                 )
         data_grid = SphereGrid(nlat, nlon, grid)
         self.init_grid_guard(nlat, nlon, grid)
@@ -294,6 +331,14 @@ class Dandelion(GridGuard, nn.Module):
         self.decoder = nn.ModuleList(blocks(k, decoder_blocks[k]) for k in range(levels - 1))
         self.head_norm = AreaNormS2(data_grid, widths[0], compile_kernels=self.compile_kernels)
         self.head = nn.Sequential(_pointwise(widths[0], widths[0]), nn.GELU(), _pointwise(widths[0], out_channels))
+        if isinstance(spectral_lmax, bool) or not isinstance(spectral_lmax, numbers.Integral) or spectral_lmax < 0:
+            raise ValueError(
+                f"spectral_lmax must be a non-negative integer (0: no spectral path), got {spectral_lmax!r}"
+            )
+        self.spectral_lmax = int(spectral_lmax)
+        self.spectral = (
+            DegreeMixS2(data_grid, in_channels, out_channels, self.spectral_lmax) if self.spectral_lmax else None
+        )
 
     def extra_repr(self) -> str:
         return (
@@ -338,7 +383,10 @@ class Dandelion(GridGuard, nn.Module):
             h = self.fuse[k](torch.cat([h.to(skips[k].dtype), skips[k]], dim=1))
             for blk in self.decoder[k]:
                 h = self._block(blk, h, cond)
-        return self.head(self.head_norm(h))
+        out = self.head(self.head_norm(h))
+        if self.spectral is not None:
+            out = out + self.spectral(x).to(out.dtype)
+        return out
 
     def _block(self, blk: WarpBlockS2, h: torch.Tensor, cond: torch.Tensor | None) -> torch.Tensor:
         if self.checkpoint_blocks and torch.is_grad_enabled():
@@ -348,6 +396,8 @@ class Dandelion(GridGuard, nn.Module):
 
 #: Registry builder of :class:`Dandelion`: ``PRESETS[preset]`` updated with ``overrides``, which may also set
 #: the hyper-parameters the presets leave at their defaults (conditioning, checkpointing, kernels, pooling).
-build_dandelion = register_preset_model(
-    "dandelion", Dandelion, PRESETS, extra=("cond_dim", "checkpoint_blocks", "compile_kernels", "pool_lmax")
-)
+_EXTRA = ("cond_dim", "checkpoint_blocks", "compile_kernels", "pool_lmax", "spectral_lmax")
+build_dandelion = register_preset_model("dandelion", Dandelion, PRESETS, extra=_EXTRA)
+#: The cost-matched Dandelion as its own model name, so a benchmark grid (one preset name for every model)
+#: can hold it next to ``dandelion``.
+build_dandelion_fast = register_preset_model("dandelion_fast", Dandelion, FAST_PRESETS, extra=_EXTRA)

@@ -121,14 +121,22 @@ def _digest(payload) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+#: Trainer options added after cells were made, whose unset value (None) trains exactly as before they existed:
+#: left out of the resolved trainer while unset, so that adding one does not make every finished cell stale.
+_NEW_WHEN_SET = ("warmup_fraction",)
+
+
 def resolved_trainer(cfg) -> dict:
     """The trainer configuration a sweep run of this scale trains with: ``configs/trainer/default.yaml``
     merged with the scale's ``trainer`` overrides (without ``lr`` and ``progress``, which vary per run
-    and do not change the result)."""
+    and do not change the result; nor the options of :data:`_NEW_WHEN_SET` while they are unset)."""
     over = flatten_overrides(OmegaConf.to_container(cfg.scale.trainer, resolve=True), "trainer.")
     t = OmegaConf.to_container(compose("train", over).trainer, resolve=True)
     for k in ("lr", "progress"):
         t.pop(k, None)
+    for k in _NEW_WHEN_SET:  # an option added later, left unset: the runs are those made before it existed
+        if t.get(k, 0) is None:
+            t.pop(k)
     return t
 
 

@@ -53,6 +53,10 @@ RATIO_FIELDS = {
 }
 
 
+#: The registry names of Dandelion (stock and cost-matched): the rows that take its checkpointing and kernel options.
+DANDELIONS = ("dandelion", "dandelion_fast")
+
+
 def _oom(err: BaseException) -> bool:
     msg = str(err).lower()
     return isinstance(err, torch.cuda.OutOfMemoryError) or "out of memory" in msg or "alloc_failed" in msg
@@ -183,9 +187,9 @@ def _build(name: str, spec: dict, device: torch.device) -> torch.nn.Module:
     overrides = {}
     if name == "disco" and spec.get("disco_optimized_kernel") is not None:
         overrides["optimized_kernel"] = bool(spec["disco_optimized_kernel"])
-    if name == "dandelion" and spec.get("checkpoint_blocks"):
+    if name in DANDELIONS and spec.get("checkpoint_blocks"):
         overrides["checkpoint_blocks"] = True
-    if name == "dandelion" and spec.get("compile_kernels"):
+    if name in DANDELIONS and spec.get("compile_kernels"):
         overrides["compile_kernels"] = True
     torch.manual_seed(0)
     return build_model(
@@ -233,7 +237,7 @@ def measure_group(names: list[str], spec: dict) -> list[dict]:
                     row["note"] = (
                         "torch-harmonics' pure-torch DISCO kernels (optimized_kernel=False), not its compiled kernels"
                     )
-            if name.split("/")[0] == "dandelion":
+            if name in DANDELIONS:
                 row["checkpoint_blocks"] = bool(spec.get("checkpoint_blocks", False))
                 row["compile_kernels"] = bool(spec.get("compile_kernels", False))
             row["n_parameters"] = count_parameters(model)
@@ -303,9 +307,10 @@ def measure_group(names: list[str], spec: dict) -> list[dict]:
         except Exception as err:
             row["error"] = f"{type(err).__name__}: {err}"
     out = list(rows.values())
-    if spec.get("compile_kernels") and "dandelion" in rows:
-        # a compiler failure switched the kernels to eager: say so in the row
-        rows["dandelion"]["compile_kernels_failed"] = list(kernels._COMPILE_FAILED)
+    if spec.get("compile_kernels"):  # a compiler failure switched the kernels to eager: say so in the rows
+        for name in DANDELIONS:
+            if name in rows:
+                rows[name]["compile_kernels_failed"] = list(kernels._COMPILE_FAILED)
     add_ratios(out)
     return out
 
@@ -316,17 +321,21 @@ def _forward(model: torch.nn.Module, x: torch.Tensor, dtype: str) -> None:
         model(x)
 
 
-def add_ratios(rows: list[dict]) -> None:
-    """Add ``ratio_to_dandelion`` (model / Dandelion for each field of :data:`RATIO_FIELDS`) to every row, in place.
+def add_ratios(rows: list[dict], refs: tuple[str, ...] = ("dandelion", "sfno", "flower2d")) -> None:
+    """Add ``ratio_to_<ref>`` (model / ``ref`` for each field of :data:`RATIO_FIELDS`) to every row, in place, for
+    every model of ``refs`` measured in the group (``ratio_to_dandelion`` always, None where Dandelion is missing).
 
-    A ratio is None where either number is missing or Dandelion's is zero; Dandelion's own ratios are 1.
+    A ratio is None where either number is missing or the reference's is zero; a model's ratios to itself are 1.
     """
-    ref = next((r for r in rows if r.get("model") == "dandelion"), None)
-    for r in rows:
-        r["ratio_to_dandelion"] = {
-            k: (r[f] / ref[f]) if ref is not None and r.get(f) is not None and ref.get(f) else None
-            for k, f in RATIO_FIELDS.items()
-        }
+    for name in refs:
+        ref = next((r for r in rows if r.get("model") == name), None)
+        if ref is None and name != "dandelion":
+            continue
+        for r in rows:
+            r[f"ratio_to_{name}"] = {
+                k: (r[f] / ref[f]) if ref is not None and r.get(f) is not None and ref.get(f) else None
+                for k, f in RATIO_FIELDS.items()
+            }
 
 
 def bench_models(m, device: str, save: Callable[[dict], None] | None = None, out: dict | None = None) -> dict:

@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 #: The models compared by the benchmark (plugins and test models registered elsewhere are not listed).
-BENCHMARK_MODELS = ("dandelion", "sfno", "disco", "flower2d", "s2transformer", "fno")
+BENCHMARK_MODELS = ("dandelion", "dandelion_fast", "sfno", "disco", "flower2d", "s2transformer", "fno")
 
 #: The resolution ``(nlat, nlon)`` at which each preset is defined and matched.
 PRESET_RESOLUTIONS: dict[str, tuple[int, int]] = {"tiny": (32, 64), "small": (64, 128), "paper": (256, 512)}

@@ -101,7 +101,9 @@ class TrainOptions:
     """Every option of a training run, as ``configs/trainer/default.yaml`` (the benchmark protocol) defines them.
 
     Protocol: ``n_in`` normalised frames in, the next frame out; AdamW (``lr``, ``weight_decay``, ``betas``) with a
-    linear warm-up over ``warmup_steps`` then a cosine decay to ``min_lr_ratio * lr`` over the planned steps
+    linear warm-up over ``warmup_steps`` (or, when ``warmup_fraction`` is given, over that fraction of the planned
+    steps, rounded: the rule the benchmark scales use, so that every model and budget warms up alike) then a cosine
+    decay to ``min_lr_ratio * lr`` over the planned steps
     (:class:`dandelion.training.schedule.WarmupCosine`; Loshchilov & Hutter 2017); ``epochs`` of one-step targets,
     then ``finetune`` (:class:`FinetuneOptions`). ``target``: what the network outputs (``"increment"`` or
     ``"frame"``, :data:`dandelion.forecast.TARGETS`); ``inputs``: what it sees (``"differences"`` or ``"frames"``,
@@ -134,6 +136,7 @@ class TrainOptions:
     weight_decay: float = 1.0e-2
     betas: tuple[float, float] = (0.9, 0.999)
     warmup_steps: int = 500
+    warmup_fraction: float | None = None
     min_lr_ratio: float = 0.0
     resume_schedule: str = "replan"
     grad_clip: float | None = 1.0
@@ -146,6 +149,13 @@ class TrainOptions:
     stop_at_step: int | None = None
     progress: bool = True
     tensorboard: bool = False
+
+    def warmup_for(self, total_steps: int) -> int:
+        """The warm-up steps of a run planning ``total_steps``: ``round(warmup_fraction * total_steps)`` when
+        ``warmup_fraction`` is given, else ``warmup_steps``."""
+        if self.warmup_fraction is None:
+            return int(self.warmup_steps)
+        return int(round(float(self.warmup_fraction) * int(total_steps)))
 
     def __post_init__(self):
         ft = self.finetune
@@ -179,6 +189,11 @@ class TrainOptions:
             "weight_decay": _float("weight_decay", self.weight_decay, "the weight decay"),
             "betas": betas,
             "warmup_steps": _int("warmup_steps", self.warmup_steps, 0, "the number of warm-up steps"),
+            "warmup_fraction": None
+            if self.warmup_fraction is None
+            else _float(
+                "warmup_fraction", self.warmup_fraction, "the warm-up as a fraction of the planned steps", high=1.0
+            ),
             "min_lr_ratio": _float("min_lr_ratio", self.min_lr_ratio, "the final learning-rate ratio", high=1.0),
             "resume_schedule": _choice(
                 "resume_schedule",

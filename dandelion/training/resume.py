@@ -134,7 +134,7 @@ def replan_schedule(trainer, path: Path, planned: int) -> None:
             o.resume_schedule,
             trainer.step,
             trainer.total_steps,
-            o.warmup_steps,
+            o.warmup_for(trainer.total_steps - trainer.step),
             o.min_lr_ratio,
         )
     except ValueError as err:

@@ -184,7 +184,7 @@ class Trainer:
                 "raise trainer.epochs or max_steps"
             )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, WarmupCosine(o.warmup_steps, self.total_steps, o.min_lr_ratio)
+            self.optimizer, WarmupCosine(o.warmup_for(self.total_steps), self.total_steps, o.min_lr_ratio)
         )
         # masked dataset: the loss and the validation metrics are over wet points (weights zero on land)
         self.wet = None if self.train_sets[0].wet is None else self.train_sets[0].wet.to(self.device)

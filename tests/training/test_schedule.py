@@ -118,3 +118,27 @@ def test_finished_run_resumed_unchanged_reports_its_last_train_loss(data, tmp_pa
     assert again["step"] == done["step"] == 4  # nothing trained in the second call
     last = load_checkpoint(done["last"])["extra"]["history"][-1]["train_loss"]
     assert again["train_loss"] == last == done["train_loss"]
+
+
+@pytest.mark.parametrize("epochs", [4, 8])
+def test_warmup_fraction_scales_the_warmup_with_the_planned_steps(data, tmp_path, epochs):
+    # 4 optimiser steps per epoch; a quarter of the planned steps warms up linearly, whatever warmup_steps says
+    cfg = train_cfg(
+        data, tmp_path / f"w{epochs}", *COMMON, f"trainer.epochs={epochs}", "++trainer.warmup_fraction=0.25"
+    )
+    result, lrs = _fit_recording_lr(cfg)
+    total = 4 * epochs
+    warm = total // 4
+    assert result["step"] == total and len(lrs) == total
+    assert lrs[:warm] == pytest.approx([1e-2 * (s + 1) / warm for s in range(warm)])
+    assert all(b < a for a, b in zip(lrs[warm:], lrs[warm + 1 :]))  # then the cosine decay
+
+
+def test_warmup_fraction_is_checked():
+    from dandelion.training.options import OptionError, TrainOptions
+
+    assert TrainOptions(warmup_fraction=0.1).warmup_for(1200) == 120
+    assert TrainOptions(warmup_steps=7).warmup_for(1200) == 7
+    for bad in (-0.1, 1.5, float("nan"), "10%"):
+        with pytest.raises(OptionError, match="warmup_fraction"):
+            TrainOptions(warmup_fraction=bad)
