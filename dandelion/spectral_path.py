@@ -7,9 +7,10 @@ docs/model.md ("Spectral path"). The map is
 one real ``(out_channels, in_channels)`` matrix per degree ``l``, shared by every order ``m``. A linear map
 of fields that commutes with every rotation of the sphere acts on each degree by one such matrix (Schur's
 lemma; for a convolution with a zonal kernel this is the convolution theorem of Driscoll and Healy 1994,
-Theorem 1), so these are the isotropic operators, a family SFNO's spectral convolution contains by construction (Bonev et al. 2023, arXiv:2306.03838, eq. 7, whose weights also
-depend on ``m``). The warps of Dandelion cannot represent such an operator with few layers: they move
-features along great circles, they do not filter them by scale.
+Theorem 1), so these are the isotropic linear operators. SFNO (Bonev et al. 2023, arXiv:2306.03838) has them
+by construction: its spectral convolution multiplies the coefficients by a matrix per degree, or per degree and
+order. The warps of Dandelion cannot represent such an operator with few layers: they move features along
+great circles, they do not filter them by scale.
 
 The weights are resolution-free: ``weight`` has ``lmax`` rows whatever the grid; on a grid that
 resolves fewer degrees (:func:`dandelion.pooling.pooling_band_limit`) the first ones are used, on a finer

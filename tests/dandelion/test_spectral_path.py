@@ -1,4 +1,4 @@
-"""Tests of the spectral path (a per-degree linear map in the spherical-harmonic domain) and the cost-matched presets."""
+"""Tests of the spectral path (a per-degree linear map in the SH domain) and of the cost-matched presets."""
 
 import math
 
@@ -14,7 +14,7 @@ from dandelion.sphere import SphereGrid
 
 
 def band_limited(grid: SphereGrid, channels: int, degrees: list[int], seed: int = 0) -> torch.Tensor:
-    """A random field of the given degrees only (all orders), synthesised by torch-harmonics, shape (1, C, nlat, nlon)."""
+    """A random field of the given degrees only (all orders), by torch-harmonics, shape (1, C, nlat, nlon)."""
     lmax = max(degrees) + 1
     g = torch.Generator().manual_seed(seed)
     coeffs = torch.zeros(1, channels, lmax, lmax, dtype=torch.complex128)
