@@ -239,6 +239,7 @@ class Dandelion(GridGuard, nn.Module):
         compile_kernels: bool = False,
         pool_lmax: Sequence[int] | None = None,
         spectral_lmax: int = 0,
+        fixed_displacements: bool = False,
     ):
         super().__init__()
         levels = len(multipliers)
@@ -329,6 +330,13 @@ class Dandelion(GridGuard, nn.Module):
         )
         self.fuse = nn.ModuleList(_pointwise(2 * widths[k], widths[k]) for k in range(levels - 1))
         self.decoder = nn.ModuleList(blocks(k, decoder_blocks[k]) for k in range(levels - 1))
+        self.fixed_displacements = bool(fixed_displacements)
+        if self.fixed_displacements:  # ablation: every head keeps its initial displacement (the bias of the last layer)
+            for blocks_k in (*self.encoder, *self.decoder):
+                for blk in blocks_k:
+                    nn.init.zeros_(blk.warp.offset[-1].weight)
+                    for p in blk.warp.offset.parameters():
+                        p.requires_grad_(False)
         self.head_norm = AreaNormS2(data_grid, widths[0], compile_kernels=self.compile_kernels)
         self.head = nn.Sequential(_pointwise(widths[0], widths[0]), nn.GELU(), _pointwise(widths[0], out_channels))
         if isinstance(spectral_lmax, bool) or not isinstance(spectral_lmax, numbers.Integral) or spectral_lmax < 0:
@@ -396,7 +404,7 @@ class Dandelion(GridGuard, nn.Module):
 
 #: Registry builder of :class:`Dandelion`: ``PRESETS[preset]`` updated with ``overrides``, which may also set
 #: the hyper-parameters the presets leave at their defaults (conditioning, checkpointing, kernels, pooling).
-_EXTRA = ("cond_dim", "checkpoint_blocks", "compile_kernels", "pool_lmax", "spectral_lmax")
+_EXTRA = ("cond_dim", "checkpoint_blocks", "compile_kernels", "pool_lmax", "spectral_lmax", "fixed_displacements")
 build_dandelion = register_preset_model("dandelion", Dandelion, PRESETS, extra=_EXTRA)
 #: The cost-matched Dandelion as its own model name, so a benchmark grid (one preset name for every model)
 #: can hold it next to ``dandelion``.

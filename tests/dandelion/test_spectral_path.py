@@ -135,3 +135,17 @@ def test_fast_preset_is_parameter_matched_and_loads_across_grids(size):
 def test_fast_presets_are_those_of_the_dandelion_entry():
     for size, cfg in FAST_PRESETS.items():
         assert cfg == PRESETS[f"{size}_fast"]
+
+
+def test_fixed_displacements_freeze_the_stencil():
+    torch.manual_seed(0)
+    m = build_model("dandelion", "tiny", 16, 4, 32, 64, fixed_displacements=True)
+    frozen = [p for blk in (*m.encoder[0], *m.encoder[1], *m.decoder[0]) for p in blk.warp.offset.parameters()]
+    assert frozen and not any(p.requires_grad for p in frozen)
+    assert count_parameters(m) == count_parameters(build_model("dandelion", "tiny", 16, 4, 32, 64)) - sum(
+        p.numel() for p in frozen
+    )
+    blk = m.encoder[0][0]
+    x = torch.randn(2, blk.warp.channels, 32, 64)
+    offsets = blk.warp.offset(x)  # the same displacement at every node and for every input: the bias
+    assert torch.equal(offsets, blk.warp.offset[-1].bias[None, :, None, None].expand_as(offsets))

@@ -1,0 +1,1 @@
+"""Ablations of the models of the benchmark grid (docs/model.md)."""

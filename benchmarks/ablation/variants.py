@@ -1,0 +1,194 @@
+"""Ablations on the benchmark grid: a model variant retrained exactly as a finished cell was, and scored alike.
+
+``python -m dandelion.benchmarks.ablation.variants VARIANT --datasets galewsky_32x64 ... [--seeds 0 1 2]``
+
+For every ``(dataset, seed)`` the finished cell of the variant's base model (``results_dir/<dataset>/<model>/
+seed<k>.json``, :mod:`dandelion.benchmarks.grid.benchmark`) gives the training command: same data, seed,
+learning rate (the cell's swept choice, not swept again) and step budget. The variant trains with that command
+plus its model overrides (:data:`VARIANTS`) in its own run folder, and its final model (``last.pt``) is rolled out
+on the test split with the scale's evaluation. The result JSON ``results_dir/ablation/<variant>/<dataset>/
+seed<k>.json`` is written atomically and a finished one is skipped, so the command resumes; an interrupted
+training continues from its ``last.pt``. :func:`ablation_table` renders the comparison (docs/model.md holds the
+tables this produced, with the commands).
+
+A variant is scored at its base model's rate: that favours the base model, if anything, so a variant that wins
+here wins under its own sweep too (unless a rate the ladder lacks would help the base).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from dandelion.benchmarks.grid.cells import cell_path, fmt_value, metric_summaries
+from dandelion.benchmarks.grid.runs import _evaluate
+from dandelion.benchmarks.paths import resolve_scale_dirs
+from dandelion.cli.common import compose_config as compose
+from dandelion.cli.train import train
+from dandelion.runtime import machine, versions, write_json_atomic
+
+__all__ = ["VARIANTS", "run_variant", "ablation_table", "main"]
+
+#: name -> base model of the grid and the model overrides (``+model.overrides.<key>=<value>``) it adds.
+VARIANTS: dict[str, dict] = {
+    "spectral_path": {
+        "model": "dandelion",
+        "overrides": {"spectral_lmax": 32},
+        "what": "Dandelion small plus the zero-initialised per-degree spectral path (dandelion/spectral_path.py)",
+    },
+    "fixed_warps": {
+        "model": "dandelion",
+        "overrides": {"fixed_displacements": True},
+        "what": "Dandelion small with every warp frozen at its initial displacement stencil (nothing learned where)",
+    },
+    "fast_spectral_path": {
+        "model": "dandelion_fast",
+        "overrides": {"spectral_lmax": 32},
+        "what": "the cost-matched Dandelion plus the spectral path",
+    },
+}
+
+
+def _scale(scale: str):
+    cfg = compose("benchmark", [f"scale={scale}"])
+    OmegaConf.set_struct(cfg, False)
+    resolve_scale_dirs(cfg, [])
+    return cfg
+
+
+def variant_path(results_dir, variant: str, key: str, seed: int) -> Path:
+    """Where the result JSON of ``variant`` on dataset ``key``, seed ``seed`` lives."""
+    return Path(results_dir) / "ablation" / variant / key / f"seed{int(seed)}.json"
+
+
+def run_variant(cfg, variant: str, key: str, seed: int) -> dict:
+    """Train and score ``variant`` on ``(key, seed)`` as the base model's finished cell was (see the module docstring).
+
+    Raises
+    ------
+    FileNotFoundError
+        If the base model's cell for ``(key, seed)`` is missing (run ``dandelion-benchmark`` for it first).
+    ValueError
+        For an unknown variant.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}: choose one of {sorted(VARIANTS)}")
+    spec = VARIANTS[variant]
+    s = cfg.scale
+    out = variant_path(s.results_dir, variant, key, seed)
+    if out.exists():
+        return json.loads(out.read_text())
+    base_path = cell_path(s.results_dir, key, spec["model"], seed)
+    if not base_path.exists():
+        raise FileNotFoundError(
+            f"{base_path}: the {spec['model']} cell of {key} seed {seed} is missing; run dandelion-benchmark "
+            f"scale={s.name} 'only.datasets=[{key}]' 'only.models=[{spec['model']}]' first"
+        )
+    base = json.loads(base_path.read_text())
+    run_dir = Path(s.work_dir) / "ablation" / variant / key / f"seed{int(seed)}"
+    over = [o for o in shlex.split(base["commands"]["selected_train"])[1:] if not o.startswith("run_dir=")]
+    over += [f"run_dir={run_dir}"] + [f"+model.overrides.{k}={fmt_value(v)}" for k, v in spec["overrides"].items()]
+    tcfg = compose("train", over)
+    OmegaConf.set_struct(tcfg, False)
+    if (run_dir / "result.json").exists():
+        res = json.loads((run_dir / "result.json").read_text())
+    else:
+        if (run_dir / "last.pt").exists():
+            tcfg.resume = str(run_dir / "last.pt")
+        cpu0 = time.process_time()
+        res = train(tcfg)
+        res["train_cpu_seconds"] = time.process_time() - cpu0
+    results, rollout_cmd = _evaluate(cfg, key, Path(res["last"]), Path(base["dataset_path"]), run_dir / "rollout_test")
+    record = {
+        "variant": variant,
+        "what": spec["what"],
+        "base_model": spec["model"],
+        "model_overrides": spec["overrides"],
+        "dataset_key": key,
+        "seed": int(seed),
+        "lr": float(base["lr"]),
+        "n_parameters": int(res.get("n_parameters", 0)),
+        "base_n_parameters": int(base.get("n_parameters", 0)),
+        "train": {k: res.get(k) for k in ("step", "stopped", "train_loss", "val_loss", "val_vrmse", "minutes")},
+        "train_cpu_seconds": res.get("train_cpu_seconds"),
+        **metric_summaries(results),
+        "commands": {"train": "dandelion-train " + " ".join(shlex.quote(o) for o in over), "rollout": rollout_cmd},
+        "versions": versions(),
+        "machine": machine("cpu"),
+        "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    write_json_atomic(out, record)
+    return record
+
+
+def _score(rec: dict, which: str) -> float:
+    return float(rec[which]["vrmse"]["mean"])
+
+
+def _cell(values: list[float]) -> str:
+    if not values:
+        return "—"
+    mean = statistics.fmean(values)
+    spread = (max(values) - min(values)) / 2 if len(values) > 1 else 0.0
+    return f"{mean:.4f} ± {spread:.4f} ({len(values)})"
+
+
+def ablation_table(results_dir, variant: str, keys: list[str], references: list[str]) -> str:
+    """Markdown: per dataset, next-step and 1:20 VRMSE (mean ± half the min-max range over seeds, seed count) of
+    the variant, its base model's cells and the ``references`` models' cells (e.g. ``["sfno"]``)."""
+    spec = VARIANTS[variant]
+    root = Path(results_dir)
+    lines = [
+        "| dataset | model | next-step VRMSE | 1:20 VRMSE | parameters |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for key in keys:
+        rows = []
+        for model in [spec["model"], *references]:
+            recs = [json.loads(p.read_text()) for p in sorted((root / key / model).glob("seed*.json"))]
+            rows.append((model, recs))
+        vrecs = [json.loads(p.read_text()) for p in sorted((root / "ablation" / variant / key).glob("seed*.json"))]
+        rows.insert(1, (f"{spec['model']} + {variant}", vrecs))
+        for name, recs in rows:
+            n_par = sorted({int(r.get("n_parameters", 0)) for r in recs})
+            lines.append(
+                f"| {key} | {name} | {_cell([_score(r, 'next_step') for r in recs])} | "
+                f"{_cell([_score(r, 'rollout_mean') for r in recs])} | {', '.join(f'{n:,}' for n in n_par) or '—'} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m dandelion.benchmarks.ablation.variants VARIANT --datasets KEY ... [--seeds ...] [--table]``."""
+    p = argparse.ArgumentParser(
+        prog="python -m dandelion.benchmarks.ablation.variants", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("variant", choices=sorted(VARIANTS))
+    p.add_argument("--datasets", nargs="+", required=True, help="dataset keys of the scale, e.g. galewsky_32x64")
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--scale", default="cpu")
+    p.add_argument("--references", nargs="*", default=["sfno"], help="models whose cells the table lists too")
+    p.add_argument("--table", action="store_true", help="print the table of what exists; train nothing")
+    a = p.parse_args(sys.argv[1:] if argv is None else argv)
+    cfg = _scale(a.scale)
+    if not a.table:
+        for key in a.datasets:
+            for seed in a.seeds:
+                rec = run_variant(cfg, a.variant, key, seed)
+                print(
+                    f"[ablation] {a.variant} {key} seed {seed}: next-step VRMSE {_score(rec, 'next_step'):.4f}, "
+                    f"1:20 {_score(rec, 'rollout_mean'):.4f}",
+                    flush=True,
+                )
+    print(ablation_table(cfg.scale.results_dir, a.variant, a.datasets, a.references), end="")
+
+
+if __name__ == "__main__":
+    main()
