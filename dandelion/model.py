@@ -117,6 +117,10 @@ class WarpBlockS2(nn.Module):
     compile_kernels : bool
         ``torch.compile``'d elementwise kernels of the warp index and the norm (see
         :class:`~dandelion.warp.TangentWarpS2` and :class:`~dandelion.norm.AreaNormS2`).
+    norm_groups : int
+        Groups of the block's area norm (1: one statistic over all channels).
+    offset_gain : float
+        Initial scale of the displacement MLP's last layer (:class:`~dandelion.warp.TangentWarpS2`).
 
     Shapes: ``(B, channels, nlat, nlon)`` (and ``cond (B, cond_dim)``) -> same.
     """
@@ -130,14 +134,18 @@ class WarpBlockS2(nn.Module):
         init_radius: float,
         cond_dim: int = 0,
         compile_kernels: bool = False,
+        norm_groups: int = 1,
+        offset_gain: float = 0.1,
     ):
         super().__init__()
-        self.norm = AreaNormS2(grid, channels, compile_kernels=compile_kernels)
+        self.norm = AreaNormS2(grid, channels, groups=norm_groups, compile_kernels=compile_kernels)
         self.film = nn.Linear(cond_dim, 2 * channels) if cond_dim else None
         if self.film is not None:
             nn.init.zeros_(self.film.weight)
             nn.init.zeros_(self.film.bias)
-        self.warp = TangentWarpS2(grid, channels, heads, offset_hidden, init_radius, compile_kernels=compile_kernels)
+        self.warp = TangentWarpS2(
+            grid, channels, heads, offset_hidden, init_radius, compile_kernels=compile_kernels, offset_gain=offset_gain
+        )
         self.act = nn.GELU()
         self.out = _pointwise(channels, channels)
 
@@ -240,6 +248,9 @@ class Dandelion(GridGuard, nn.Module):
         pool_lmax: Sequence[int] | None = None,
         spectral_lmax: int = 0,
         fixed_displacements: bool = False,
+        norm_groups: int = 1,
+        offset_gain: float = 0.1,
+        resample_norm: bool = False,
     ):
         super().__init__()
         levels = len(multipliers)
@@ -292,6 +303,8 @@ class Dandelion(GridGuard, nn.Module):
                     init_radius=math.pi / g.nlat,
                     cond_dim=cond_dim,
                     compile_kernels=self.compile_kernels,
+                    norm_groups=norm_groups,
+                    offset_gain=offset_gain,
                 )
                 for _ in range(n)
             )
@@ -329,6 +342,16 @@ class Dandelion(GridGuard, nn.Module):
             SpectralUpsample(self.grids[k + 1], self.grids[k], lmax=self.pool_lmax[k]) for k in range(levels - 1)
         )
         self.fuse = nn.ModuleList(_pointwise(2 * widths[k], widths[k]) for k in range(levels - 1))
+        self.resample_norm = bool(resample_norm)
+        if self.resample_norm:  # area norm + GELU after each resampling (the reference code's GroupNorm + GELU)
+            self.down_act = nn.ModuleList(
+                nn.Sequential(AreaNormS2(self.grids[k + 1], widths[k + 1], groups=norm_groups), nn.GELU())
+                for k in range(levels - 1)
+            )
+            self.up_act = nn.ModuleList(
+                nn.Sequential(AreaNormS2(self.grids[k], widths[k], groups=norm_groups), nn.GELU())
+                for k in range(levels - 1)
+            )
         self.decoder = nn.ModuleList(blocks(k, decoder_blocks[k]) for k in range(levels - 1))
         self.fixed_displacements = bool(fixed_displacements)
         if self.fixed_displacements:  # ablation: every head keeps its initial displacement (the bias of the last layer)
@@ -386,8 +409,12 @@ class Dandelion(GridGuard, nn.Module):
             if k < levels - 1:
                 skips.append(h)
                 h = self.down_proj[k](self.down[k](h))
+                if self.resample_norm:
+                    h = self.down_act[k](h)
         for k in reversed(range(levels - 1)):
             h = self.up[k](self.up_proj[k](h))
+            if self.resample_norm:
+                h = self.up_act[k](h)
             h = self.fuse[k](torch.cat([h.to(skips[k].dtype), skips[k]], dim=1))
             for blk in self.decoder[k]:
                 h = self._block(blk, h, cond)
@@ -404,7 +431,17 @@ class Dandelion(GridGuard, nn.Module):
 
 #: Registry builder of :class:`Dandelion`: ``PRESETS[preset]`` updated with ``overrides``, which may also set
 #: the hyper-parameters the presets leave at their defaults (conditioning, checkpointing, kernels, pooling).
-_EXTRA = ("cond_dim", "checkpoint_blocks", "compile_kernels", "pool_lmax", "spectral_lmax", "fixed_displacements")
+_EXTRA = (
+    "cond_dim",
+    "checkpoint_blocks",
+    "compile_kernels",
+    "pool_lmax",
+    "spectral_lmax",
+    "fixed_displacements",
+    "norm_groups",
+    "offset_gain",
+    "resample_norm",
+)
 build_dandelion = register_preset_model("dandelion", Dandelion, PRESETS, extra=_EXTRA)
 #: The cost-matched Dandelion as its own model name, so a benchmark grid (one preset name for every model)
 #: can hold it next to ``dandelion``.

@@ -45,6 +45,10 @@ class TangentWarpS2(nn.Module):
     compile_kernels : bool
         Evaluate the exponential map's indices and their Jacobian with a ``torch.compile``'d kernel
         (:func:`~dandelion.kernels.index_of_warp`): faster, equal to the eager path up to rounding.
+    offset_gain : float
+        Factor on the default initial weights of the displacement MLP's last layer (0.1: the heads start close
+        to their ring of displacements; 1.0: PyTorch's default scale, input-dependent initial displacements as in
+        Flower's reference code).
 
     Shapes
     ------
@@ -59,6 +63,7 @@ class TangentWarpS2(nn.Module):
         hidden: int,
         init_radius: float,
         compile_kernels: bool = False,
+        offset_gain: float = 0.1,
     ):
         super().__init__()
         if channels % heads:
@@ -70,7 +75,7 @@ class TangentWarpS2(nn.Module):
         self.offset = nn.Sequential(Pointwise(channels, hidden), nn.GELU(), Pointwise(hidden, 2 * heads))
         with torch.no_grad():
             last = self.offset[-1]
-            last.weight.mul_(0.1)
+            last.weight.mul_(float(offset_gain))
             h = torch.arange(heads, dtype=torch.float64)
             ang, rad = 2 * math.pi * h / heads, init_radius * (1 + h % 3)
             last.bias.copy_(torch.stack([rad * torch.cos(ang), rad * torch.sin(ang)], dim=1).reshape(-1))
