@@ -16,8 +16,8 @@ down:    spectral truncation to level k+1, then a pointwise map to the wider wid
 up:      pointwise map to the narrower width, spectral zero-padding to level k, concatenation with
          the encoder's output at level k (skip), pointwise fuse, ``decoder_blocks[k]`` warp blocks
 head:    area-weighted norm, pointwise MLP -> out_channels
-spectral path (``spectral_lmax > 0``): plus a per-degree linear map of the input in the spherical-harmonic
-         domain (:class:`~dandelion.spectral_path.DegreeMixS2`, zero at initialisation)
+spectral path (``spectral_lmax > 0``): a per-degree linear map of the input in the spherical-harmonic domain
+         (:class:`~dandelion.spectral_path.DegreeMixS2`, zero at initialisation), added before the head's norm
 
 A level may have zero blocks: ``encoder_blocks[0] = decoder_blocks[0] = 0`` leaves only pointwise maps on the
 data grid (lift, skip fuse, head) and runs every warp on the half-resolution grids below, which is how the
@@ -48,7 +48,12 @@ from .spectral_path import DegreeMixS2
 from .sphere import SphereGrid
 from .warp import TangentWarpS2
 
-__all__ = ["Dandelion", "WarpBlockS2", "PRESETS", "FAST_PRESETS"]
+__all__ = ["Dandelion", "WarpBlockS2", "PRESETS", "FAST_PRESETS", "SPECTRAL_INTO"]
+
+#: Where the spectral path's output goes: ``"head"``, added to the features entering the head's area norm (the
+#: norm bounds what the path contributes); ``"output"``, added to the network's output (a linear map from input
+#: to output, which made the autoregressive rollouts diverge: docs/model.md, "Spectral path").
+SPECTRAL_INTO = ("head", "output")
 
 #: Hyper-parameters of the presets. ``paper`` follows docs/ARCHITECTURE.md §5 (width 150, 4 levels with
 #: multipliers 1, 2, 4, 8, 50 heads); its blocks per level (2, 2, 2, 3 down, 2, 2, 2 up) were chosen
@@ -206,6 +211,28 @@ class Dandelion(GridGuard, nn.Module):
         the band limits of the grid a model was trained on keeps its coarse levels at the trained
         degrees on a finer grid (zero-shot resolution transfer: the convention of SFNO's fixed
         ``lmax``, Bonev et al. 2023, arXiv:2306.03838). Not part of the state_dict.
+    spectral_lmax : int
+        Degrees (exclusive) of the spectral path, a per-degree linear map of the input in the spherical-harmonic
+        domain (:class:`~dandelion.spectral_path.DegreeMixS2`), zero-initialised, resolution-free (a grid resolving
+        fewer degrees uses the first ones). 0 (default): no spectral path.
+    spectral_into : str
+        ``"head"`` (default): the path maps the input to the level-0 width and is added to the features entering
+        the head's area norm (``spectral_lmax * in_channels * width`` parameters); ``"output"``: it maps the input
+        to the output channels and is added to the output (``spectral_lmax * in_channels * out_channels``).
+    fixed_displacements : bool
+        Ablation: every warp head keeps its initial displacement (``init_radius * (1 + h % 3)`` in direction
+        ``2*pi*h/heads``, :class:`~dandelion.warp.TangentWarpS2`) for good: the displacement network's output
+        layer is zero and its parameters are frozen (``requires_grad=False``, not counted, not trained), so the
+        warps are a fixed stencil and only what they read is learned. Default False.
+    norm_groups : int
+        Groups of every area norm of the warp blocks (and of the resampling norms), default 1 (one statistic over
+        all channels of a level); must divide the width of every level it normalises. The reference code uses
+        GroupNorm with as many groups as heads.
+    offset_gain : float
+        Initial scale of the displacement networks' last layer (default 0.1, :class:`~dandelion.warp.TangentWarpS2`).
+    resample_norm : bool
+        An area norm and a GELU after every spectral down- and up-sampling (default False), as the reference code
+        follows its resampling with GroupNorm and GELU.
 
     Attributes
     ----------
@@ -247,6 +274,7 @@ class Dandelion(GridGuard, nn.Module):
         compile_kernels: bool = False,
         pool_lmax: Sequence[int] | None = None,
         spectral_lmax: int = 0,
+        spectral_into: str = "head",
         fixed_displacements: bool = False,
         norm_groups: int = 1,
         offset_gain: float = 0.1,
@@ -366,10 +394,13 @@ class Dandelion(GridGuard, nn.Module):
             raise ValueError(
                 f"spectral_lmax must be a non-negative integer (0: no spectral path), got {spectral_lmax!r}"
             )
-        self.spectral_lmax = int(spectral_lmax)
-        self.spectral = (
-            DegreeMixS2(data_grid, in_channels, out_channels, self.spectral_lmax) if self.spectral_lmax else None
-        )
+        if spectral_into not in SPECTRAL_INTO:
+            raise ValueError(f"spectral_into={spectral_into!r}: choose one of {SPECTRAL_INTO}")
+        self.spectral_lmax, self.spectral_into = int(spectral_lmax), str(spectral_into)
+        self.spectral = None
+        if self.spectral_lmax:
+            width_out = widths[0] if self.spectral_into == "head" else out_channels
+            self.spectral = DegreeMixS2(data_grid, in_channels, width_out, self.spectral_lmax)
 
     def extra_repr(self) -> str:
         return (
@@ -418,8 +449,10 @@ class Dandelion(GridGuard, nn.Module):
             h = self.fuse[k](torch.cat([h.to(skips[k].dtype), skips[k]], dim=1))
             for blk in self.decoder[k]:
                 h = self._block(blk, h, cond)
+        if self.spectral is not None and self.spectral_into == "head":
+            h = h + self.spectral(x).to(h.dtype)
         out = self.head(self.head_norm(h))
-        if self.spectral is not None:
+        if self.spectral is not None and self.spectral_into == "output":
             out = out + self.spectral(x).to(out.dtype)
         return out
 
@@ -437,6 +470,7 @@ _EXTRA = (
     "compile_kernels",
     "pool_lmax",
     "spectral_lmax",
+    "spectral_into",
     "fixed_displacements",
     "norm_groups",
     "offset_gain",

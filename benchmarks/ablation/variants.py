@@ -40,8 +40,13 @@ __all__ = ["VARIANTS", "run_variant", "ablation_table", "main"]
 VARIANTS: dict[str, dict] = {
     "spectral_path": {
         "model": "dandelion",
-        "overrides": {"spectral_lmax": 32},
-        "what": "Dandelion small plus the zero-initialised per-degree spectral path (dandelion/spectral_path.py)",
+        "overrides": {"spectral_lmax": 32, "spectral_into": "head"},
+        "what": "Dandelion small plus the zero-initialised per-degree spectral path into the head's norm",
+    },
+    "spectral_path_output": {
+        "model": "dandelion",
+        "overrides": {"spectral_lmax": 32, "spectral_into": "output"},
+        "what": "Dandelion small plus the spectral path added to the output (a linear input-to-output map)",
     },
     "fixed_warps": {
         "model": "dandelion",
@@ -50,8 +55,8 @@ VARIANTS: dict[str, dict] = {
     },
     "fast_spectral_path": {
         "model": "dandelion_fast",
-        "overrides": {"spectral_lmax": 32},
-        "what": "the cost-matched Dandelion plus the spectral path",
+        "overrides": {"spectral_lmax": 32, "spectral_into": "head"},
+        "what": "the cost-matched Dandelion plus the spectral path into the head's norm",
     },
 }
 

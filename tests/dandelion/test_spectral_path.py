@@ -98,12 +98,17 @@ def test_dandelion_with_the_path_starts_as_without_it_and_learns_it():
     plain = build_model("dandelion", "tiny", 16, 4, 32, 64)
     torch.manual_seed(0)
     with_path = build_model("dandelion", "tiny", 16, 4, 32, 64, spectral_lmax=32)
+    torch.manual_seed(0)
+    to_output = build_model("dandelion", "tiny", 16, 4, 32, 64, spectral_lmax=32, spectral_into="output")
     x = torch.randn(2, 16, 32, 64)
-    assert torch.equal(plain(x), with_path(x))
-    assert count_parameters(with_path) - count_parameters(plain) == 32 * 16 * 4
+    assert torch.equal(plain(x), with_path(x)) and torch.equal(plain(x), to_output(x))
+    assert count_parameters(with_path) - count_parameters(plain) == 32 * 16 * 16  # into the head: width 16
+    assert count_parameters(to_output) - count_parameters(plain) == 32 * 16 * 4
     with_path(x).square().mean().backward()
     assert with_path.spectral.weight.grad[:16].abs().sum() > 0  # the degrees 32x64 resolves get gradients
     assert with_path.spectral.weight.grad[16:].abs().sum() == 0  # those it does not, none
+    with pytest.raises(ValueError, match="spectral_into"):
+        build_model("dandelion", "tiny", 16, 4, 32, 64, spectral_lmax=32, spectral_into="bottleneck")
     with pytest.raises(ValueError, match="spectral_lmax"):
         build_model("dandelion", "tiny", 16, 4, 32, 64, spectral_lmax=-1)
 
