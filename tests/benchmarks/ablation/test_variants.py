@@ -1,0 +1,48 @@
+"""The ablation runner: a variant is trained with its base cell's own command (seed, rate, budget) plus its model
+overrides, scored alike, written once and then reused; the table lists it next to the base cells."""
+
+import json
+
+import pytest
+from omegaconf import OmegaConf
+from tiny_scale import tiny_scale_overrides
+
+from dandelion.benchmarks.ablation import variants as V
+from dandelion.benchmarks.grid import benchmark as B
+
+
+@pytest.fixture
+def tiny_scale(make_tiny_dataset, tmp_path):
+    data = make_tiny_dataset(
+        tmp_path / "data", nlat=16, nlon=32, n_frames=10, splits={"train": [0, 1], "valid": [2], "test": [3]}
+    )
+    cfg = B.compose("benchmark", [*tiny_scale_overrides(tmp_path, "dandelion", "1e-3"), "scale.preset=tiny"])
+    OmegaConf.set_struct(cfg, False)
+    cfg.scale.datasets = {"tiny_16x32": {"dataset": "solid_body", "path": str(data), "overrides": {}}}
+    return cfg
+
+
+def test_variant_retrains_the_cell_with_its_overrides_then_is_reused(tiny_scale, monkeypatch):
+    with pytest.raises(FileNotFoundError, match="dandelion-benchmark"):
+        V.run_variant(tiny_scale, "spectral_path", "tiny_16x32", 0)  # no base cell yet: the fix is named
+    base = B.run_cell(tiny_scale, "tiny_16x32", "dandelion", 0)
+    monkeypatch.setitem(V.VARIANTS, "_test", {"model": "dandelion", "overrides": {"spectral_lmax": 8}, "what": "t"})
+    rec = V.run_variant(tiny_scale, "_test", "tiny_16x32", 0)
+    assert rec["lr"] == base["lr"] and rec["seed"] == 0 and rec["base_model"] == "dandelion"
+    assert "+model.overrides.spectral_lmax=8" in rec["commands"]["train"]
+    assert base["commands"]["selected_train"].split("run_dir=")[0] in rec["commands"]["train"]  # same data, seed, model
+    assert rec["n_parameters"] > base["n_parameters"]  # the path's weights
+    assert rec["train"]["step"] == base["steps"]  # the same budget
+    for part in ("next_step", "rollout_mean"):
+        assert set(rec[part]["vrmse"]) == set(base[part]["vrmse"])
+    path = V.variant_path(tiny_scale.scale.results_dir, "_test", "tiny_16x32", 0)
+    stamp = path.stat().st_mtime_ns
+    assert V.run_variant(tiny_scale, "_test", "tiny_16x32", 0) == json.loads(path.read_text())
+    assert path.stat().st_mtime_ns == stamp  # finished: read back, nothing trained or written
+    table = V.ablation_table(tiny_scale.scale.results_dir, "_test", ["tiny_16x32"], [])
+    assert "| tiny_16x32 | dandelion + _test |" in table and "(1)" in table
+
+
+def test_unknown_variant_is_refused(tiny_scale):
+    with pytest.raises(ValueError, match="choose one of"):
+        V.run_variant(tiny_scale, "no_such_variant", "tiny_16x32", 0)
