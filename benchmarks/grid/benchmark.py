@@ -58,6 +58,7 @@ from dandelion.benchmarks.grid.cells import (
     flatten_overrides,
     lr_tag,
     metric_summaries,
+    model_architecture,
     protocol_hash,
     reference_path,
     resolved_trainer,
@@ -217,7 +218,9 @@ def _sweep_of_cell(cfg, key: str, model: str, sweep_seed: int, data_path: Path) 
     """The sweep on ``sweep_seed``: taken from that seed's finished cell JSON when there is one under the current
     protocol (so another checkout, or another process, never retrains it), else :func:`sweep_lr`."""
     path = cell_path(cfg.scale.results_dir, key, model, sweep_seed)
-    if cell_finished(path, protocol_hash(cfg, key), resolved_trainer(cfg)):
+    if cell_finished(
+        path, protocol_hash(cfg, key), resolved_trainer(cfg), model_architecture(model, str(cfg.scale.preset))
+    ):
         rec = json.loads(path.read_text())
         sweep = [{**r, "step": r.get("steps"), "command": None} for r in rec["sweep"]]
         chosen = next(r for r in sweep if math.isclose(float(r["lr"]), float(rec["lr"]), rel_tol=1e-9))
@@ -290,6 +293,7 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
         "preset": str(s.preset),
         "seed": int(seed),
         "n_parameters": int(best.get("n_parameters", 0)),
+        "architecture": model_architecture(model, str(s.preset)),
         "lr": float(best["lr"]),
         "selection": "lowest next-step loss (area-weighted MSE in the target's normalised units) of the final model "
         "(last.pt, after the autoregressive fine-tune) on the valid split, "

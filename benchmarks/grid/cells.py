@@ -10,6 +10,7 @@ metric (:mod:`dandelion.metrics`). The driver that runs cells is :mod:`dandelion
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -27,6 +28,7 @@ __all__ = [
     "data_digest",
     "reference_path",
     "cell_finished",
+    "model_architecture",
     "cells",
     "cell_path",
     "dataset_spec",
@@ -167,7 +169,27 @@ def stored_hash(path: Path) -> str | None:
     return _stored(path).get("protocol_hash")
 
 
-def _cell_state(path: Path, h: str, trainer: dict) -> str:
+@functools.cache
+def model_architecture(model: str, preset: str) -> str | None:
+    """Fingerprint (12 hex digits) of a model preset's architecture: its class and the names and shapes of its
+    state_dict, built for a reference layout (16 channels in, 4 out, 32x64 equiangular). It changes when a preset
+    changes a layer (a width, a block count, a path added), not when only an initialisation does. None when the model
+    cannot be built here (an optional dependency missing, a plugin not imported)."""
+    import torch
+
+    from dandelion.registry import build_model
+
+    try:
+        with torch.random.fork_rng(devices=[]):  # the random initialisation leaves the caller's RNG as it was
+            m = build_model(model, preset, 16, 4, 32, 64, "equiangular")
+    except Exception:  # noqa: BLE001 (any failure: no fingerprint, the cell is judged without it)
+        return None
+    items = sorted((k, v) for k, v in m.state_dict().items() if torch.is_tensor(v))  # not the grid record
+    layout = [type(m).__name__] + [[k, list(v.shape)] for k, v in items]
+    return _digest(layout)
+
+
+def _cell_state(path: Path, h: str, trainer: dict, architecture: str | None = None) -> str:
     if not path.exists():
         return "todo"
     rec = _stored(path)
@@ -175,13 +197,16 @@ def _cell_state(path: Path, h: str, trainer: dict) -> str:
         return "stale"
     if json.loads(json.dumps(rec.get("trainer_resolved"))) != json.loads(json.dumps(trainer)):
         return "stale"  # a default of configs/trainer/default.yaml changed since the cell was made
+    if architecture is not None and rec.get("architecture") not in (None, architecture):
+        return "stale"  # the model's preset changed since the cell was made (cells made before this check carry none)
     return "finished"
 
 
-def cell_finished(path: Path, h: str, trainer: dict) -> bool:
+def cell_finished(path: Path, h: str, trainer: dict, architecture: str | None = None) -> bool:
     """Whether the cell result at ``path`` exists and was made under protocol ``h`` with the resolved trainer
-    ``trainer``."""
-    return _cell_state(Path(path), h, trainer) == "finished"
+    ``trainer`` (and, when both are known, with the model architecture ``architecture``,
+    :func:`model_architecture`)."""
+    return _cell_state(Path(path), h, trainer, architecture) == "finished"
 
 
 def lr_tag(lr: float) -> str:
@@ -195,7 +220,8 @@ def lr_tag(lr: float) -> str:
 def cells(cfg) -> list[dict]:
     """The grid of the configured scale (restricted by ``only.*``): dicts ``dataset``, ``model``, ``seed``,
     ``path``, ``finished`` (its result JSON exists and was made under the current protocol, :func:`protocol_hash`) and
-    ``state`` (``finished``, ``stale``: a result of another protocol, to be run again, or ``todo``).
+    ``state`` (``finished``, ``stale``: a result of another protocol or model architecture, to be run again, or
+    ``todo``).
 
     Raises
     ------
@@ -229,9 +255,10 @@ def cells(cfg) -> list[dict]:
     for d in ds_keys:
         h = protocol_hash(cfg, d)
         for m in models:
+            arch = model_architecture(m, str(s.preset))
             for k in seeds:
                 p = cell_path(s.results_dir, d, m, k)
-                state = _cell_state(p, h, trainer)
+                state = _cell_state(p, h, trainer, arch)
                 out.append(
                     {
                         "dataset": d,

@@ -233,7 +233,9 @@ def test_protocols_compose(scale):
     cfg = B.compose("benchmark", [f"scale={scale}"])
     s = cfg.scale
     assert s.name == scale and s.trainer.n_in == 4 and s.evaluation.n_steps == 20
-    assert set(s.models) == {"dandelion", "sfno", "disco", "flower2d"} and len(s.lr_sweep) >= 2
+    from dandelion.baselines.table import BENCHMARK_MODELS
+
+    assert set(s.models) == set(BENCHMARK_MODELS) and len(s.lr_sweep) >= 2  # every model the benchmark compares
     assert s.trainer.finetune.epochs >= 1  # the autoregressive fine-tune is part of the protocol
     grid = B.cells(cfg)
     assert len(grid) == len(s.datasets) * len(s.models) * len(s.seeds)

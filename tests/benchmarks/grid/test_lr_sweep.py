@@ -248,3 +248,22 @@ def test_other_seeds_take_the_rate_from_the_finished_sweep_cell(landscape, monke
     )
     runs, chosen, info = B._sweep_of_cell(cfg, key, "m", 0, None)
     assert calls == [] and chosen["lr"] == 3e-3 and info["from_cell"] == str(path) and len(runs) == 3
+
+
+def test_a_cell_of_another_model_architecture_is_stale(tmp_path):
+    import torch
+
+    from dandelion.benchmarks.grid.cells import _cell_state, model_architecture
+
+    state = torch.random.get_rng_state()
+    small, tiny = model_architecture("dandelion", "small"), model_architecture("dandelion", "tiny")
+    assert torch.equal(torch.random.get_rng_state(), state)  # building the models left the caller's RNG alone
+    assert small and tiny and small != tiny and small == model_architecture("dandelion", "small")
+    assert model_architecture("no_such_model", "small") is None
+    path = tmp_path / "seed0.json"
+    for stored, expected in ((small, "finished"), (tiny, "stale"), (None, "finished")):
+        rec = {"protocol_hash": "h", "trainer_resolved": {"lr_free": 1}}
+        if stored:
+            rec["architecture"] = stored
+        path.write_text(json.dumps(rec))
+        assert _cell_state(path, "h", {"lr_free": 1}, small) == expected
