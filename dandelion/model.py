@@ -58,7 +58,7 @@ SPECTRAL_INTO = ("head", "output")
 #: Hyper-parameters of the presets. ``paper`` follows docs/ARCHITECTURE.md §5 (width 150, 4 levels with
 #: multipliers 1, 2, 4, 8, 50 heads); its blocks per level (2, 2, 2, 3 down, 2, 2, 2 up) were chosen
 #: to land at about 19M parameters for Galewsky's layout (16 in, 4 out): 18,840,004. ``small``
-#: (150,996 parameters at 16/4) and ``tiny`` (6,972) are for CPU work: on one core at 64x128,
+#: (147,268 parameters at 16/4) and ``tiny`` (6,972) are for CPU work: on one core at 64x128,
 #: ``small`` takes about 0.25 s of CPU time per training step (batch 1); ``tiny`` about 0.07 s at
 #: 32x64 (batch 4). Parameter counts do not depend on the grid.
 PRESETS: dict[str, dict] = {
@@ -70,16 +70,8 @@ PRESETS: dict[str, dict] = {
         decoder_blocks=(2, 2, 2),
         offset_ratio=0.5,
     ),
-    # small: with the spectral path into the head (docs/model.md, "Spectral path"), its displacement networks at a
-    # quarter of the level width (half what they had) to stay parameter-matched: 150,996 parameters at 16 in, 4 out
     "small": dict(
-        width=32,
-        multipliers=(1, 2, 4),
-        heads=8,
-        encoder_blocks=(1, 1, 2),
-        decoder_blocks=(1, 1),
-        offset_ratio=0.25,
-        spectral_lmax=32,
+        width=32, multipliers=(1, 2, 4), heads=8, encoder_blocks=(1, 1, 2), decoder_blocks=(1, 1), offset_ratio=0.5
     ),
     "tiny": dict(width=16, multipliers=(1, 2), heads=4, encoder_blocks=(1, 1), decoder_blocks=(1,), offset_ratio=0.5),
     # cost-matched (docs/model.md, "Cost-matched presets"): the data grid keeps only pointwise maps (lift, skip

@@ -69,7 +69,7 @@ except ImportError:  # pragma: no cover
 __all__ = ["DiscoUNet", "DISCO_PRESETS", "rebuild_disco_layers_with_torch_kernels"]
 
 #: Presets: Dandelion's scaffold (levels, blocks per level) with the width lowered to match its
-#: parameter count (16 in, 4 out; resolution-free): tiny 6,756 vs 6,972; small 138,934 vs 150,996;
+#: parameter count (16 in, 4 out; resolution-free): tiny 6,756 vs 6,972; small 138,934 vs 147,268;
 #: paper 18,470,308 vs 18,840,004 (Dandelion presets of commit 2466712). ``theta_cutoff`` = two grid
 #: spacings of the preset's resolution (32, 64, 256 rows), in radians.
 DISCO_PRESETS: dict[str, dict] = preset_table(

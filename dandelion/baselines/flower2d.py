@@ -43,7 +43,7 @@ __all__ = ["Flower2D", "SelfWarp2d", "FLOWER2D_PRESETS"]
 
 #: Presets: Dandelion's scaffold (levels, blocks per level, offset_ratio) with width/heads adjusted to
 #: match its parameter count (16 in, 4 out; resolution-free; paper keeps Dandelion's 3 channels per
-#: head): tiny 6,508 vs 6,972; small 149,862 vs 150,996; paper 18,985,300 vs 18,840,004 (Dandelion
+#: head): tiny 6,508 vs 6,972; small 149,862 vs 147,268; paper 18,985,300 vs 18,840,004 (Dandelion
 #: presets of commit 2466712).
 FLOWER2D_PRESETS: dict[str, dict] = preset_table(
     dict(position_channels=True),

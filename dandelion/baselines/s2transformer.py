@@ -67,7 +67,7 @@ except ImportError:  # pragma: no cover
 __all__ = ["S2Transformer", "S2TRANSFORMER_PRESETS"]
 
 #: Presets, matched to Dandelion's (16 in, 4 out channels; resolution-free): tiny 7,380 vs 6,972;
-#: small 145,856 vs 150,996; paper 17,976,816 vs 18,840,004. ``theta_cutoff`` and ``attention_cutoff``
+#: small 145,856 vs 147,268; paper 17,976,816 vs 18,840,004. ``theta_cutoff`` and ``attention_cutoff``
 #: in radians: two grid spacings of the data grid and of the internal grid at 32x64 (tiny), 64x128
 #: (small) and 256x512 (paper).
 S2TRANSFORMER_PRESETS: dict[str, dict] = preset_table(
