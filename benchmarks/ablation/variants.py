@@ -42,7 +42,7 @@ VARIANTS: dict[str, dict] = {
         "model": "dandelion",
         "overrides": {"spectral_lmax": 32, "spectral_into": "head", "offset_ratio": 0.25},
         "what": "Dandelion small (as its cells were made) plus the zero-initialised per-degree spectral path into the "
-        "head's norm, with displacement networks of half the width to stay parameter-matched (the small preset now)",
+        "head's norm, with displacement networks of half the width to stay parameter-matched",
     },
     "spectral_path_output": {
         "model": "dandelion",
@@ -89,8 +89,6 @@ def run_variant(cfg, variant: str, key: str, seed: int) -> dict:
     spec = VARIANTS[variant]
     s = cfg.scale
     out = variant_path(s.results_dir, variant, key, seed)
-    if out.exists():
-        return json.loads(out.read_text())
     base_path = cell_path(s.results_dir, key, spec["model"], seed)
     if not base_path.exists():
         raise FileNotFoundError(
@@ -98,6 +96,16 @@ def run_variant(cfg, variant: str, key: str, seed: int) -> dict:
             f"scale={s.name} 'only.datasets=[{key}]' 'only.models=[{spec['model']}]' first"
         )
     base = json.loads(base_path.read_text())
+    if out.exists():
+        rec = json.loads(out.read_text())
+        made = (rec.get("model_overrides"), rec.get("base_protocol_hash", base.get("protocol_hash")))
+        if made != (spec["overrides"], base.get("protocol_hash")):
+            raise ValueError(
+                f"{out} was made with other overrides or another base cell ({made[0]}, protocol {made[1]}; now "
+                f"{spec['overrides']}, {base.get('protocol_hash')}): delete it and its run folder "
+                f"{Path(s.work_dir) / 'ablation' / variant / key / f'seed{int(seed)}'} to make it again"
+            )
+        return rec
     run_dir = Path(s.work_dir) / "ablation" / variant / key / f"seed{int(seed)}"
     over = [o for o in shlex.split(base["commands"]["selected_train"])[1:] if not o.startswith("run_dir=")]
     over += [f"run_dir={run_dir}"] + [f"+model.overrides.{k}={fmt_value(v)}" for k, v in spec["overrides"].items()]
@@ -122,6 +130,7 @@ def run_variant(cfg, variant: str, key: str, seed: int) -> dict:
         "lr": float(base["lr"]),
         "n_parameters": int(res.get("n_parameters", 0)),
         "base_n_parameters": int(base.get("n_parameters", 0)),
+        "base_protocol_hash": base.get("protocol_hash"),
         "train": {k: res.get(k) for k in ("step", "stopped", "train_loss", "val_loss", "val_vrmse", "minutes")},
         "train_cpu_seconds": res.get("train_cpu_seconds"),
         **metric_summaries(results),

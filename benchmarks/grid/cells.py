@@ -10,7 +10,6 @@ metric (:mod:`dandelion.metrics`). The driver that runs cells is :mod:`dandelion
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
@@ -169,12 +168,16 @@ def stored_hash(path: Path) -> str | None:
     return _stored(path).get("protocol_hash")
 
 
-@functools.cache
+_ARCHITECTURES: dict[tuple[str, str], str] = {}
+
+
 def model_architecture(model: str, preset: str) -> str | None:
     """Fingerprint (12 hex digits) of a model preset's architecture: its class and the names and shapes of its
     state_dict, built for a reference layout (16 channels in, 4 out, 32x64 equiangular). It changes when a preset
     changes a layer (a width, a block count, a path added), not when only an initialisation does. None when the model
     cannot be built here (an optional dependency missing, a plugin not imported)."""
+    if (model, preset) in _ARCHITECTURES:
+        return _ARCHITECTURES[model, preset]
     import torch
 
     from dandelion.registry import build_model
@@ -186,7 +189,8 @@ def model_architecture(model: str, preset: str) -> str | None:
         return None
     items = sorted((k, v) for k, v in m.state_dict().items() if torch.is_tensor(v))  # not the grid record
     layout = [type(m).__name__] + [[k, list(v.shape)] for k, v in items]
-    return _digest(layout)
+    _ARCHITECTURES[model, preset] = _digest(layout)  # only a successful build is remembered (a plugin may come later)
+    return _ARCHITECTURES[model, preset]
 
 
 def _cell_state(path: Path, h: str, trainer: dict, architecture: str | None = None) -> str:

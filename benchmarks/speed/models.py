@@ -15,7 +15,8 @@ ONE process (same seed, same input batch) and measured with :mod:`dandelion.benc
 * ``train_step_peak_bytes`` / ``forward_peak_bytes``: the peak memory allocated above the memory
   already allocated before the call (CUDA: ``torch.cuda.max_memory_allocated``; CPU: the torch
   profiler's allocator events); ``*_per_sample`` divides by the batch size;
-* ``ratio_to_dandelion``: every model's number over Dandelion's in the same group;
+* ``ratio_to_dandelion`` (and ``ratio_to_sfno``, ``ratio_to_flower2d`` when those are measured): every model's
+  number over that model's in the same group;
 * ``largest_batch`` (CUDA; on the CPU only with a simulated capacity ``models.cpu_capacity_mib``):
   the largest batch whose training step runs, found by :func:`search_largest` from a first guess
   ``free memory / peak per sample`` and checked by real training steps.

@@ -102,7 +102,8 @@ class TrainOptions:
 
     Protocol: ``n_in`` normalised frames in, the next frame out; AdamW (``lr``, ``weight_decay``, ``betas``) with a
     linear warm-up over ``warmup_steps`` (or, when ``warmup_fraction`` is given, over that fraction of the planned
-    steps, rounded: the rule the benchmark scales use, so that every model and budget warms up alike) then a cosine
+    steps, rounded, so that every model and budget warms up alike; a resume re-planned with ``restart`` warms up over
+    that fraction of the remaining steps) then a cosine
     decay to ``min_lr_ratio * lr`` over the planned steps
     (:class:`dandelion.training.schedule.WarmupCosine`; Loshchilov & Hutter 2017); ``epochs`` of one-step targets,
     then ``finetune`` (:class:`FinetuneOptions`). ``target``: what the network outputs (``"increment"`` or

@@ -39,6 +39,9 @@ def test_variant_retrains_the_cell_with_its_overrides_then_is_reused(tiny_scale,
     stamp = path.stat().st_mtime_ns
     assert V.run_variant(tiny_scale, "_test", "tiny_16x32", 0) == json.loads(path.read_text())
     assert path.stat().st_mtime_ns == stamp  # finished: read back, nothing trained or written
+    monkeypatch.setitem(V.VARIANTS["_test"], "overrides", {"spectral_lmax": 4})
+    with pytest.raises(ValueError, match="delete it"):  # a record of other overrides is refused, not reused
+        V.run_variant(tiny_scale, "_test", "tiny_16x32", 0)
     table = V.ablation_table(tiny_scale.scale.results_dir, "_test", ["tiny_16x32"], [])
     assert "| tiny_16x32 | dandelion + _test |" in table and "(1)" in table
 
