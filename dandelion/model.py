@@ -372,12 +372,15 @@ class Dandelion(GridGuard, nn.Module):
         self.fuse = nn.ModuleList(_pointwise(2 * widths[k], widths[k]) for k in range(levels - 1))
         self.resample_norm = bool(resample_norm)
         if self.resample_norm:  # area norm + GELU after each resampling (the reference code's GroupNorm + GELU)
+            ck = self.compile_kernels
             self.down_act = nn.ModuleList(
-                nn.Sequential(AreaNormS2(self.grids[k + 1], widths[k + 1], groups=norm_groups), nn.GELU())
+                nn.Sequential(
+                    AreaNormS2(self.grids[k + 1], widths[k + 1], groups=norm_groups, compile_kernels=ck), nn.GELU()
+                )
                 for k in range(levels - 1)
             )
             self.up_act = nn.ModuleList(
-                nn.Sequential(AreaNormS2(self.grids[k], widths[k], groups=norm_groups), nn.GELU())
+                nn.Sequential(AreaNormS2(self.grids[k], widths[k], groups=norm_groups, compile_kernels=ck), nn.GELU())
                 for k in range(levels - 1)
             )
         self.decoder = nn.ModuleList(blocks(k, decoder_blocks[k]) for k in range(levels - 1))
