@@ -201,15 +201,15 @@ def _cell_state(path: Path, h: str, trainer: dict, architecture: str | None = No
         return "stale"
     if json.loads(json.dumps(rec.get("trainer_resolved"))) != json.loads(json.dumps(trainer)):
         return "stale"  # a default of configs/trainer/default.yaml changed since the cell was made
-    if architecture is not None and rec.get("architecture") not in (None, architecture):
-        return "stale"  # the model's preset changed since the cell was made (cells made before this check carry none)
+    if architecture is not None and rec.get("architecture") != architecture:
+        return "stale"  # the model's preset changed since the cell was made, or the cell carries no fingerprint
     return "finished"
 
 
 def cell_finished(path: Path, h: str, trainer: dict, architecture: str | None = None) -> bool:
     """Whether the cell result at ``path`` exists and was made under protocol ``h`` with the resolved trainer
-    ``trainer`` (and, when both are known, with the model architecture ``architecture``,
-    :func:`model_architecture`)."""
+    ``trainer`` and, when ``architecture`` is known (:func:`model_architecture`; None where the model cannot be
+    built here), with that model architecture: a cell without a fingerprint then counts as stale."""
     return _cell_state(Path(path), h, trainer, architecture) == "finished"
 
 

@@ -261,9 +261,10 @@ def test_a_cell_of_another_model_architecture_is_stale(tmp_path):
     assert small and tiny and small != tiny and small == model_architecture("dandelion", "small")
     assert model_architecture("no_such_model", "small") is None
     path = tmp_path / "seed0.json"
-    for stored, expected in ((small, "finished"), (tiny, "stale"), (None, "finished")):
+    for stored, expected in ((small, "finished"), (tiny, "stale"), (None, "stale")):
         rec = {"protocol_hash": "h", "trainer_resolved": {"lr_free": 1}}
         if stored:
             rec["architecture"] = stored
         path.write_text(json.dumps(rec))
         assert _cell_state(path, "h", {"lr_free": 1}, small) == expected
+        assert _cell_state(path, "h", {"lr_free": 1}, None) == "finished"  # a model not buildable here: not judged
