@@ -44,16 +44,11 @@ from .kernels import Pointwise
 from .norm import AreaNormS2
 from .pooling import SpectralDownsample, SpectralUpsample, coarse_grid, pooling_band_limit
 from .registry import register_preset_model
-from .spectral_path import DegreeMixS2
+from .spectral_path import spectral_path
 from .sphere import SphereGrid
 from .warp import TangentWarpS2
 
-__all__ = ["Dandelion", "WarpBlockS2", "PRESETS", "FAST_PRESETS", "SPECTRAL_INTO"]
-
-#: Where the spectral path's output goes: ``"head"``, added to the features entering the head's area norm (the
-#: norm bounds what the path contributes); ``"output"``, added to the network's output (a linear map from input
-#: to output, which made the autoregressive rollouts diverge: docs/model.md, "Spectral path").
-SPECTRAL_INTO = ("head", "output")
+__all__ = ["Dandelion", "WarpBlockS2", "PRESETS", "FAST_PRESETS"]
 
 #: Hyper-parameters of the presets. ``paper`` follows docs/ARCHITECTURE.md §5 (width 150, 4 levels with
 #: multipliers 1, 2, 4, 8, 50 heads); its blocks per level (2, 2, 2, 3 down, 2, 2, 2 up) were chosen
@@ -219,6 +214,12 @@ class Dandelion(GridGuard, nn.Module):
         ``"head"`` (default): the path maps the input to the level-0 width and is added to the features entering
         the head's area norm (``spectral_lmax * in_channels * width`` parameters); ``"output"``: it maps the input
         to the output channels and is added to the output (``spectral_lmax * in_channels * out_channels``).
+    spectral_anchors : int
+        0 (default): one matrix per degree; ``K >= 2``: ``K`` anchor matrices linearly interpolated in the degree
+        (``spectral_lmax`` replaced by ``K`` in the counts above).
+    spectral_from : str
+        ``"input"`` (default): the path reads the network's input; ``"lift"``: the lifted features (level-0
+        width), so its size does not grow with the input channels (``in_channels`` replaced by ``width`` above).
     fixed_displacements : bool
         Ablation: every warp head keeps its initial displacement (``init_radius * (1 + h % 3)`` in direction
         ``2*pi*h/heads``, :class:`~dandelion.warp.TangentWarpS2`) for good: the displacement network's output
@@ -275,6 +276,8 @@ class Dandelion(GridGuard, nn.Module):
         pool_lmax: Sequence[int] | None = None,
         spectral_lmax: int = 0,
         spectral_into: str = "head",
+        spectral_anchors: int = 0,
+        spectral_from: str = "input",
         fixed_displacements: bool = False,
         norm_groups: int = 1,
         offset_gain: float = 0.1,
@@ -393,17 +396,11 @@ class Dandelion(GridGuard, nn.Module):
                         p.requires_grad_(False)
         self.head_norm = AreaNormS2(data_grid, widths[0], compile_kernels=self.compile_kernels)
         self.head = nn.Sequential(_pointwise(widths[0], widths[0]), nn.GELU(), _pointwise(widths[0], out_channels))
-        if isinstance(spectral_lmax, bool) or not isinstance(spectral_lmax, numbers.Integral) or spectral_lmax < 0:
-            raise ValueError(
-                f"spectral_lmax must be a non-negative integer (0: no spectral path), got {spectral_lmax!r}"
-            )
-        if spectral_into not in SPECTRAL_INTO:
-            raise ValueError(f"spectral_into={spectral_into!r}: choose one of {SPECTRAL_INTO}")
-        self.spectral_lmax, self.spectral_into = int(spectral_lmax), str(spectral_into)
-        self.spectral = None
-        if self.spectral_lmax:
-            width_out = widths[0] if self.spectral_into == "head" else out_channels
-            self.spectral = DegreeMixS2(data_grid, in_channels, width_out, self.spectral_lmax)
+        self.spectral = spectral_path(  # None when spectral_lmax is 0; validates the options
+            data_grid, in_channels, widths[0], out_channels, spectral_lmax, spectral_into, spectral_from,
+            spectral_anchors,
+        )  # fmt: skip
+        self.spectral_lmax, self.spectral_into, self.spectral_from = int(spectral_lmax), spectral_into, spectral_from
 
     def extra_repr(self) -> str:
         return (
@@ -435,6 +432,7 @@ class Dandelion(GridGuard, nn.Module):
             )
         pos = self.position.to(x.dtype).expand(x.shape[0], -1, -1, -1)
         h = self.lift(torch.cat([x, pos], dim=1))
+        source = h if self.spectral_from == "lift" else x
         skips = []
         levels = len(self.widths)
         for k in range(levels):
@@ -453,10 +451,10 @@ class Dandelion(GridGuard, nn.Module):
             for blk in self.decoder[k]:
                 h = self._block(blk, h, cond)
         if self.spectral is not None and self.spectral_into == "head":
-            h = h + self.spectral(x).to(h.dtype)
+            h = h + self.spectral(source).to(h.dtype)
         out = self.head(self.head_norm(h))
         if self.spectral is not None and self.spectral_into == "output":
-            out = out + self.spectral(x).to(out.dtype)
+            out = out + self.spectral(source).to(out.dtype)
         return out
 
     def _block(self, blk: WarpBlockS2, h: torch.Tensor, cond: torch.Tensor | None) -> torch.Tensor:
@@ -474,6 +472,8 @@ _EXTRA = (
     "pool_lmax",
     "spectral_lmax",
     "spectral_into",
+    "spectral_anchors",
+    "spectral_from",
     "fixed_displacements",
     "norm_groups",
     "offset_gain",

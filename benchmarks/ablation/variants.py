@@ -44,6 +44,19 @@ VARIANTS: dict[str, dict] = {
         "what": "Dandelion small (as its cells were made) plus the zero-initialised per-degree spectral path into the "
         "head's norm, with displacement networks of half the width to stay parameter-matched",
     },
+    "spectral_path_lift": {
+        "model": "dandelion",
+        "overrides": {
+            "spectral_lmax": 32,
+            "spectral_into": "head",
+            "spectral_from": "lift",
+            "spectral_anchors": 16,
+            "offset_ratio": 0.25,
+        },
+        "what": "the spectral path read from the lifted features (its size the same for every dataset) with the "
+        "per-degree matrices interpolated between 16 anchor degrees (about every second degree), so a degree the data "
+        "barely excite shares its weights with its neighbours; parameter-matched by quarter-width displacement nets",
+    },
     "spectral_path_output": {
         "model": "dandelion",
         "overrides": {"spectral_lmax": 32, "spectral_into": "output"},

@@ -142,3 +142,47 @@ def test_the_fast_entry_builds_the_fast_presets_of_dandelion(size):
     b = build_model("dandelion", f"{size}_fast", 16, 4, 32, 64)
     shapes = lambda m: {k: tuple(v.shape) for k, v in m.state_dict().items() if torch.is_tensor(v)}  # noqa: E731
     assert shapes(a) == shapes(b) and shapes(a) != shapes(build_model("dandelion", size, 16, 4, 32, 64))
+
+
+def test_anchored_degree_weights_interpolate_linearly_between_anchors():
+    """With anchors, W_l is the linear interpolation of the anchor matrices: exact at the anchors' degrees and a
+    straight line between them, so a smooth (here linear) degree profile is represented exactly."""
+    g = SphereGrid(32, 64)
+    mix = DegreeMixS2(g, 3, 2, lmax=31, anchors=4)  # anchors at the degrees 0, 10, 20, 30; the grid resolves 0..15
+    assert mix.weight.shape == (4, 2, 3)
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    with torch.no_grad():
+        mix.weight.copy_(torch.stack([a + b * k * 10 for k in range(4)]))  # W at degree 10k is a + b * 10k
+    w = mix.degree_weights()
+    assert w.shape == (mix.band, 2, 3)
+    for ell in range(mix.band):
+        torch.testing.assert_close(w[ell], a + b * ell, rtol=1e-5, atol=1e-5)  # a linear profile is kept exactly
+    x = torch.randn(1, 3, 32, 64)
+    coeffs = mix.sht(x)
+    expect = mix.isht(torch.einsum("bilm,loi->bolm", coeffs, w.to(coeffs.dtype)))
+    torch.testing.assert_close(mix(x), expect, rtol=1e-4, atol=1e-5)
+    for bad in (1, -1, 32):
+        with pytest.raises(ValueError, match="anchors"):
+            DegreeMixS2(g, 3, 2, lmax=31, anchors=bad)
+    m = build_model("dandelion", "tiny", 16, 4, 32, 64, spectral_lmax=32, spectral_anchors=8)
+    assert m.spectral.weight.shape[0] == 8
+
+
+def test_a_path_from_the_lifted_features_does_not_grow_with_the_input_channels():
+    """spectral_from="lift" maps the level-0 width to itself: its size is the same for 16 and 164 input channels,
+    while the path from the input grows with them; at initialisation both leave the network's output unchanged."""
+    sizes = {}
+    for cin in (16, 164):
+        torch.manual_seed(0)
+        stock = build_model("dandelion", "tiny", cin, 4, 32, 64)
+        for source in ("input", "lift"):
+            torch.manual_seed(0)
+            m = build_model("dandelion", "tiny", cin, 4, 32, 64, spectral_lmax=32, spectral_from=source)
+            sizes[cin, source] = m.spectral.weight.numel()
+            x = torch.randn(2, cin, 32, 64)
+            missing = m.load_state_dict(stock.state_dict(), strict=False).missing_keys
+            assert missing == ["spectral.weight"]
+            torch.testing.assert_close(m(x), stock(x))  # zero-initialised path: the stock network's output
+    assert sizes[16, "lift"] == sizes[164, "lift"] and sizes[164, "input"] > sizes[16, "input"]
+    with pytest.raises(ValueError, match="spectral_from"):
+        build_model("dandelion", "tiny", 16, 4, 32, 64, spectral_lmax=32, spectral_from="bottleneck")
