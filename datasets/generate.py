@@ -18,6 +18,9 @@ What it does:
   The batches are a fixed partition of each rank's trajectory ids, so a resumed run computes every
   file in the same batch as an uninterrupted run and gives the same bytes (same batch_size, world
   size and device);
+* records the cost of every finished batch (process CPU-seconds, wall seconds, threads, machine) under
+  ``.generation_cost/`` and their sum in ``dataset.yaml`` (``generation_cost``,
+  :func:`dandelion.datasets.generation_cost.generation_cost`), over every resumed piece;
 * refuses a folder that holds a dataset made with another configuration (the fingerprint of the
   dataset config, all keys but ``path``, is kept in ``dataset.yaml``);
 * shards trajectory ids across ranks under torchrun (``RANK``/``WORLD_SIZE``: rank r takes ids
@@ -35,6 +38,7 @@ import hashlib
 import json
 import shlex
 import sys
+import time
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -56,6 +60,7 @@ from dandelion.runtime import (
 )
 
 from .folder import SPLITS, load_metadata, split_of, write_checksums
+from .generation_cost import generation_cost, record_batch_cost
 from .scenario import SanityBoundError, Scenario, get_scenario
 from .statistics import compute_stats
 from .storage import CorruptFileError, TrajectoryWriter, open_trajectory, trajectory_filename
@@ -350,6 +355,7 @@ def _run(
     )
     try:
         for batch in todo:
+            clock = (time.process_time(), time.perf_counter())
             params = [scenario.parameters(i) for i in batch]
             tensors = {k: torch.tensor([p[k] for p in params], dtype=torch.float64, device=device) for k in params[0]}
             sim = scenario.build_simulation(tensors, lmax=scenario.solver_lmax, device=device)
@@ -400,6 +406,7 @@ def _run(
                     bar.update(len(batch))
                 for w in writers.values():
                     w.close()
+                record_batch_cost(root, batch, clock)
             except BaseException:
                 for w in writers.values():
                     w.abort()
@@ -434,7 +441,12 @@ def _finalise(root: Path, scenario: Scenario, meta: dict, splits: dict) -> None:
     write_json_atomic(root / "splits.json", splits)
     write_yaml_atomic(
         root / "dataset.yaml",
-        {**meta, "parameter_stats": _parameter_stats(scenario, splits[stats_split]), "complete": True},
+        {
+            **meta,
+            "parameter_stats": _parameter_stats(scenario, splits[stats_split]),
+            "generation_cost": generation_cost(root),
+            "complete": True,
+        },
     )
     write_checksums(root, rel + ["dataset.yaml", "splits.json", "stats.yaml"])
 

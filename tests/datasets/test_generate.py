@@ -2,6 +2,7 @@
 determinism, resume after a kill, damaged files, configuration mismatch, train-only statistics, the
 hydra app (compose API) and one subprocess smoke test of both console scripts."""
 
+import json
 import math
 import os
 import subprocess
@@ -176,10 +177,20 @@ def test_kill_mid_run_then_resume_gives_identical_files(tmp_path, monkeypatch):
     assert len(traj_files(root)) == 3  # the first batch
     assert not (root / "stats.yaml").exists()
     assert any("not complete" in p for p in verify(root))
+    assert len(list((root / ".generation_cost").glob("ids_*.json"))) == 1  # only the finished first batch
     generate(cfg(tmp_path / "run"))
     assert not list(root.glob("*/.*.tmp"))
     assert file_hashes(root) == ref
     assert verify(root) == []
+    # the cost sums every finished batch of both pieces once: 3 batches (3 + 3 + 2 trajectories), as uninterrupted
+    cost, whole = (
+        folder.load_metadata(root)["generation_cost"],
+        folder.load_metadata(tmp_path / "ref")["generation_cost"],
+    )
+    assert cost["batches"] == whole["batches"] == 3 and cost["trajectories"] == whole["trajectories"] == 8
+    parts = [json.loads(f.read_text()) for f in (root / ".generation_cost").glob("ids_*.json")]
+    assert sorted(i for r in parts for i in r["ids"]) == list(range(8))
+    assert cost["cpu_seconds"] == pytest.approx(sum(r["cpu_seconds"] for r in parts)) and cost["cpu_seconds"] > 0
 
 
 def test_damaged_file_is_reported_then_regenerated(tmp_path, capsys):
