@@ -37,6 +37,8 @@ __all__ = [
     "load_splits",
     "list_split",
     "make_splits",
+    "check_split_ratios",
+    "DEFAULT_SPLIT_RATIOS",
     "split_of",
     "sha256_file",
     "write_checksums",
@@ -181,15 +183,40 @@ def list_split(path: str | os.PathLike, split: str) -> list[Path]:
 
 
 # ---------------------------------------------------------------------------------------------- splits
-def make_splits(n_trajectories: int, *, seed: int = 42, ratios=(0.8, 0.1, 0.1), note: str = "") -> dict:
+DEFAULT_SPLIT_RATIOS = (0.8, 0.1, 0.1)
+
+
+def check_split_ratios(ratios) -> list[float]:
+    """``ratios`` as three floats (train, valid, test), each positive, summing to 1 (within 1e-6).
+
+    Raises
+    ------
+    ValueError
+        Naming the value and the fix.
+    """
+    try:
+        r = [float(x) for x in ratios]
+    except (TypeError, ValueError):
+        r = []
+    if len(r) != 3 or min(r) <= 0 or abs(sum(r) - 1.0) > 1e-6:
+        raise ValueError(
+            f"dataset.split_ratios={ratios!r}: give three positive fractions (train, valid, test) that sum to 1, "
+            "e.g. dataset.split_ratios=[0.8,0.1,0.1] (the default, null)"
+        )
+    return r
+
+
+def make_splits(n_trajectories: int, *, seed: int = 42, ratios=DEFAULT_SPLIT_RATIOS, note: str = "") -> dict:
     """Random split of trajectory ids ``0..n-1`` (docs/datasets/README.md).
 
-    A permutation from ``numpy.random.default_rng(seed)``; ``n_train = round(0.8 n)``,
-    ``n_valid = round(0.1 n)``, the rest is test. Lists are sorted. Returns the ``splits.json`` dict.
+    A permutation from ``numpy.random.default_rng(seed)``; ``n_train = round(ratios[0] n)``,
+    ``n_valid = round(ratios[1] n)``, the rest is test (default ratios 0.8, 0.1, 0.1; checked by
+    :func:`check_split_ratios`). Lists are sorted. Returns the ``splits.json`` dict.
     For ``n >= 8`` this is exactly the reference rule; for ``3 <= n < 8``, where rounding would leave
     the valid or test split empty (and training or rollout would fail later), each of them gets at
     least one trajectory, taken from train. One or two trajectories (for inspection) all go to train.
     """
+    ratios = check_split_ratios(ratios)
     n = int(n_trajectories)
     perm = np.random.default_rng(seed).permutation(n)
     if n < 3:

@@ -63,6 +63,7 @@ import torch
 
 from dandelion.sphere import SphereGrid
 
+from .folder import DEFAULT_SPLIT_RATIOS, check_split_ratios
 from .folder import make_splits as _random_splits
 
 __all__ = [
@@ -189,6 +190,7 @@ class Scenario:
         "seed": 0,
         "n_seeds": None,
         "split_seed": 42,
+        "split_ratios": None,  # (train, valid, test) fractions (of the seeds: shock caps); None: 0.8/0.1/0.1
     }
 
     def __init__(self, cfg: Mapping[str, Any] | None = None):
@@ -221,6 +223,12 @@ class Scenario:
             raise ValueError(f"dataset.output_lmax={merged['output_lmax']!r} must be a positive integer (or null)")
         else:
             merged["output_lmax"] = int(merged["output_lmax"])
+        if merged.get("split_ratios") is None:
+            merged.pop(
+                "split_ratios", None
+            )  # absent unless set: fingerprints of datasets made without it are unchanged
+        else:
+            merged["split_ratios"] = check_split_ratios(merged["split_ratios"])
         if int(merged["seed"]) < 0:
             raise ValueError(f"dataset.seed={merged['seed']} must be a non-negative integer")
         merged["seed"] = int(merged["seed"])
@@ -415,7 +423,12 @@ class Scenario:
         """The ``splits.json`` dict: by default a random 80/10/10 split of trajectory ids
         (:func:`dandelion.datasets.folder.make_splits`); scenarios whose trajectories share a
         simulation (or its geometry) override it to split by group."""
-        return _random_splits(self.n_trajectories, seed=seed, note=self.distinct_note)
+        return _random_splits(self.n_trajectories, seed=seed, ratios=self.split_ratios, note=self.distinct_note)
+
+    @property
+    def split_ratios(self) -> tuple[float, float, float]:
+        """The (train, valid, test) fractions of ``dataset.split_ratios`` (default 0.8, 0.1, 0.1)."""
+        return tuple(self.cfg.get("split_ratios") or DEFAULT_SPLIT_RATIOS)
 
     def split_problems(self, splits: dict) -> list[str]:
         """Violations of the scenario's split rule in a ``splits.json`` dict (none by default)."""

@@ -195,11 +195,12 @@ class ShockCapsScenario(Scenario):
 
     # ------------------------------------------------------------------ splits
     def make_splits(self, seed: int = 42) -> dict:
-        """80/10/10 split of the SEEDS present among trajectory ids ``0..n-1`` (the rule of
-        :func:`dandelion.datasets.folder.make_splits` applied to seeds), every run of a seed in its seed's split."""
+        """A split of the SEEDS present among trajectory ids ``0..n-1`` (the rule of
+        :func:`dandelion.datasets.folder.make_splits` applied to seeds, with ``dataset.split_ratios``, default
+        80/10/10), every run of a seed in its seed's split."""
         seed_of = [int(self.sweep_index(i)["seed"]) for i in range(self.n_trajectories)]
         present = sorted(set(seed_of))
-        by_seed = make_splits(len(present), seed=seed, note=self.distinct_note)
+        by_seed = make_splits(len(present), seed=seed, ratios=self.split_ratios, note=self.distinct_note)
         where = {present[k]: s for s in ("train", "valid", "test") for k in by_seed[s]}
         parts = {s: [i for i, sd in enumerate(seed_of) if where[sd] == s] for s in ("train", "valid", "test")}
         return {

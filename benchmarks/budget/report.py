@@ -1,8 +1,8 @@
 """The report of ``dandelion-budget`` (:mod:`dandelion.benchmarks.budget.study`): ``budget.md``, one table per dataset
 (each budget's steps, final validation loss and its change over the step before, flat or not, test next-step and
-1:20 VRMSE, the generalisation gap :func:`valid_over_train`), and ``budget_<dataset>.png`` (validation loss against
-step, one line per budget, with the saturation fit of :mod:`dandelion.benchmarks.budget.saturation` where there are
-enough budgets).
+1:20 VRMSE, the generalisation gap :func:`valid_over_train`, defined in :mod:`dandelion.benchmarks.grid.records` and
+re-exported here), and ``budget_<dataset>.png`` (validation loss against step, one line per budget, with the
+saturation fit of :mod:`dandelion.benchmarks.budget.saturation` where there are enough budgets).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from dandelion.benchmarks.budget.saturation import fit_saturation, saturating_power_law
+from dandelion.benchmarks.grid.records import GAP_EPOCHS, valid_over_train  # re-exported: it lived here first
 from dandelion.evaluation.rollout import UNSTABLE_VRMSE
 from dandelion.reporting.plotting import plain_log_ticks, pyplot, save_figure
 from dandelion.runtime import write_text_atomic
@@ -20,7 +21,6 @@ from dandelion.runtime import write_text_atomic
 __all__ = ["GAP_EPOCHS", "MIN_FIT_POINTS", "render", "valid_over_train"]
 
 MIN_FIT_POINTS = 4  # budgets a saturation fit needs (three fix its three parameters; a fourth tests them)
-GAP_EPOCHS = 5  # last pretraining epochs over which valid_over_train compares the two losses
 
 
 def _fmt(x, digits: int = 4) -> str:
@@ -52,27 +52,6 @@ def _verdict(change: float | None, tol: float) -> str:
     """The 'flat' column of a step up: ``'no'`` (the loss fell by ``tol`` or more), ``'yes'``, ``'rose'`` (it grew by
     ``tol`` or more), ``''`` for the first budget of a series."""
     return "" if change is None else ("no" if change <= -tol else "yes" if change < tol else "rose")
-
-
-def valid_over_train(rec: dict, n_epochs: int = GAP_EPOCHS) -> float | None:
-    """Generalisation gap of a run: the mean validation loss over the last ``n_epochs`` pretraining epochs of
-    ``rec["curve"]`` divided by the mean training loss over the same epochs (both the area-weighted next-step MSE of
-    :class:`~dandelion.training.trainer.Trainer`; the training loss is the epoch's mean over its batches).
-
-    Near 1: the model fits unseen trajectories as well as the ones it trains on, so a longer budget is the lever.
-    Growing
-    with the budget: it memorises its training trajectories, and more data is the lever. None without such epochs.
-    """
-    pre = [
-        c
-        for c in rec.get("curve") or []
-        if c.get("phase") == "pretrain"
-        and all(c.get(k) is not None and math.isfinite(c[k]) for k in ("train_loss", "val_loss"))
-    ][-n_epochs:]
-    if not pre:
-        return None
-    train = sum(c["train_loss"] for c in pre)
-    return sum(c["val_loss"] for c in pre) / train if train > 0 else None
 
 
 def _steps_text(steps: float, base: float) -> str:

@@ -65,6 +65,7 @@ from dandelion.benchmarks.grid.cells import (
     stored_hash,
     training_hash,
 )
+from dandelion.benchmarks.grid.lr_plan import sweep_plan
 from dandelion.benchmarks.grid.references import linear_ar_reference, persistence_reference
 from dandelion.benchmarks.grid.runs import (
     _benchmark_command,
@@ -104,6 +105,11 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------------------------- one cell
+
+
+def _sum_known(values: list) -> float | None:
+    """The sum of ``values``; None when any is unknown (None), so a partial total never passes for a whole one."""
+    return None if any(v is None for v in values) else float(sum(values))
 
 
 def _train_one(cfg, key, model, seed, lr, data_path, run_dir: Path | None = None) -> dict:
@@ -184,8 +190,10 @@ def sweep_lr(cfg, key: str, model: str, seed: int, data_path: Path) -> tuple[lis
     off = [lr for lr in start if not any(math.isclose(lr, x, rel_tol=1e-9) for x in ladder)]
     if off:
         raise ValueError(f"scale.lr_sweep rates {off} are not on scale.lr_ladder {ladder}: add them to the ladder")
+    plan = sweep_plan(cfg, key, model, seed, start, ladder)  # the scale's start rates, or a bracket (lr_plan)
+    start = plan["start"]
     runs = {lr: _train_one(cfg, key, model, seed, lr, data_path) for lr in start}
-    while True:
+    while plan["widen"]:
         tried = sorted(runs)
         best = min(tried, key=lambda lr: (_loss(runs[lr]), lr))
         if not math.isfinite(_loss(runs[best])):
@@ -209,8 +217,22 @@ def sweep_lr(cfg, key: str, model: str, seed: int, data_path: Path) -> tuple[lis
             flush=True,
         )
         runs[nxt] = _train_one(cfg, key, model, seed, nxt, data_path)
+    tried = sorted(runs)
+    best = min(tried, key=lambda lr: (_loss(runs[lr]), lr))
+    if not math.isfinite(_loss(runs[best])):
+        raise FloatingPointError(
+            f"cell {key}/{model}/seed{seed}: every learning rate of {tried} diverged (non-finite validation loss)"
+        )
     inside = tried[0] < best < tried[-1]
-    info = {"sweep_seed": int(seed), "start": start, "ladder": ladder, "tried": tried, "inside": bool(inside)}
+    info = {
+        "sweep_seed": int(seed),
+        "start": start,
+        "ladder": ladder,
+        "tried": tried,
+        "inside": bool(inside),
+        "rule": plan["rule"],
+        **({"source": plan["source"]} if plan["source"] else {}),
+    }
     return [runs[lr] for lr in tried], runs[best], info
 
 
@@ -298,14 +320,20 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
         "selection": "lowest next-step loss (area-weighted MSE in the target's normalised units) of the final model "
         "(last.pt, after the autoregressive fine-tune) on the valid split, "
         + (
-            f"swept on seed {sweep_seed} (widened along the ladder until the best rate is inside the tried rates) and "
-            "reused for the other seeds"
+            f"{lr_info.get('rule', 'swept')} on seed {sweep_seed}, reused for the other seeds"
             if s.get("sweep_seed") is not None
-            else "swept on every seed (widened along the ladder until the best rate is inside the tried rates)"
+            else f"{lr_info.get('rule', 'swept')} on every seed"
         ),
         "sweep": [_run_record(r) for r in sweep],
         "lr_selection": lr_info,
         "run": _run_record(best),
+        **{
+            k: v
+            for k, v in _run_record(best).items()
+            if k in ("valid_over_train", "train_cpu_seconds", "train_threads")
+        },
+        # the CPU-seconds of every run of the sweep seed's sweep (shared by every seed's cell: count it once)
+        "sweep_cpu_seconds": _sum_known([_run_record(r)["train_cpu_seconds"] for r in sweep]),
         "trainer": OmegaConf.to_container(s.trainer, resolve=True),
         "trainer_resolved": trainer_resolved,
         "target": str(trainer_resolved.get("target", "frame")),

@@ -98,7 +98,8 @@ def protocol_hash(cfg, key: str) -> str:
     """Fingerprint (12 hex digits) of the scale's settings that decide a cell's numbers for dataset ``key``.
 
     SHA-256 of the scale's ``trainer`` overrides, ``lr_sweep``, ``lr_ladder``, ``sweep_seed``, ``preset`` and
-    ``evaluation`` settings and the dataset's spec (config group and overrides). A cell result (or persistence
+    ``evaluation`` settings and the dataset's spec (config group and overrides; and its ``lr_from`` and
+    ``lr_fixed_models`` where set, :mod:`dandelion.benchmarks.grid.lr_plan`). A cell result (or persistence
     reference) made under another fingerprint is listed as ``stale`` and run again. Defaults the scale does not set
     (``configs/trainer/default.yaml``) are compared separately through the resolved trainer
     configuration each cell records (:func:`resolved_trainer`).
@@ -115,6 +116,9 @@ def protocol_hash(cfg, key: str) -> str:
         "dataset": spec["dataset"],
         "dataset_overrides": spec["overrides"],
     }
+    if spec["lr_from"]:  # set only where used, so the fingerprints of keys without it are those made before it
+        payload["lr_from"] = spec["lr_from"]
+        payload["lr_fixed_models"] = sorted(spec["lr_fixed_models"])
     return _digest(payload)
 
 
@@ -225,7 +229,8 @@ def cells(cfg) -> list[dict]:
     """The grid of the configured scale (restricted by ``only.*``): dicts ``dataset``, ``model``, ``seed``,
     ``path``, ``finished`` (its result JSON exists and was made under the current protocol, :func:`protocol_hash`) and
     ``state`` (``finished``, ``stale``: a result of another protocol or model architecture, to be run again, or
-    ``todo``).
+    ``todo``). A dataset key may narrow the scale's ``models`` and ``seeds`` (``datasets.<key>.models``,
+    ``datasets.<key>.seeds``; ``only.seeds`` overrides both).
 
     Raises
     ------
@@ -258,9 +263,13 @@ def cells(cfg) -> list[dict]:
     trainer = resolved_trainer(cfg)
     for d in ds_keys:
         h = protocol_hash(cfg, d)
+        spec = dataset_spec(cfg, d)
         for m in models:
+            if spec["models"] is not None and m not in spec["models"]:
+                continue  # the key trains a subset of the scale's models (datasets.<key>.models)
             arch = model_architecture(m, str(s.preset))
-            for k in seeds:
+            key_seeds = seeds if only.get("seeds") is not None or spec["seeds"] is None else spec["seeds"]
+            for k in key_seeds:
                 p = cell_path(s.results_dir, d, m, k)
                 state = _cell_state(p, h, trainer, arch)
                 out.append(
@@ -354,6 +363,10 @@ def dataset_spec(cfg, key: str) -> dict:
         "overrides": spec.get("overrides") or {},
         "generate_batch_size": int(spec.get("generate_batch_size", 4)),
         "path": str(spec.get("path") or Path(cfg.scale.work_dir) / key),
+        "models": [str(m) for m in spec["models"]] if spec.get("models") else None,  # None: the scale's models
+        "seeds": [int(k) for k in spec["seeds"]] if spec.get("seeds") is not None else None,  # None: the scale's
+        "lr_from": spec.get("lr_from"),  # dandelion.benchmarks.grid.lr_plan
+        "lr_fixed_models": [str(m) for m in spec.get("lr_fixed_models") or []],
     }
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from dandelion.benchmarks.grid.cells import dataset_spec, flatten_overrides, fmt_value
+from dandelion.benchmarks.grid.records import cost_fields
 from dandelion.cli.common import compose_config as compose
 from dandelion.cli.rollout import rollout
 from dandelion.datasets.folder import is_complete
@@ -144,6 +145,7 @@ def _run_record(r: dict) -> dict:
         "run_dir": r["run_dir"],
         "reused": bool(r.get("reused")),
         "curve": r.get("curve", []),
+        **cost_fields(r),  # valid_over_train, train_cpu_seconds, train_threads (dandelion.benchmarks.grid.records)
     }
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from dandelion.forecast import INPUTS, TARGETS
 from dandelion.training.schedule import RESUME_SCHEDULES
 
-__all__ = ["TrainOptions", "FinetuneOptions", "OptionError"]
+__all__ = ["TrainOptions", "FinetuneOptions", "OptionError", "as_options"]
 
 
 class OptionError(ValueError):
@@ -267,3 +267,21 @@ class TrainOptions:
         d = dataclasses.asdict(self)
         d["betas"] = list(d["betas"])
         return d
+
+
+def as_options(options, overrides: dict) -> TrainOptions:
+    """``options`` (a :class:`TrainOptions`, a mapping of options, or None: the defaults) with ``overrides`` replaced
+    (:meth:`TrainOptions.replace`).
+
+    Raises
+    ------
+    TypeError
+        For anything else than those three.
+    """
+    if options is None:
+        options = TrainOptions()
+    elif isinstance(options, Mapping):
+        options = TrainOptions.from_dict(options)
+    elif not isinstance(options, TrainOptions):
+        raise TypeError(f"options={type(options).__name__}: expected a TrainOptions, a mapping of options, or None")
+    return options.replace(**overrides) if overrides else options

@@ -25,11 +25,13 @@ def save(trainer, name: str) -> Path:
 
     A collective under torchrun: every rank calls it at the same points (the RNG states of all ranks are gathered).
     ``extra`` holds the model spec, channel layout, target and inputs, the position in the epoch, the best validation
-    loss, the plan, the history, the world size, the dataset folder and the RNG states per rank (and the land mask of
-    a masked dataset).
+    loss, the plan, the history, the world size, the dataset folder, the RNG states per rank, the CPU-seconds trained so
+    far and the torch thread counts (:class:`dandelion.training.cost.TrainCost`; and the land mask of a masked
+    dataset).
     """
     path = trainer.run_dir / name
     per_rank = trainer.dist.all_gather(rng_state())  # collective: every rank calls save at the same points
+    cost = trainer.cost.state(trainer.dist)  # collective too: the CPU-seconds so far, summed over the ranks
     if trainer.dist.main:
         extra = {
             "model_spec": trainer.model_spec,
@@ -43,6 +45,7 @@ def save(trainer, name: str) -> Path:
             "world_size": trainer.dist.world_size,
             "dataset_path": str(trainer.data_path),
             "rng_per_rank": per_rank,
+            **cost,  # train_cpu_seconds (None: unknown, an older checkpoint was resumed), train_threads
         }
         if trainer.wet is not None:  # the model's extra input channel (dandelion.forecast.next_frame)
             extra["wet"] = trainer.wet.cpu()
@@ -107,6 +110,7 @@ def resume(trainer, path: Path) -> None:
     trainer.batch_in_epoch = int(extra.get("batch_in_epoch", 0))
     trainer.best_val = float(extra.get("best_val", math.inf))
     trainer.history = list(extra.get("history", []))
+    trainer.cost.restore(extra, trainer.dist.rank)  # no train_cpu_seconds (an older checkpoint): the total is unknown
     per_rank = extra.get("rng_per_rank") or []
     dist = trainer.dist
     if len(per_rank) == dist.world_size:  # each rank continues its own random streams

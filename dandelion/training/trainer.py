@@ -30,8 +30,9 @@ from dandelion.forecast import forcing_channels, nonzero_scale, rollout
 from dandelion.metrics import area_weighted_mse, loss_weights, vrmse
 from dandelion.registry import build_model, count_parameters, unwrap_model
 from dandelion.runtime import ProcessGroup, write_json_atomic, write_text_atomic
+from dandelion.training.cost import TrainCost
 from dandelion.training.inputs import check_same_data, config_record, model_channels, model_spec, open_windows
-from dandelion.training.options import TrainOptions
+from dandelion.training.options import TrainOptions, as_options
 from dandelion.training.resume import resume as resume_from
 from dandelion.training.resume import save as save_state
 from dandelion.training.schedule import EpochSampler, WarmupCosine, phases
@@ -49,16 +50,6 @@ def parameter_hash(model) -> str:
             h.update(k.encode())
             h.update(v.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes() if v.numel() else b"")
     return h.hexdigest()
-
-
-def _options(options, overrides: dict) -> TrainOptions:
-    if options is None:
-        options = TrainOptions()
-    elif isinstance(options, Mapping):
-        options = TrainOptions.from_dict(options)
-    elif not isinstance(options, TrainOptions):
-        raise TypeError(f"options={type(options).__name__}: expected a TrainOptions, a mapping of options, or None")
-    return options.replace(**overrides) if overrides else options
 
 
 class Trainer:
@@ -115,7 +106,7 @@ class Trainer:
         config: Mapping | None = None,
         **option_overrides,
     ):
-        self.options = o = _options(options, option_overrides)
+        self.options = o = as_options(options, option_overrides)
         if train_data is None:
             raise ValueError(
                 "train_data is not set: pass a dataset folder (written by dandelion-generate) or a WindowDataset"
@@ -210,6 +201,7 @@ class Trainer:
         self.step, self.epoch, self.batch_in_epoch = 0, 0, 0
         self.best_val = math.inf
         self.history: list[dict] = []
+        self.cost = TrainCost()  # CPU-seconds of fit, summed over resumes (dandelion.training.cost)
         if resume:
             resume_from(self, Path(str(resume)))
 
@@ -367,11 +359,14 @@ class Trainer:
         Returns a dict: run_dir, best and last checkpoint paths, step, total_steps (the plan), epoch,
         stop reason, last train loss (the mean over the last epoch trained; when this call trains nothing,
         e.g. a finished run resumed unchanged, the checkpoint's last recorded one; NaN only for a run that never
-        took a step), val_loss and val_vrmse of the final model, best_val_loss, n_parameters, minutes. When
+        took a step), val_loss and val_vrmse of the final model, best_val_loss, n_parameters, minutes (of this call),
+        train_cpu_seconds and train_threads (:meth:`dandelion.training.cost.TrainCost.summary`: process CPU-seconds of
+        the whole run, its resumed parts included; None after resuming a checkpoint older than the count). When
         ``max_minutes`` cuts the plan, rank 0 prints a warning "stopped early at step N of M" (and logs it). The
         records of ``metrics.jsonl`` are in :attr:`history`.
         """
         t_start = time.perf_counter()
+        self.cost.start()
         reason = self._stop_reason(t_start, check_time=False)
         train_loss, val = self._last_train_loss(), {}
         epoch_offsets = [0]
@@ -475,7 +470,9 @@ class Trainer:
             "best_val_loss": self.best_val,
             "n_parameters": self.n_parameters,
             "minutes": (time.perf_counter() - t_start) / 60.0,
+            **self.cost.summary(self.dist),  # train_cpu_seconds (summed over resumes; None: unknown), train_threads
         }
+        self.cost.stop()
         if self.dist.main:
             write_json_atomic(
                 self.run_dir / "result.json", result

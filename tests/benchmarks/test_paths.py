@@ -62,7 +62,7 @@ def test_without_a_checkout_a_relative_path_is_refused_naming_the_option(job, tm
 def test_the_dry_run_from_another_cwd_lists_the_committed_cells_as_finished(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     over = [
-        "scale=cpu",
+        "scale=cpu_v1",  # the archived v1 grid, whose cells are committed
         "only.datasets=[galewsky_32x64]",
         "only.models=[dandelion,sfno,disco,flower2d]",
         "dry_run=true",

@@ -17,6 +17,7 @@ from dandelion.benchmarks.grid.references import fit_linear_ar
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.forecast import next_frame
 
+KEY = "galewsky_32x64"  # a dataset key of the scale (no lr_from: the default rule)
 LADDER = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
 
 
@@ -64,7 +65,7 @@ def landscape(monkeypatch):
 def test_sweep_widens_until_best_is_inside(landscape, optimum, start, tried, inside):
     state, calls = landscape
     state["optimum"] = optimum
-    runs, best, info = B.sweep_lr(_cfg(start), "k", "m", 0, None)
+    runs, best, info = B.sweep_lr(_cfg(start), KEY, "m", 0, None)
     assert info["tried"] == pytest.approx(tried)
     assert [r["lr"] for r in runs] == pytest.approx(tried)
     nearest = min(LADDER, key=lambda x: abs(math.log10(x) - math.log10(optimum)))
@@ -76,23 +77,23 @@ def test_sweep_widens_until_best_is_inside(landscape, optimum, start, tried, ins
 def test_sweep_at_ladder_edge_is_flagged(landscape):
     state, _ = landscape
     state["optimum"] = 1.0  # far above the ladder
-    _, best, info = B.sweep_lr(_cfg([1e-2, 3e-2]), "k", "m", 0, None)
+    _, best, info = B.sweep_lr(_cfg([1e-2, 3e-2]), KEY, "m", 0, None)
     assert best["lr"] == pytest.approx(1e-1) and info["inside"] is False
 
 
 def test_diverged_rate_counts_as_worst(landscape):
     state, _ = landscape
     state["optimum"], state["diverge"] = 1.0, 2e-2  # loss falls with the rate until the runs diverge
-    _, best, info = B.sweep_lr(_cfg([3e-3, 1e-2]), "k", "m", 0, None)
+    _, best, info = B.sweep_lr(_cfg([3e-3, 1e-2]), KEY, "m", 0, None)
     assert best["lr"] == pytest.approx(1e-2) and info["inside"] and info["tried"] == pytest.approx([3e-3, 1e-2, 3e-2])
     state["diverge"] = 0.0
     with pytest.raises(FloatingPointError, match="diverged"):
-        B.sweep_lr(_cfg([3e-3, 1e-2]), "k2", "m", 0, None)
+        B.sweep_lr(_cfg([3e-3, 1e-2]), KEY, "m", 0, None)
 
 
 def test_start_rate_off_the_ladder_is_refused(landscape):
     with pytest.raises(ValueError, match="lr_ladder"):
-        B.sweep_lr(_cfg([2e-3]), "k", "m", 0, None)
+        B.sweep_lr(_cfg([2e-3]), KEY, "m", 0, None)
 
 
 def test_other_seeds_reuse_the_sweep_seed_rate(landscape, monkeypatch, tmp_path):
