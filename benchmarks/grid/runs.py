@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import time
 from importlib.resources import files
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from dandelion.cli.common import compose_config as compose
 from dandelion.cli.rollout import rollout
 from dandelion.datasets.folder import is_complete
 from dandelion.datasets.generate import generate
+from dandelion.locks import LockHeldError
 from dandelion.runtime import device_name
 
 __all__ = ["ensure_dataset"]
@@ -26,11 +28,16 @@ def _device(cfg) -> str:
     return device_name(cfg.get("device") or cfg.scale.get("device") or "cpu")
 
 
+LOCK_POLL_S = 30.0  # seconds between looks at a dataset another process is generating
+
+
 def ensure_dataset(cfg, key: str) -> Path:
     """Generate (or complete) the dataset of grid key ``key``; returns its folder.
 
     A complete folder is left as it is (``dandelion-generate`` checks its fingerprint, so a folder made
-    with another configuration is refused with a ValueError naming it).
+    with another configuration is refused with a ValueError naming it). When another process is generating the
+    same folder (two grid processes on one dataset: its lock is held), this one waits for it, polling every
+    ``LOCK_POLL_S`` seconds, and then completes (or just uses) the folder.
     """
     spec = dataset_spec(cfg, key)
     path = Path(spec["path"])
@@ -42,17 +49,26 @@ def ensure_dataset(cfg, key: str) -> Path:
         f"[benchmark] generating {key}: dandelion-generate {' '.join(over)} batch_size={spec['generate_batch_size']}",
         flush=True,
     )
-    generate(
-        OmegaConf.create(
-            {
-                "dataset": OmegaConf.to_container(gcfg.dataset, resolve=True),
-                "device": _device(cfg),
-                "batch_size": spec["generate_batch_size"],
-                "progress": bool(cfg.get("progress", False)),
-            }
-        )
+    job = OmegaConf.create(
+        {
+            "dataset": OmegaConf.to_container(gcfg.dataset, resolve=True),
+            "device": _device(cfg),
+            "batch_size": spec["generate_batch_size"],
+            "progress": bool(cfg.get("progress", False)),
+        }
     )
-    return path
+    waited = False
+    while True:
+        try:
+            generate(job)
+            return path
+        except LockHeldError as err:
+            if not waited:
+                print(f"[benchmark] {key}: {err}; waiting for it (polling every {LOCK_POLL_S:g} s)", flush=True)
+            waited = True
+            time.sleep(LOCK_POLL_S)
+            if is_complete(path):
+                return path
 
 
 def _train_overrides(cfg, key: str, model: str, seed: int, lr: float, run_dir: Path, data_path: Path) -> list[str]:

@@ -18,6 +18,9 @@ import numpy as np
 
 from dandelion.benchmarks.grid.cells import REFERENCES, equivalence_path, equivalent
 from dandelion.benchmarks.leaderboard import field_rmse
+from dandelion.benchmarks.leaderboard.compute import budget_line, compute_section
+from dandelion.benchmarks.leaderboard.training_table import training_table
+from dandelion.benchmarks.leaderboard.trend import trend_section
 from dandelion.metrics import METRICS, metric_names
 
 __all__ = [
@@ -349,7 +352,7 @@ def render_markdown(
     if REFERENCE_MODEL in models:
         models = [REFERENCE_MODEL] + [m for m in models if m != REFERENCE_MODEL]
     n20 = min(20, cells[0]["evaluation"].get("n_steps", 20))
-    L = [f"# Dandelion benchmark leaderboard, scale `{scale}`", ""]
+    L = [f"# Dandelion benchmark leaderboard, scale `{scale}`", "", budget_line(cells), ""]
     L += [
         f"Test split; area-weighted VRMSE averaged over the fields (scalar fields and the u, v components of vector "
         f"fields) and over seeds, lower is better. Each entry: next step (lead 1) / 1:{n20} (mean over leads "
@@ -373,6 +376,8 @@ def render_markdown(
         L += [f"- `{d}`: {why}" for d, why in pending.items()]
         L.append("")
     L += _paragraphs(links or [])
+    L += trend_section(agg, plots)  # the resolution trend (datasets at two or more grids; trend.py)
+    L += compute_section(agg, datasets, plots)  # equal compute (cells that recorded their cost; compute.py)
     L += [
         'Below: mean ± sample std over seeds ("± n/a" with one seed); **bold** = best (lowest mean) of the column.',
         "",
@@ -394,7 +399,7 @@ def render_markdown(
         rmse = field_rmse.field_rmse_table(agg, d, models)  # ours beside WeatherBench 2's (field_rmse.py)
         L += [field_rmse.CAPTION, "", *rmse, ""] if rmse else []
     L += list(sections or [])
-    L += _training(agg, datasets, models)
+    L += training_table(agg, datasets, models)
     if plots:
         L += ["## Plots", ""]
         for k, p in plots.items():
@@ -431,49 +436,3 @@ def render_markdown(
         L += ["```", *c["commands"]["train"], c["commands"]["rollout"], "```"]
     L += ["", "</details>", ""]
     return "\n".join(L)
-
-
-def _training(agg: dict, datasets: list[str], models: list[str]) -> list[str]:
-    L = [
-        "## Training",
-        "",
-        "| dataset | model | preset | parameters | seeds | chosen lr per seed | sweep (lr: final valid loss) | inside "
-        "| steps | wall min per run (mean) |",
-        "|---|---|---|---:|---|---|---|---|---:|---:|",
-    ]
-    for d in datasets:
-        for m in models:
-            if m not in agg[d]:
-                continue
-            e = agg[d][m]
-            L.append(
-                f"| {d} | {m} | {e['preset']} | {e['n_parameters']:,} | {','.join(map(str, e['seeds']))} | "
-                f"{', '.join(f'{lr:g}' for lr in e['lrs'])} | {_sweep_text(e['cells'])} | {_inside_text(e['cells'])} | "
-                f"{max(e['steps'])} | {np.mean(e['train_minutes']):.1f} |"
-            )
-    L += [
-        "",
-        "'inside': the chosen rate has a tried rate on each side (the sweep was widened along the ladder until it had, "
-        "or the ladder ended). A sweep shown once ran on the sweep seed and its rate was reused by the other seeds.",
-        "",
-    ]
-    return L
-
-
-def _sweep_text(cs: list[dict]) -> str:
-    """The sweeps of a model's cells: once when every seed reused one sweep (``lr_selection.sweep_seed``), else
-    per seed."""
-    seen, parts = set(), []
-    for c in cs:
-        sel = c.get("lr_selection") or {}
-        tag = sel.get("sweep_seed", c["seed"])
-        if tag in seen:
-            continue
-        seen.add(tag)
-        parts.append(f"s{tag}: " + ", ".join(f"{r['lr']:g}: {r['val_loss']:.4g}" for r in c["sweep"]))
-    return "; ".join(parts)
-
-
-def _inside_text(cs: list[dict]) -> str:
-    flags = {(c.get("lr_selection") or {}).get("inside") for c in cs}
-    return "yes" if flags == {True} else "no (edge of the ladder)" if False in flags else "n/a"

@@ -10,8 +10,11 @@ writes into ``results_dir``:
   provenance and the exact commands that made every number last;
 * ``error_vs_lead_<dataset>.png``: mean VRMSE (over fields and seeds) versus lead, one line per model;
 * ``training_curves_<dataset>.png``: validation loss against step (:mod:`dandelion.benchmarks.leaderboard.curves`);
-* ``error_vs_resolution_<family>.png`` (families trained at two or more grids only): 1:20 and next-step VRMSE versus
-  grid size for Dandelion and the best baseline (lowest 1:20 VRMSE averaged over that family's resolutions).
+* ``error_vs_resolution_<family>.png`` (families trained at two or more grids only): next-step and 1:20 VRMSE
+  against grid for every model trained at two or more grids (:mod:`dandelion.benchmarks.leaderboard.trend`, whose
+  table and verdicts open the leaderboard after the headline);
+* ``score_vs_cost_<dataset>.png``: test VRMSE against training CPU-seconds, one point per model and seed
+  (:mod:`dandelion.benchmarks.leaderboard.compute`).
 
 All metrics are those of :mod:`dandelion.metrics` as computed by ``dandelion-rollout``; nothing is recomputed here.
 """
@@ -19,16 +22,16 @@ All metrics are those of :mod:`dandelion.metrics` as computed by ``dandelion-rol
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 
-import numpy as np
 from omegaconf import OmegaConf
 
 from dandelion.benchmarks.grid.cells import REFERENCES, data_equivalences, load_cells, reference_path
+from dandelion.benchmarks.leaderboard.compute import plot_score_vs_cost
 from dandelion.benchmarks.leaderboard.curves import plot_training_curves
-from dandelion.benchmarks.leaderboard.markdown import REFERENCE_MODEL, aggregate, bold_best, render_markdown
+from dandelion.benchmarks.leaderboard.markdown import aggregate, bold_best, render_markdown
+from dandelion.benchmarks.leaderboard.trend import families, plot_trend
 from dandelion.benchmarks.paths import checkout_root, resolve_scale_dirs
 from dandelion.benchmarks.transfer.report import transfer_section
 from dandelion.cli.common import compose_config as compose
@@ -71,60 +74,13 @@ def _pending(scale_cfg, results_dir: Path, agg: dict) -> dict:
     return out
 
 
-def _family(entry) -> str:
-    return entry["dataset"]
-
-
-def plot_error_vs_resolution(agg: dict, family: str, path, reference: str = REFERENCE_MODEL) -> Path | None:
-    """1:20 (solid) and next-step (dashed) VRMSE versus grid size, Dandelion and the best baseline.
-
-    The best baseline: lowest 1:20 VRMSE averaged over the resolutions where it was run. Returns the
-    PNG path, or None when the family has no model to show or was trained at one resolution only (one
-    point per curve says nothing about resolution; zero-shot transfer has its own plot, ``transfer_<cell>.png``).
-    """
-    keys = [d for d in agg if _family(next(iter(agg[d].values()))) == family]
-    keys.sort(key=lambda d: next(iter(agg[d].values()))["nlat"])
-    if len({next(iter(agg[d].values()))["nlat"] for d in keys}) < 2:
-        return None
-    models = {m for d in keys for m in agg[d]}
-    baselines = {
-        m: np.mean([agg[d][m]["rollout_mean"]["vrmse"]["mean"]["mean"] for d in keys if m in agg[d]])
-        for m in models
-        if m != reference
-    }
-    show = ([reference] if reference in models else []) + ([min(baselines, key=baselines.get)] if baselines else [])
-    if not show:
-        return None
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(5.2, 3.8))
-    for m in show:
-        ks = [d for d in keys if m in agg[d]]
-        x = [next(iter(agg[d].values()))["nlat"] for d in ks]
-        for part, ls in (("rollout_mean", "-"), ("next_step", "--")):
-            y = [agg[d][m][part]["vrmse"]["mean"]["mean"] for d in ks]
-            e = [agg[d][m][part]["vrmse"]["mean"]["std"] for d in ks]
-            e = [0.0 if not math.isfinite(v) else v for v in e]
-            ax.errorbar(
-                x,
-                y,
-                yerr=e,
-                ls=ls,
-                marker="o",
-                ms=4,
-                capsize=3,
-                label=f"{m}, {'1:20' if part == 'rollout_mean' else 'next step'}",
-            )
-    xs = sorted({next(iter(agg[d].values()))["nlat"] for d in keys})
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(xs)
-    ax.set_xticklabels([f"{n}x{2 * n}" for n in xs])
-    ax.set_xlabel("grid (nlat x nlon)")
-    ax.set_ylabel("VRMSE (area-weighted, mean over fields)")
-    ax.set_title(f"{family}: error vs resolution", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.subplots_adjust(left=0.14, right=0.97, bottom=0.14, top=0.9)
-    return save_figure(fig, path)
+def plot_error_vs_resolution(agg: dict, family: str, path) -> Path | None:
+    """Next-step and 1:20 VRMSE against grid for every model of ``family`` trained at two or more of its grids
+    (:func:`dandelion.benchmarks.leaderboard.trend.plot_trend`). Returns the PNG path, or None when the family was
+    trained at one grid only (one point per curve says nothing about resolution; zero-shot transfer has its own
+    plot, ``transfer_<cell>.png``)."""
+    keys = families(agg).get(family)
+    return None if not keys else plot_trend(agg, keys, path, family)
 
 
 def plot_error_vs_lead_log(models: dict, path, title: str) -> Path:
@@ -203,7 +159,10 @@ def leaderboard(cfg) -> dict:
             p = plot_training_curves(models, results_dir / f"training_curves_{d}.png", d)
             if p is not None:
                 plots[f"training_curves_{d}"] = str(p)
-        for fam in sorted({_family(next(iter(m.values()))) for m in agg.values()}):
+            p = plot_score_vs_cost(models, results_dir / f"score_vs_cost_{d}.png", d)
+            if p is not None:
+                plots[f"score_vs_cost_{d}"] = str(p)
+        for fam in families(agg):
             p = plot_error_vs_resolution(agg, fam, results_dir / f"error_vs_resolution_{fam}.png")
             if p is not None:
                 plots[f"error_vs_resolution_{fam}"] = str(p)

@@ -25,7 +25,7 @@ def test_configured_dirs_resolve_against_the_checkout_from_another_cwd(job, tmp_
     CHECKS[job](cfg, ["scale=cpu"])
     root = P.checkout_root()
     assert Path(cfg.scale.results_dir) == root / "benchmarks" / "results" / "cpu"
-    assert Path(cfg.scale.work_dir) == root / "data" / "benchmark" / "cpu"
+    assert Path(cfg.scale.work_dir) == root / "data" / "benchmark" / "cpu_v2"  # v2's datasets (v1: cpu_v1's own)
 
 
 def test_a_path_given_on_the_command_line_is_the_users(tmp_path, monkeypatch):

@@ -21,7 +21,7 @@ def tiny_scale_overrides(tmp_path: Path, models: str, lrs: str) -> list[str]:
         "scale.trainer.max_batches_per_epoch=2",
         "scale.trainer.batch_size=2",
         "scale.trainer.finetune.epochs=1",
-        "scale.trainer.warmup_steps=1",
+        "scale.trainer.warmup_fraction=0.25",  # one warm-up step of the four
         "scale.trainer.val_max_batches=1",
         "scale.evaluation.n_steps=3",
         "scale.evaluation.init_stride=2",

@@ -238,7 +238,10 @@ def test_protocols_compose(scale):
     assert set(s.models) == set(BENCHMARK_MODELS) and len(s.lr_sweep) >= 2  # every model the benchmark compares
     assert s.trainer.finetune.epochs >= 1  # the autoregressive fine-tune is part of the protocol
     grid = B.cells(cfg)
-    assert len(grid) == len(s.datasets) * len(s.models) * len(s.seeds)
+    specs = [B.dataset_spec(cfg, k) for k in s.datasets]  # a key may narrow the models and seeds (64x128 keys)
+    assert len(grid) == sum(len(sp["models"] or s.models) * len(sp["seeds"] or s.seeds) for sp in specs)
+    for sp in specs:
+        assert set(sp["models"] or []) <= set(s.models)
     # every dataset of the suite is on the scale, and each key's overrides are keys of its dataset config
     assert {str(s.datasets[k].dataset) for k in s.datasets} >= {
         "galewsky",
@@ -331,7 +334,9 @@ def test_budget_study_multiplies_both_phases_and_resumes(tiny_scale, tmp_path):
     phases = [c["phase"] for c in x2["curve"]]
     assert phases.count("finetune") == 2 * [c["phase"] for c in cell["run"]["curve"]].count("finetune") >= 2
     words = x2["commands"]["train"].split()
-    assert "trainer.epochs=2" in words and "trainer.finetune.epochs=2" in words and "trainer.warmup_steps=1" in words
+    assert (
+        "trainer.epochs=2" in words and "trainer.finetune.epochs=2" in words and "trainer.warmup_fraction=0.25" in words
+    )
     assert x2["run_dir"] != cell["run"]["run_dir"]  # its own run folder: the cell's run is not overwritten
     assert all(math.isfinite(x2[k]) and x2[k] >= 0 for k in ("val_loss", "next_step", "rollout_mean"))
     stored = tmp_path / "results" / "budget" / "tiny_16x32" / "_pointwise_test" / "seed0_x2.json"

@@ -199,7 +199,7 @@ def test_a_diverging_rate_is_recorded_and_the_sweep_goes_on(make_tiny_dataset, t
             "scale.trainer.max_batches_per_epoch=2",
             "scale.trainer.batch_size=2",
             "scale.trainer.finetune.epochs=0",
-            "scale.trainer.warmup_steps=1",
+            "scale.trainer.warmup_fraction=0.25",
             "scale.trainer.val_max_batches=1",
         ],
     )

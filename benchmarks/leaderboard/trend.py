@@ -1,0 +1,192 @@
+"""The resolution trend of the leaderboard: how each model's error, and its ratio to SFNO's, changes from one grid
+to the next, per dataset trained at two or more grids.
+
+For every dataset (the ``dataset`` name of its cells) with keys at two or more grids, :func:`trend_table` gives one
+row per model and grid: next-step and 1:20 VRMSE (mean ± sample std over seeds) and the ratio of the mean to SFNO's
+at the same grid. :func:`verdict` says whether a warp model's lead over SFNO grows, shrinks or holds from the
+coarsest to the finest grid, judged against the seed spread: the ratio ``r = model / SFNO`` at each grid carries a
+relative uncertainty ``sqrt((s_m / m)^2 / n_m + (s_s / s)^2 / n_s)`` (standard errors of the two means, first-order
+propagation); the change of ``r`` is called real when it exceeds twice the combined uncertainty of the two ratios,
+else the lead "holds". A lower ratio at the finer grid is a growing lead (or a shrinking deficit: the sentence says
+which side of 1 the ratios are on). With one seed the spread is unknown and the verdict is "no spread".
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from dandelion.reporting.plotting import pyplot, save_figure
+
+__all__ = ["WARP_MODELS", "BASELINE", "families", "trend_table", "verdict", "trend_section", "plot_trend"]
+
+#: The warp models whose lead over :data:`BASELINE` the trend judges, in this order.
+WARP_MODELS = ("dandelion", "dandelion_fast", "flower2d")
+BASELINE = "sfno"
+PARTS = (("next_step", "next step"), ("rollout_mean", "1:20"))
+
+
+def _stat(entry: dict, part: str) -> tuple[float, float, int]:
+    s = entry[part]["vrmse"]["mean"]
+    return float(s["mean"]), float(s["std"]), int(s["n"])
+
+
+def families(agg: dict) -> dict[str, list[str]]:
+    """Dataset name -> its keys sorted by grid (``nlat``), for the datasets trained at two or more grids."""
+    by: dict[str, list[str]] = {}
+    for key, models in agg.items():
+        by.setdefault(next(iter(models.values()))["dataset"], []).append(key)
+    out = {}
+    for name, keys in sorted(by.items()):
+        keys.sort(key=lambda k: next(iter(agg[k].values()))["nlat"])
+        if len({next(iter(agg[k].values()))["nlat"] for k in keys}) >= 2:
+            out[name] = keys
+    return out
+
+
+def _ratio(agg: dict, key: str, model: str, part: str) -> tuple[float, float] | None:
+    """``(model mean / SFNO mean, its relative standard error)`` at ``key``; None without both (the error is NaN
+    with a single seed on either side)."""
+    if model not in agg[key] or BASELINE not in agg[key] or "vrmse" not in agg[key][model][part]:
+        return None
+    m, sm, nm = _stat(agg[key][model], part)
+    b, sb, nb = _stat(agg[key][BASELINE], part)
+    if not (math.isfinite(m) and math.isfinite(b)) or b <= 0 or m <= 0:
+        return None
+    rel = math.sqrt((sm / m) ** 2 / nm + (sb / b) ** 2 / nb) if nm > 1 and nb > 1 else math.nan
+    return m / b, rel
+
+
+def verdict(agg: dict, keys: list[str], model: str, part: str) -> dict | None:
+    """The trend of ``model``'s ratio to SFNO from ``keys[0]`` (coarsest) to ``keys[-1]`` (finest) for ``part``
+    (``next_step`` | ``rollout_mean``): ``{"coarse", "fine", "change", "threshold", "word"}`` with ``word`` one of
+    ``grows`` (the ratio fell by more than twice the combined standard error), ``shrinks`` (rose by more),
+    ``holds``, or ``no spread`` (a side with one seed); None when either grid lacks the model or SFNO."""
+    a, b = _ratio(agg, keys[0], model, part), _ratio(agg, keys[-1], model, part)
+    if a is None or b is None:
+        return None
+    change = b[0] - a[0]
+    err = math.hypot(a[0] * a[1], b[0] * b[1])
+    if not math.isfinite(err):
+        word = "no spread"
+    else:
+        word = "grows" if change < -2 * err else "shrinks" if change > 2 * err else "holds"
+    return {"coarse": a[0], "fine": b[0], "change": change, "threshold": 2 * err, "word": word}
+
+
+def _fmt(m: float, s: float) -> str:
+    return f"{m:.4f} ± " + (f"{s:.4f}" if math.isfinite(s) else "n/a")
+
+
+def trend_table(agg: dict, keys: list[str]) -> list[str]:
+    """One row per model (warp models first, then SFNO, then the others) and grid of the dataset's ``keys``."""
+    models = [m for m in (*WARP_MODELS, BASELINE) if any(m in agg[k] for k in keys)]
+    models += sorted({m for k in keys for m in agg[k]} - set(models))
+    lines = [
+        "| model | grid | seeds | next step | ratio to SFNO | 1:20 | ratio to SFNO |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for m in models:
+        for k in keys:
+            if m not in agg[k]:
+                continue
+            e = agg[k][m]
+            row = [m, f"{e['nlat']}x{e['nlon']}", str(len(e["seeds"]))]
+            for part, _ in PARTS:
+                if "vrmse" not in e[part]:
+                    row += ["–", "–"]
+                    continue
+                mean, std, _n = _stat(e, part)
+                r = _ratio(agg, k, m, part)
+                row += [_fmt(mean, std), "–" if r is None else f"{r[0]:.3f}"]
+            lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def _sentence(name: str, agg: dict, keys: list[str]) -> tuple[str, dict]:
+    grids = " to ".join(f"{next(iter(agg[k].values()))['nlat']}x{next(iter(agg[k].values()))['nlon']}" for k in keys)
+    parts, words = [], {}
+    for m in WARP_MODELS:
+        for part, label in PARTS:
+            v = verdict(agg, keys, m, part)
+            if v is None:
+                continue
+            words[(m, part)] = v["word"]
+            side = "ahead" if v["fine"] < 1 else "behind"
+            parts.append(
+                f"{m} {label}: ratio to SFNO {v['coarse']:.3f} -> {v['fine']:.3f} (change {v['change']:+.3f}, "
+                + (f"threshold ±{v['threshold']:.3f}" if math.isfinite(v["threshold"]) else "one seed")
+                + f"): the lead {v['word']} ({side} of SFNO at the finer grid)"
+            )
+    if not parts:
+        return f"**{name}** ({grids}): no warp model has cells beside SFNO at both grids yet.", words
+    return f"**{name}** ({grids}): " + "; ".join(parts) + ".", words
+
+
+def trend_section(agg: dict, plots: dict | None = None) -> list[str]:
+    """The markdown of the resolution-trend section (empty when no dataset has two grids)."""
+    fams = families(agg)
+    if not fams:
+        return []
+    L = [
+        "## Resolution trend",
+        "",
+        "Each model's area-weighted VRMSE (mean ± sample std over seeds) at every grid it was trained at, and the "
+        "ratio of its mean to SFNO's at the same grid (below 1: ahead of SFNO). A warp model's lead over SFNO "
+        "*grows* when its ratio falls from the coarse to the fine grid by more than twice the combined standard "
+        "error of the two ratios (seed spread), *shrinks* when it rises by more, and *holds* otherwise "
+        "(`benchmarks/leaderboard/trend.py`).",
+        "",
+    ]
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    for name, keys in fams.items():
+        L += [f"### {name}", "", *trend_table(agg, keys), ""]
+        text, words = _sentence(name, agg, keys)
+        L += [text, ""]
+        for mp, w in words.items():
+            counts.setdefault(mp, {}).setdefault(w, 0)
+            counts[mp][w] += 1
+        png = (plots or {}).get(f"error_vs_resolution_{name}")
+        if png:
+            L += [f"![{name}: error against grid]({Path(png).name})", ""]
+    if counts:
+        L += ["Summary, datasets each way (warp model, lead summary: grows / holds / shrinks / no spread):", ""]
+        L += ["| warp model | lead | grows | holds | shrinks | no spread |", "|---|---|---:|---:|---:|---:|"]
+        for (m, part), c in counts.items():
+            label = dict(PARTS)[part]
+            L.append(
+                f"| {m} | {label} | {c.get('grows', 0)} | {c.get('holds', 0)} | {c.get('shrinks', 0)} | "
+                f"{c.get('no spread', 0)} |"
+            )
+        L.append("")
+    return L
+
+
+def plot_trend(agg: dict, keys: list[str], path, title: str) -> Path:
+    """Next-step (left) and 1:20 (right) VRMSE against grid, one line per model trained at two or more of the
+    dataset's grids (error bars: sample std over seeds), log axes."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.6))
+    models = sorted({m for k in keys for m in agg[k]}, key=lambda m: (m not in WARP_MODELS + (BASELINE,), m))
+    xs = sorted({next(iter(agg[k].values()))["nlat"] for k in keys})
+    for ax, (part, label) in zip(axes, PARTS):
+        for i, m in enumerate(models):
+            ks = [k for k in keys if m in agg[k] and "vrmse" in agg[k][m][part]]
+            if len(ks) < 2:
+                continue
+            x = [agg[k][m]["nlat"] for k in ks]
+            y, e = zip(*[_stat(agg[k][m], part)[:2] for k in ks])
+            e = [0.0 if not math.isfinite(v) else v for v in e]
+            ax.errorbar(x, y, yerr=e, marker="o", ms=4, capsize=3, color=f"C{i}", label=m)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(xs)
+        ax.set_xticklabels([f"{n}x{2 * n}" for n in xs])
+        ax.set_xlabel("grid (nlat x nlon)")
+        ax.set_title(f"{label}", fontsize=9)
+        ax.grid(alpha=0.3, which="both")
+    axes[0].set_ylabel("VRMSE (area-weighted, mean over fields)")
+    axes[1].legend(fontsize=7)
+    fig.suptitle(f"{title}: error against grid", fontsize=10)
+    fig.subplots_adjust(left=0.1, right=0.98, bottom=0.16, top=0.86, wspace=0.25)
+    return save_figure(fig, path)

@@ -1,0 +1,99 @@
+"""The resolution trend (verdicts against the seed spread) and the equal-compute answer of the leaderboard, on
+synthetic aggregates whose answers are known."""
+
+import pytest
+
+from dandelion.benchmarks.leaderboard import compute as C
+from dandelion.benchmarks.leaderboard import trend as T
+
+
+def _entry(nlat, mean, std, n=3, cells=None):
+    s = {"vrmse": {"mean": {"mean": mean, "std": std, "n": n}}}
+    return {
+        "nlat": nlat,
+        "nlon": 2 * nlat,
+        "dataset": "fam",
+        "seeds": list(range(n)),
+        "next_step": s,
+        "rollout_mean": s,
+        "cells": cells or [],
+    }
+
+
+def _agg(d_coarse, d_fine, std=0.001, n=3):
+    return {
+        "fam_32x64": {"dandelion": _entry(32, d_coarse, std, n), "sfno": _entry(32, 0.10, std, n)},
+        "fam_64x128": {"dandelion": _entry(64, d_fine, std, n), "sfno": _entry(64, 0.10, std, n)},
+    }
+
+
+@pytest.mark.parametrize(
+    "coarse, fine, word",
+    [(0.12, 0.08, "grows"), (0.08, 0.12, "shrinks"), (0.100, 0.1005, "holds")],
+)
+def test_verdict_against_the_seed_spread(coarse, fine, word):
+    agg = _agg(coarse, fine)
+    keys = T.families(agg)["fam"]
+    assert keys == ["fam_32x64", "fam_64x128"]
+    v = T.verdict(agg, keys, "dandelion", "rollout_mean")
+    assert v["word"] == word
+    assert v["coarse"] == pytest.approx(coarse / 0.10) and v["fine"] == pytest.approx(fine / 0.10)
+
+
+def test_a_large_spread_makes_a_change_hold_and_one_seed_has_no_spread():
+    agg = _agg(0.12, 0.08, std=0.05)  # the change is within twice the standard error of the ratios
+    assert T.verdict(agg, T.families(agg)["fam"], "dandelion", "next_step")["word"] == "holds"
+    agg = _agg(0.12, 0.08, n=1)
+    assert T.verdict(agg, T.families(agg)["fam"], "dandelion", "next_step")["word"] == "no spread"
+
+
+def test_trend_section_counts_each_dataset_once_per_model_and_lead():
+    agg = _agg(0.12, 0.08)
+    md = "\n".join(T.trend_section(agg))
+    assert "## Resolution trend" in md and "the lead grows" in md
+    assert "| dandelion | 1:20 | 1 | 0 | 0 | 0 |" in md and "| dandelion | next step | 1 | 0 | 0 | 0 |" in md
+    assert T.trend_section({"fam_32x64": agg["fam_32x64"]}) == []  # one grid: no trend
+
+
+def _cost_cell(seconds, vals, pre=8, n_out=2):
+    """A cell whose run validated after each step of ``vals`` (steps 1.., the last two in the fine-tune)."""
+    curve = [
+        {"step": i + 1, "val_loss": v, "phase": "pretrain" if i + 1 <= pre else "finetune"} for i, v in enumerate(vals)
+    ]
+    t = {"epochs": pre, "max_batches_per_epoch": 1, "finetune": {"epochs": len(vals) - pre, "n_out": n_out}}
+    return {"train_cpu_seconds": seconds, "run": {"curve": curve}, "trainer_resolved": t}
+
+
+def test_loss_at_cost_weighs_fine_tune_steps_by_their_windows():
+    cell = _cost_cell(120.0, [10, 9, 8, 7, 6, 5, 4, 3, 2, 1])  # 8 + 2 * 2 = 12 windows: 10 s each
+    assert C.loss_at_cost(cell, 80.0) == 3  # 8 windows by step 8
+    assert C.loss_at_cost(cell, 99.0) == 3  # step 9 ends at 100 s
+    assert C.loss_at_cost(cell, 1e9) == 1
+    assert C.loss_at_cost(cell, 5.0) is None  # nothing validated yet
+    assert C.loss_at_cost({**cell, "train_cpu_seconds": None}, 80.0) is None
+
+
+def test_best_at_the_cheapest_models_cost():
+    cheap = [_cost_cell(60.0, [5.0] * 9 + [2.0])]  # cheap, final loss 2
+    costly = [_cost_cell(600.0, [9.0] * 4 + [1.5] * 6)]  # by 60 s (step 1) it is at 9; finally 1.5
+    models = {"sfno": {"cells": cheap}, "dandelion": {"cells": costly}}
+    b = C.best_at_cheapest(models)
+    assert b["cheapest"] == "sfno" and b["seconds"] == 60.0 and b["best"] == "sfno"
+    assert b["losses"] == {"sfno": 2.0, "dandelion": 9.0}
+    fast = [_cost_cell(120.0, [1.0] * 10)]  # at 60 s (step 5) already at 1.0
+    b = C.best_at_cheapest({**models, "fno": {"cells": fast}})
+    assert b["best"] == "fno"
+
+
+def test_budget_line_says_whether_every_cell_shares_the_budget():
+    t = {
+        "epochs": 50,
+        "max_batches_per_epoch": 20,
+        "finetune": {"epochs": 10, "n_out": 2},
+        "batch_size": 8,
+        "warmup_fraction": 0.1,
+    }
+    one = C.budget_line([{"trainer_resolved": t}, {"trainer_resolved": dict(t)}])
+    assert "1,000 pretraining steps + 200" in one and "10% of the steps" in one and "the same for every" in one
+    two = C.budget_line([{"trainer_resolved": t}, {"trainer_resolved": {**t, "epochs": 60}}])
+    assert "NOT the same" in two
