@@ -351,7 +351,8 @@ def main(argv=None) -> int:
     )
     a = ap.parse_args(argv)
     budget = a.budget_s if a.budget_s is not None else (900.0 if a.dry_run else 290.0)
-    rec = run(Path(a.out), a.dry_run, Path(a.wheels), budget)
+    # absolute: every step runs with its cwd in a scratch folder
+    rec = run(Path(a.out).resolve(), a.dry_run, Path(a.wheels).resolve(), budget)
     print(f"[gpu_check] wrote {Path(a.out) / 'gpu_check.json'}: ok={rec['ok']}, {rec['total_s']:.0f} s")
     return 0 if rec["ok"] else 1
 
