@@ -229,6 +229,7 @@ def measure_group(names: list[str], spec: dict) -> list[dict]:
     rows, live = {}, {}
     for name in names:
         row = rows[name] = {"model": name, **base}
+        t_build = time.perf_counter()
         try:
             model = _build(name, spec, device)
             if name == "disco":
@@ -251,6 +252,8 @@ def measure_group(names: list[str], spec: dict) -> list[dict]:
             live[name] = (model, opt)
         except Exception as err:  # recorded; the other models are measured
             row["error"] = f"{type(err).__name__}: {err}"
+        # progress, so a run cut at a time limit still tells where its time went
+        print(f"[bench] {name}: built and warmed up in {time.perf_counter() - t_build:.1f} s", flush=True)
     clocks = {
         n: {"forward_cpu_s": [], "forward_wall_s": [], "train_step_cpu_s": [], "train_step_wall_s": []} for n in live
     }

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-STEPS = ["environment", "tests", "bench_models", "generate", "train"]
+STEPS = ["environment", "tests", "bench_dandelion", "bench_sfno", "bench_flower2d", "bench_disco", "generate", "train"]
 
 
 def test_gpu_check_dry_run(tmp_path):
