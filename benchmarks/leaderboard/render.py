@@ -67,8 +67,11 @@ def _pending(scale_cfg, results_dir: Path, agg: dict) -> dict:
         if key not in agg:
             out[key] = why
             continue
-        for m in models:
-            missing = [s for s in seeds if s not in (agg[key].get(m) or {}).get("seeds", [])]
+        # a key may narrow the scale's models and seeds (benchmarks.grid.cells.cells)
+        key_models = [str(m) for m in (spec.get("models") or models)]
+        key_seeds = [int(k) for k in (spec.get("seeds") or seeds)]
+        for m in key_models:
+            missing = [s for s in key_seeds if s not in (agg[key].get(m) or {}).get("seeds", [])]
             if missing:
                 out[f"{key}: {m} (seed{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))})"] = why
     return out

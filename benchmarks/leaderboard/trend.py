@@ -103,6 +103,22 @@ def trend_table(agg: dict, keys: list[str]) -> list[str]:
     return lines
 
 
+def _standing(v: dict) -> str:
+    """Plain words for a :func:`verdict`: a lead when the warp model is ahead of SFNO at the finer grid
+    (ratio below 1), a gap when it is behind; "grows" in the counts means the ratio fell either way."""
+    if v["fine"] < 1:
+        return {
+            "grows": "its lead over SFNO grows",
+            "shrinks": "its lead over SFNO shrinks",
+            "holds": "its lead holds",
+        }[v["word"]] + " (ahead of SFNO at the finer grid)"
+    return {
+        "grows": "its gap to SFNO narrows",
+        "shrinks": "its gap to SFNO widens",
+        "holds": "its gap to SFNO holds",
+    }[v["word"]] + " (behind SFNO at the finer grid)"
+
+
 def _sentence(name: str, agg: dict, keys: list[str]) -> tuple[str, dict]:
     grids = " to ".join(f"{next(iter(agg[k].values()))['nlat']}x{next(iter(agg[k].values()))['nlon']}" for k in keys)
     parts, words = [], {}
@@ -112,11 +128,10 @@ def _sentence(name: str, agg: dict, keys: list[str]) -> tuple[str, dict]:
             if v is None:
                 continue
             words[(m, part)] = v["word"]
-            side = "ahead" if v["fine"] < 1 else "behind"
             parts.append(
                 f"{m} {label}: ratio to SFNO {v['coarse']:.3f} -> {v['fine']:.3f} (change {v['change']:+.3f}, "
                 + (f"threshold ±{v['threshold']:.3f}" if math.isfinite(v["threshold"]) else "one seed")
-                + f"): the lead {v['word']} ({side} of SFNO at the finer grid)"
+                + f"): {_standing(v)}"
             )
     if not parts:
         return f"**{name}** ({grids}): no warp model has cells beside SFNO at both grids yet.", words
@@ -135,7 +150,8 @@ def trend_section(agg: dict, plots: dict | None = None) -> list[str]:
         "ratio of its mean to SFNO's at the same grid (below 1: ahead of SFNO). A warp model's lead over SFNO "
         "*grows* when its ratio falls from the coarse to the fine grid by more than twice the combined standard "
         "error of the two ratios (seed spread), *shrinks* when it rises by more, and *holds* otherwise "
-        "(`benchmarks/leaderboard/trend.py`).",
+        "(`benchmarks/leaderboard/trend.py`); for a model behind SFNO (ratio above 1) a lead that grows is a gap "
+        "that narrows, and the sentences below say which.",
         "",
     ]
     counts: dict[tuple[str, str], dict[str, int]] = {}

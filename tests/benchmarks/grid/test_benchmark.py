@@ -305,6 +305,10 @@ def test_pending_lists_missing_datasets_and_missing_model_seeds(tmp_path):
     agg = {"a": {"x": {"seeds": [0, 1, 2]}, "y": {"seeds": [0]}}}
     assert LB._pending(scale_cfg, tmp_path, agg) == {"a: y (seeds 1, 2)": "slow", "b": "not run yet"}
     assert LB._pending(scale_cfg, tmp_path / "elsewhere", agg) == {}
+    # a key that narrows the models and seeds is short of those only
+    scale_cfg.datasets.b = {"models": ["y"], "seeds": [0, 1]}
+    agg["b"] = {"y": {"seeds": [0]}}
+    assert LB._pending(scale_cfg, tmp_path, agg) == {"a: y (seeds 1, 2)": "slow", "b: y (seed 1)": "not run yet"}
 
 
 def test_budget_study_multiplies_both_phases_and_resumes(tiny_scale, tmp_path):

@@ -50,9 +50,14 @@ def test_a_large_spread_makes_a_change_hold_and_one_seed_has_no_spread():
 def test_trend_section_counts_each_dataset_once_per_model_and_lead():
     agg = _agg(0.12, 0.08)
     md = "\n".join(T.trend_section(agg))
-    assert "## Resolution trend" in md and "the lead grows" in md
+    assert "## Resolution trend" in md and "its lead over SFNO grows (ahead of SFNO at the finer grid)" in md
     assert "| dandelion | 1:20 | 1 | 0 | 0 | 0 |" in md and "| dandelion | next step | 1 | 0 | 0 | 0 |" in md
     assert T.trend_section({"fam_32x64": agg["fam_32x64"]}) == []  # one grid: no trend
+    # behind SFNO at both grids (ratios 1.5 -> 1.2): the same count, said as a gap that narrows
+    md = "\n".join(T.trend_section(_agg(0.15, 0.12)))
+    assert (
+        "its gap to SFNO narrows (behind SFNO at the finer grid)" in md and "| dandelion | 1:20 | 1 | 0 | 0 | 0 |" in md
+    )
 
 
 def _cost_cell(seconds, vals, pre=8, n_out=2):
