@@ -62,6 +62,7 @@ from dandelion.runtime import (
 from .folder import SPLITS, load_metadata, split_of, write_checksums
 from .generation_cost import generation_cost, record_batch_cost
 from .scenario import SanityBoundError, Scenario, get_scenario
+from .spinup import start_simulation
 from .statistics import compute_stats
 from .storage import CorruptFileError, TrajectoryWriter, open_trajectory, trajectory_filename
 
@@ -358,7 +359,7 @@ def _run(
             clock = (time.process_time(), time.perf_counter())
             params = [scenario.parameters(i) for i in batch]
             tensors = {k: torch.tensor([p[k] for p in params], dtype=torch.float64, device=device) for k in params[0]}
-            sim = scenario.build_simulation(tensors, lmax=scenario.solver_lmax, device=device)
+            sim = start_simulation(scenario, tensors, device=device)  # at lmax, or after a coarse spin-up
             writers = {}
             try:
                 for i, p in zip(batch, params):

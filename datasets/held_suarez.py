@@ -58,13 +58,16 @@ class HeldSuarezScenario(Scenario):
     """Held-Suarez dry dynamical core on pressure levels (module docstring).
 
     Config keys beyond the generic ones: ``spinup_days`` (200), ``frame_hours`` (6), ``n_levels``
-    (20 sigma levels), ``dt`` (s; null = :func:`held_suarez_default_dt`), ``scheme`` (``leapfrog``
-    or an IMEX scheme name), ``hyperdiffusion_days`` (0.1), ``mass_fixer`` (true), ``noise_K`` (0.1).
+    (20 sigma levels), ``spinup_lmax`` (null: spin up at ``lmax``; else the band limit of a coarse-grid spin-up,
+    :meth:`coarse_spinup`), ``spinup_fine_days`` (10: the last days of spin-up at ``lmax``), ``dt`` (s; null =
+    :func:`held_suarez_default_dt`), ``scheme`` (``leapfrog`` or an IMEX scheme name), ``hyperdiffusion_days``
+    (0.1), ``mass_fixer`` (true), ``noise_K`` (0.1).
 
     Raises
     ------
     ValueError
-        If ``dt`` does not divide the frame interval or the spin-up, or for non-positive settings.
+        If ``dt`` does not divide the frame interval or the spin-up, or for non-positive settings; if
+        ``spinup_lmax`` is not below ``lmax`` or a spin-up part is not a whole number of its steps.
     """
 
     time_units = "s"
@@ -100,6 +103,7 @@ class HeldSuarezScenario(Scenario):
                     f"dataset.{key}={c.get(key)} must be {'positive' if key == 'frame_hours' else 'non-negative'}"
                 )
         dt = self.dt
+        self._check_coarse_spinup()
         self.refuse_step_longer_than_frames(dt)
         for what, interval in (("frame interval", self.dt_frame()), ("spin-up", self.spinup())):
             k = interval / dt
@@ -115,6 +119,50 @@ class HeldSuarezScenario(Scenario):
         if not dt > 0:
             raise ValueError(f"dataset.dt={dt} must be positive (s)")
         return dt
+
+    def coarse_spinup(self) -> tuple[int, float] | None:
+        """``(spinup_lmax, handover time in s)`` of a coarse-grid spin-up, or None (config ``spinup_lmax`` null).
+
+        With ``spinup_lmax`` set, each batch is spun up at that band limit (its own default time step) until
+        ``spinup - spinup_fine_days``, then continued at ``lmax`` from the zero-padded state
+        (:meth:`HeldSuarezSimulation.continue_from`) for the last ``spinup_fine_days`` before the first frame.
+        """
+        lc = self.cfg.get("spinup_lmax")
+        if lc is None:
+            return None
+        return int(lc), self.spinup() - float(self.cfg.get("spinup_fine_days", 10.0)) * 86400.0
+
+    def _check_coarse_spinup(self) -> None:
+        plan = self.coarse_spinup()
+        if plan is None:
+            return
+        lc, t_hand = plan
+        fine_days = float(self.cfg.get("spinup_fine_days", 10.0))
+        if int(lc) != self.cfg.get("spinup_lmax") or not 4 <= lc < self.solver_lmax:
+            raise ValueError(
+                f"dataset.spinup_lmax={self.cfg.get('spinup_lmax')} must be an integer in [4, lmax={self.solver_lmax}) "
+                "(the coarse spin-up's band limit), or null for a spin-up at lmax"
+            )
+        if not 0 < fine_days * 86400.0 <= self.spinup():
+            raise ValueError(
+                f"dataset.spinup_fine_days={fine_days} must be in (0, spinup_days={self.spinup() / 86400.0:g}]: the "
+                "days of spin-up at lmax after the coarse part"
+            )
+        for what, span, step in (
+            ("coarse spin-up", t_hand, self.dt_at(lc)),
+            ("spin-up at lmax", self.spinup() - t_hand, self.dt),
+        ):
+            k = span / step
+            if abs(k - round(k)) > 1e-9:
+                raise ValueError(
+                    f"the {what} ({span:g} s) is not a whole number of its time steps ({step:g} s): pick "
+                    "spinup_fine_days in whole hours that both steps divide (whole days always do)"
+                )
+
+    def dt_at(self, lmax: int) -> float:
+        """The time step (s) at band limit ``lmax``: config ``dt`` if set, else :func:`held_suarez_default_dt`."""
+        dt = self.cfg.get("dt")
+        return held_suarez_default_dt(int(lmax)) if dt is None else float(dt)
 
     def axes(self):
         return {"omega_factor": [0.5, 1.0, 2.0], "delta_T_y": [40.0, 60.0, 80.0], "delta_theta_z": [5.0, 10.0, 20.0]}
@@ -161,7 +209,7 @@ class HeldSuarezScenario(Scenario):
             p,
             lmax=int(lmax),
             n_levels=self.n_levels,
-            dt=self.dt,
+            dt=self.dt if int(lmax) == self.solver_lmax else self.dt_at(lmax),
             scheme=str(c.get("scheme", "leapfrog")),
             hyperdiffusion_time=float(c.get("hyperdiffusion_days", 0.1)) * 86400.0,
             mass_fixer=bool(c.get("mass_fixer", True)),
@@ -179,4 +227,7 @@ class HeldSuarezScenario(Scenario):
             "fields": list(self.level_fields),
         }
         d["n_model_levels"] = self.n_levels
+        plan = self.coarse_spinup()
+        if plan is not None:
+            d["coarse_spinup"] = {"lmax": plan[0], "handover_s": plan[1], "dt_s": self.dt_at(plan[0])}
         return d

@@ -343,6 +343,46 @@ class HeldSuarezSimulation(Simulation):
         lnps = c.to_spec(torch.full((B, c.nlat, c.nlon), math.log(ps0), dtype=torch.float64, device=self.device))
         return PEState.pack(zero, zero.clone(), temp, zero.clone(), lnps)
 
+    def continue_from(self, coarse: HeldSuarezSimulation) -> None:
+        """Take over the state of a run of the same trajectories at a lower band limit (a coarse-grid spin-up).
+
+        The packed spectral state ``(B, 4N + 1, lmax_c, mmax_c)`` of ``coarse`` is zero-padded to this run's
+        ``(lmax, mmax)``: the same band-limited fields (orthonormal spherical harmonics, so a coefficient does not
+        depend on the band limit), with nothing yet in the degrees the coarse run did not have; they fill in by the
+        forward cascade once this run steps. The time, the step count and the mass fixer's target surface pressure
+        are taken over too; the leapfrog restarts with its starter step. Spinning up on the coarse grid and
+        continuing on the fine one reaches the forced, statistically steady state for a fraction of a fine spin-up's
+        cost; docs/datasets/held_suarez.md says how long the fine continuation must be.
+
+        Raises
+        ------
+        ValueError
+            If ``coarse`` has another batch, level count or parameters, or a band limit above this run's.
+        """
+        if not isinstance(coarse, HeldSuarezSimulation):
+            raise ValueError(f"continue_from takes a HeldSuarezSimulation, not {type(coarse).__name__}")
+        if coarse.B != self.B or coarse.n != self.n:
+            raise ValueError(
+                f"continue_from: the coarse run has batch {coarse.B} and {coarse.n} levels, this one {self.B} and "
+                f"{self.n}: build both from the same trajectories and n_levels"
+            )
+        for k, v in self.params.items():
+            if k not in coarse.params or not torch.equal(coarse.params[k].to(v.device), v):
+                raise ValueError(f"continue_from: parameter {k!r} differs between the coarse run and this one")
+        L1, M1 = coarse.state.shape[-2:]
+        L2, M2 = self.state.shape[-2:]
+        if L1 > L2 or M1 > M2:
+            raise ValueError(
+                f"continue_from: the coarse run's band limit ({L1}, {M1}) exceeds this run's ({L2}, {M2}); "
+                "spin up at a LOWER lmax"
+            )
+        x = torch.zeros_like(self.state)
+        x[..., :L1, :M1] = coarse.state.to(x.device)
+        self.state = x
+        self.ps_target = coarse.ps_target.to(self.device)
+        self.time, self.n_steps = float(coarse.time), int(coarse.n_steps)
+        self._steppers.clear()
+
     def model_level_fields(self) -> dict:
         """Transform-grid fields on model levels (see :meth:`PrimitiveEquations.grid_state`)."""
         return self.eq.grid_state(self.x)
