@@ -114,8 +114,7 @@ class HeldSuarezScenario(Scenario):
 
     @property
     def dt(self) -> float:
-        dt = self.cfg.get("dt")
-        dt = held_suarez_default_dt(self.solver_lmax) if dt is None else float(dt)
+        dt = self.dt_at(self.solver_lmax)
         if not dt > 0:
             raise ValueError(f"dataset.dt={dt} must be positive (s)")
         return dt
@@ -137,7 +136,7 @@ class HeldSuarezScenario(Scenario):
         if plan is None:
             return
         lc, t_hand = plan
-        fine_days = float(self.cfg.get("spinup_fine_days", 10.0))
+        fine_days = (self.spinup() - t_hand) / 86400.0
         if int(lc) != self.cfg.get("spinup_lmax") or not 4 <= lc < self.solver_lmax:
             raise ValueError(
                 f"dataset.spinup_lmax={self.cfg.get('spinup_lmax')} must be an integer in [4, lmax={self.solver_lmax}) "
@@ -209,7 +208,7 @@ class HeldSuarezScenario(Scenario):
             p,
             lmax=int(lmax),
             n_levels=self.n_levels,
-            dt=self.dt if int(lmax) == self.solver_lmax else self.dt_at(lmax),
+            dt=self.dt_at(lmax),
             scheme=str(c.get("scheme", "leapfrog")),
             hyperdiffusion_time=float(c.get("hyperdiffusion_days", 0.1)) * 86400.0,
             mass_fixer=bool(c.get("mass_fixer", True)),

@@ -24,6 +24,7 @@ import torch
 from dandelion.datasets.scenario import get_scenario
 from dandelion.datasets.spinup import start_simulation
 from dandelion.runtime import write_json_atomic
+from dandelion.solvers.chained_turbulence import degree_power
 from dandelion.solvers.primitive_equations import PEState
 
 DAY = 86400.0
@@ -32,10 +33,7 @@ DAY = 86400.0
 def degree_ke(sim) -> torch.Tensor:
     """(lmax,) kinetic energy per degree (J/kg times 4 pi a^2 / area; summed over levels and batch)."""
     s = PEState(sim.state, sim.n)
-    p = s.vorticity.abs() ** 2 + s.divergence.abs() ** 2  # (B, N, L, M)
-    w = torch.ones(p.shape[-1], dtype=torch.float64)
-    w[1:] = 2.0
-    per_l = (p * w).sum(dim=(0, 1, 3))
+    per_l = (degree_power(s.vorticity) + degree_power(s.divergence)).sum(dim=(0, 1))  # (L,)
     l = torch.arange(per_l.numel(), dtype=torch.float64)
     return torch.where(l > 0, sim.core.radius**2 * per_l / (2 * l * (l + 1)).clamp(min=1), 0.0)
 

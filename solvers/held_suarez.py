@@ -30,7 +30,7 @@ from .integrators import SCHEMES, SemiImplicitLeapfrog, make_stepper
 from .primitive_equations import PEState, PrimitiveEquations, hyperdiffusion_filter
 from .shallow_water import CFL_LIMITS
 from .sigma_coordinates import SigmaCoordinates, interpolate_to_pressure
-from .spectral import SpectralCore
+from .spectral import SpectralCore, pad_spec
 from .time_stepping import Simulation, StabilityLimit, check_finite, enforce_limits
 
 __all__ = [
@@ -376,9 +376,7 @@ class HeldSuarezSimulation(Simulation):
                 f"continue_from: the coarse run's band limit ({L1}, {M1}) exceeds this run's ({L2}, {M2}); "
                 "spin up at a LOWER lmax"
             )
-        x = torch.zeros_like(self.state)
-        x[..., :L1, :M1] = coarse.state.to(x.device)
-        self.state = x
+        self.state = pad_spec(coarse.state.to(self.device), L2)
         self.ps_target = coarse.ps_target.to(self.device)
         self.time, self.n_steps = float(coarse.time), int(coarse.n_steps)
         self._steppers.clear()
