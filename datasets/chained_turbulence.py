@@ -51,6 +51,7 @@ from dandelion.solvers.chained_turbulence import (
     TURBULENCE_MIN_LMAX,
     ChainedTurbulenceSimulation,
     check_cfl_number,
+    ic_max_degree,
     initial_vorticity,
     unstable_degrees,
 )
@@ -84,7 +85,8 @@ def ic_generator(dataset_seed: int, seed_index: int) -> np.random.Generator:
 class ChainedTurbulenceScenario(Scenario):
     """Chained turbulence scenario (module docstring). Scenario config keys: ``spinup_tau`` (15),
     ``dt_frame`` (0.2), ``cfl`` (0.2), ``dt_max`` (0.05), ``amplitude`` (1e-3), ``min_unstable_degrees`` (2),
-    ``legacy_units`` (false)."""
+    ``legacy_units`` (false), ``spinup_lmax`` (null: the whole spin-up at ``lmax``; else the band limit of a
+    coarse-grid spin-up, :meth:`coarse_spinup`) and ``spinup_fine_tau`` (2: the last tau of spin-up at ``lmax``)."""
 
     time_units = "nondimensional"
     fields = {"vorticity": FieldSpec("scalar", "1/tau", "relative vorticity -r.curl(u) (tau = 1)", ("vorticity",))}
@@ -123,6 +125,9 @@ class ChainedTurbulenceScenario(Scenario):
                 f"dataset.spinup_tau={self.cfg['spinup_tau']} must be >= 0 (tau dropped before the first frame)"
             )
         self.cfg["min_unstable_degrees"] = self._min_unstable
+        self.cfg["spinup_fine_tau"] = float(
+            2.0 if self.cfg.get("spinup_fine_tau") is None else self.cfg["spinup_fine_tau"]
+        )
         self.cfg["legacy_units"] = bool(self.cfg.get("legacy_units", False))
         if self.cfg["legacy_units"]:
             self.time_units = "s"
@@ -180,10 +185,55 @@ class ChainedTurbulenceScenario(Scenario):
         return out
 
     def validate_time_step(self) -> None:
-        """Refuse a largest step ``dt_max`` longer than the frame interval, and a CFL number beyond the
-        solver's limit (:data:`dandelion.solvers.chained_turbulence.MAX_CFL`)."""
+        """Refuse a largest step ``dt_max`` longer than the frame interval, a CFL number beyond the
+        solver's limit (:data:`dandelion.solvers.chained_turbulence.MAX_CFL`), and a coarse spin-up plan that
+        cannot hold the trajectories' physics (:meth:`coarse_spinup`)."""
         self.refuse_step_longer_than_frames(self.cfg["dt_max"], key="dt_max")
         check_cfl_number(self.cfg["cfl"])
+        self._check_coarse_spinup()
+
+    def coarse_spinup(self) -> tuple[int, float] | None:
+        """``(spinup_lmax, handover time in tau)`` of a coarse-grid spin-up, or None (config ``spinup_lmax`` null).
+
+        With ``spinup_lmax`` set, each batch grows from its initial noise at that band limit until
+        ``spinup_tau - spinup_fine_tau``, then continues at ``lmax`` from the zero-padded vorticity spectrum
+        (:meth:`ChainedTurbulenceSimulation.continue_from`) for the last ``spinup_fine_tau`` before the first
+        frame. The initial noise and every unstable degree must lie below ``spinup_lmax`` (checked by
+        :meth:`validate_time_step`), so the coarse run carries the whole forcing band; the degrees it lacks are
+        damped by the operator and refill from the cascade (docs/datasets/chained_turbulence.md, "Coarse-grid
+        spin-up", measures how fast).
+        """
+        lc = self.cfg.get("spinup_lmax")
+        if lc is None:
+            return None
+        return int(lc), self.cfg["spinup_tau"] - self.cfg["spinup_fine_tau"]
+
+    def _check_coarse_spinup(self) -> None:
+        plan = self.coarse_spinup()
+        if plan is None:
+            return
+        lc, _ = plan
+        if int(lc) != self.cfg.get("spinup_lmax") or not 4 <= lc < self.solver_lmax:
+            raise ValueError(
+                f"dataset.spinup_lmax={self.cfg.get('spinup_lmax')} must be an integer in [4, lmax={self.solver_lmax}) "
+                "(the coarse spin-up's band limit), or null for a spin-up at lmax"
+            )
+        fine = self.cfg["spinup_fine_tau"]
+        if not 0 < fine <= self.cfg["spinup_tau"]:
+            raise ValueError(
+                f"dataset.spinup_fine_tau={fine} must be in (0, spinup_tau={self.cfg['spinup_tau']:g}]: the tau of "
+                "spin-up at lmax after the coarse part"
+            )
+        for r, kl in sorted(
+            {(p["r_over_lambda"], p["kappa_lambda"]) for p in map(self.parameters, range(self.n_trajectories))}
+        ):
+            top = max([ic_max_degree(r, kl), *unstable_degrees(r, kl)])
+            if top >= lc:
+                raise ValueError(
+                    f"dataset.spinup_lmax={lc} cuts the physics of cell (r_over_lambda, kappa_lambda) = "
+                    f"({r:g}, {kl:g}): its initial noise or unstable band reaches degree {top}; use spinup_lmax >= "
+                    f"{top + 1} or null"
+                )
 
     def sanity_bounds(self):
         """``|vorticity|`` under 1000/tau (saturated RMS ~18/tau)."""
@@ -214,3 +264,10 @@ class ChainedTurbulenceScenario(Scenario):
             dt_max=self.cfg["dt_max"],
             device=device,
         )
+
+    def describe(self) -> dict:
+        d = super().describe()
+        plan = self.coarse_spinup()
+        if plan is not None:
+            d["coarse_spinup"] = {"lmax": plan[0], "handover_tau": plan[1]}
+        return d

@@ -53,7 +53,7 @@ import torch
 from dandelion.sphere import SphereGrid
 
 from .exponential import ETDRK4
-from .spectral import SpectralCore
+from .spectral import SpectralCore, pad_spec
 from .time_stepping import Simulation, check_finite
 
 __all__ = [
@@ -414,6 +414,40 @@ class ChainedTurbulenceSimulation(Simulation):
             new = torch.where(active.to(self.device).reshape(-1, 1, 1), new, self.omega)
         self.omega = new
         self.n_steps += 1
+
+    def continue_from(self, coarse: ChainedTurbulenceSimulation) -> None:
+        """Take over the state of a run of the same trajectories at a lower band limit (a coarse-grid spin-up).
+
+        The vorticity spectrum ``(B, lmax_c, lmax_c)`` of ``coarse`` is zero-padded to this run's ``(lmax, lmax)``
+        (orthonormal harmonics: a coefficient does not depend on the band limit); the degrees the coarse run did
+        not have start at zero and fill in by the cascade once this run steps, where the operator damps them. The
+        time and the step count are taken over.
+
+        Raises
+        ------
+        ValueError
+            If ``coarse`` is not a chained-turbulence run, has another batch or other parameters, or a band
+            limit above this run's.
+        """
+        if not isinstance(coarse, ChainedTurbulenceSimulation):
+            raise ValueError(f"continue_from takes a ChainedTurbulenceSimulation, not {type(coarse).__name__}")
+        if coarse.batch != self.batch:
+            raise ValueError(
+                f"continue_from: the coarse run has batch {coarse.batch}, this one {self.batch}: build both from the "
+                "same trajectories"
+            )
+        for k, v in self.params.items():
+            if not torch.equal(coarse.params[k].to(v.device), v):
+                raise ValueError(f"continue_from: parameter {k!r} differs between the coarse run and this one")
+        if coarse.lmax > self.lmax:
+            raise ValueError(
+                f"continue_from: the coarse run's band limit ({coarse.lmax}) exceeds this run's ({self.lmax}); "
+                "spin up at a LOWER lmax"
+            )
+        self.omega = pad_spec(coarse.omega.to(self.device), self.lmax) * self.core.mask
+        self.omega[:, 0, 0] = 0.0
+        self.time, self.n_steps = float(coarse.time), int(coarse.n_steps)
+        self._fields = None
 
     # ------------------------------------------------------------------ output and invariants
     def fields(self, grid: SphereGrid) -> dict[str, torch.Tensor]:
