@@ -17,13 +17,11 @@ Usage (the run behind the card's numbers)::
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
+from spinup_comparison import compare_spinups, summarise
 
 from dandelion.datasets.scenario import get_scenario
-from dandelion.datasets.spinup import start_simulation
-from dandelion.runtime import write_json_atomic
 from dandelion.solvers.chained_turbulence import degree_power
 
 
@@ -47,33 +45,17 @@ def main(argv=None) -> None:
     t_hand = coarse.coarse_spinup()[1]
     n_out = int(round((a.spinup_tau + 2.0 - t_hand) / 0.1))
     times = [t_hand + 0.1 * k for k in range(n_out + 1)]
-    series, cost = {}, {}
-    for name, sc in (("fine_only", fine_only), ("coarse_then_fine", coarse)):
-        t0 = time.process_time()
-        sim = start_simulation(sc, params, device="cpu")
-        rows = []
-        for t in times:
-            sim.advance_to(t)
-            z = 0.5 * degree_power(sim.omega).sum(0)  # (lmax,)
-            rows.append({"tau": t, "low": float(z[: a.coarse_lmax].sum()), "high": float(z[a.coarse_lmax :].sum())})
-        series[name], cost[name] = rows, time.process_time() - t0
-        print(f"{name}: {cost[name]:.0f} CPU-s", flush=True)
-    ratio = [
-        {"tau": f["tau"], "low": c["low"] / f["low"], "high": c["high"] / f["high"]}
-        for f, c in zip(series["fine_only"], series["coarse_then_fine"])
-    ]
-    after = [r for r in ratio if r["tau"] >= a.spinup_tau - 1e-9]
-    summary = {
-        "low_band_ratio_after_spinup": sum(r["low"] for r in after) / len(after),
-        "high_band_ratio_after_spinup": sum(r["high"] for r in after) / len(after),
-    }
-    for r in ratio[::5]:
-        print(f"tau {r['tau']:5.1f}: (b)/(a) low band {r['low']:.3f}, high band {r['high']:.3f}")
-    print(summary)
-    write_json_atomic(
-        a.out,
-        {"args": vars(a), "trajectory_ids": a.ids, "cpu_seconds": cost, "series": series, "ratio": ratio, **summary},
+    series, cost, ratio = compare_spinups(
+        fine_only,
+        coarse,
+        params,
+        times,
+        lambda sim: 0.5 * degree_power(sim.omega).sum(0),
+        a.coarse_lmax,
+        time_key="tau",
     )
+    record = {"args": vars(a), "trajectory_ids": a.ids, "cpu_seconds": cost, "series": series}
+    summarise(ratio, a.spinup_tau, time_key="tau", out=a.out, record=record, every=5)
 
 
 if __name__ == "__main__":

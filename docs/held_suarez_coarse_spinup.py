@@ -17,13 +17,11 @@ Usage (the run behind the card's numbers, about 10 CPU-minutes on one thread)::
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
+from spinup_comparison import compare_spinups, summarise
 
 from dandelion.datasets.scenario import get_scenario
-from dandelion.datasets.spinup import start_simulation
-from dandelion.runtime import write_json_atomic
 from dandelion.solvers.chained_turbulence import degree_power
 from dandelion.solvers.primitive_equations import PEState
 
@@ -60,35 +58,11 @@ def main(argv=None) -> None:
     params = {k: torch.tensor([p[k] for p in ps], dtype=torch.float64) for k in ps[0]}
     t_hand = coarse.coarse_spinup()[1]
     times = [t_hand + k * DAY / 2 for k in range(int(round((a.spinup_days + 2 - t_hand / DAY) * 2)) + 1)]
-    series, cost = {}, {}
-    for name, sc in (("fine_only", fine_only), ("coarse_then_fine", coarse)):
-        t0 = time.process_time()
-        sim = start_simulation(sc, params, device="cpu")
-        rows = []
-        for t in times:
-            sim.advance_to(t)
-            e = degree_ke(sim)
-            rows.append(
-                {"day": t / DAY, "low": float(e[: a.coarse_lmax].sum()), "high": float(e[a.coarse_lmax :].sum())}
-            )
-        series[name], cost[name] = rows, time.process_time() - t0
-        print(f"{name}: {cost[name]:.0f} CPU-s", flush=True)
-    ratio = [
-        {"day": f["day"], "low": c["low"] / f["low"], "high": c["high"] / f["high"]}
-        for f, c in zip(series["fine_only"], series["coarse_then_fine"])
-    ]
-    after = [r for r in ratio if r["day"] >= a.spinup_days]
-    summary = {
-        "low_band_ratio_after_spinup": sum(r["low"] for r in after) / len(after),
-        "high_band_ratio_after_spinup": sum(r["high"] for r in after) / len(after),
-    }
-    for r in ratio:
-        print(f"day {r['day']:5.1f}: (b)/(a) low band {r['low']:.3f}, high band {r['high']:.3f}")
-    print(summary)
-    write_json_atomic(
-        a.out,
-        {"args": vars(a), "trajectory_ids": ids, "cpu_seconds": cost, "series": series, "ratio": ratio, **summary},
+    series, cost, ratio = compare_spinups(
+        fine_only, coarse, params, times, degree_ke, a.coarse_lmax, time_key="day", time_unit=DAY
     )
+    record = {"args": vars(a), "trajectory_ids": ids, "cpu_seconds": cost, "series": series}
+    summarise(ratio, a.spinup_days, time_key="day", out=a.out, record=record)
 
 
 if __name__ == "__main__":
