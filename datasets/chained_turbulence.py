@@ -125,12 +125,10 @@ class ChainedTurbulenceScenario(Scenario):
                 f"dataset.spinup_tau={self.cfg['spinup_tau']} must be >= 0 (tau dropped before the first frame)"
             )
         self.cfg["min_unstable_degrees"] = self._min_unstable
-        self.cfg["spinup_fine_tau"] = float(
-            2.0 if self.cfg.get("spinup_fine_tau") is None else self.cfg["spinup_fine_tau"]
-        )
         self.cfg["legacy_units"] = bool(self.cfg.get("legacy_units", False))
         if self.cfg["legacy_units"]:
             self.time_units = "s"
+        self._check_coarse_spinup()
 
     # ------------------------------------------------------------------ sweep
     def axes(self):
@@ -190,7 +188,7 @@ class ChainedTurbulenceScenario(Scenario):
         cannot hold the trajectories' physics (:meth:`coarse_spinup`)."""
         self.refuse_step_longer_than_frames(self.cfg["dt_max"], key="dt_max")
         check_cfl_number(self.cfg["cfl"])
-        self._check_coarse_spinup()
+        self._check_coarse_spinup()  # also at construction; repeated here for a config changed since
 
     def coarse_spinup(self) -> tuple[int, float] | None:
         """``(spinup_lmax, handover time in tau)`` of a coarse-grid spin-up, or None (config ``spinup_lmax`` null).
@@ -206,7 +204,11 @@ class ChainedTurbulenceScenario(Scenario):
         lc = self.cfg.get("spinup_lmax")
         if lc is None:
             return None
-        return int(lc), self.cfg["spinup_tau"] - self.cfg["spinup_fine_tau"]
+        return int(lc), self.cfg["spinup_tau"] - self._fine_tau()
+
+    def _fine_tau(self) -> float:
+        fine = self.cfg.get("spinup_fine_tau")
+        return 2.0 if fine is None else float(fine)
 
     def _check_coarse_spinup(self) -> None:
         plan = self.coarse_spinup()
@@ -218,7 +220,7 @@ class ChainedTurbulenceScenario(Scenario):
                 f"dataset.spinup_lmax={self.cfg.get('spinup_lmax')} must be an integer in [4, lmax={self.solver_lmax}) "
                 "(the coarse spin-up's band limit), or null for a spin-up at lmax"
             )
-        fine = self.cfg["spinup_fine_tau"]
+        fine = self._fine_tau()
         if not 0 < fine <= self.cfg["spinup_tau"]:
             raise ValueError(
                 f"dataset.spinup_fine_tau={fine} must be in (0, spinup_tau={self.cfg['spinup_tau']:g}]: the tau of "

@@ -82,10 +82,15 @@ def build_scenario(dataset_cfg: Mapping[str, Any]) -> Scenario:
     return get_scenario(str(name), dataset_cfg.get("module"))(dataset_cfg)
 
 
+#: Dataset options added after datasets were made, whose unset value (None) makes exactly the dataset made before they
+#: existed: left out of the fingerprint while unset, so that adding one does not orphan every existing folder.
+_NEW_WHEN_SET = ("spinup_lmax", "spinup_fine_days", "spinup_fine_tau")
+
+
 def config_fingerprint(dataset_cfg: Mapping[str, Any]) -> str:
-    """SHA-256 (first 16 hex digits) of the resolved dataset config without ``path``: two runs with the
-    same fingerprint make the same dataset."""
-    d = {k: v for k, v in dataset_cfg.items() if k != "path"}
+    """SHA-256 (first 16 hex digits) of the resolved dataset config without ``path`` (nor the options of
+    :data:`_NEW_WHEN_SET` while they are None): two runs with the same fingerprint make the same dataset."""
+    d = {k: v for k, v in dataset_cfg.items() if k != "path" and not (k in _NEW_WHEN_SET and v is None)}
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -129,7 +129,8 @@ class HeldSuarezScenario(Scenario):
         lc = self.cfg.get("spinup_lmax")
         if lc is None:
             return None
-        return int(lc), self.spinup() - float(self.cfg.get("spinup_fine_days", 10.0)) * 86400.0
+        fine = self.cfg.get("spinup_fine_days")
+        return int(lc), self.spinup() - float(10.0 if fine is None else fine) * 86400.0
 
     def _check_coarse_spinup(self) -> None:
         plan = self.coarse_spinup()

@@ -6,7 +6,7 @@ Two runs of the same trajectories at the fine band limit: (a) grown from the ini
 Every 0.1 tau from the handover to two tau past the spin-up, each run's enstrophy per degree,
 ``Z_l = 1/2 sum_m w_m |omega_lm|^2`` (w_0 = 1, w_m = 2; orthonormal harmonics on the unit sphere, summed over the
 trajectories), is split into the band the coarse run resolved and the band above it; the check prints (b)/(a) for
-both bands over time, and their means over the two tau after the spin-up (the first 10 stored frames). The flow is
+both bands over time, and their means over the two tau after the spin-up (21 samples, 15 to 17 tau). The flow is
 chaotic, so the two runs decorrelate: the ratios measure the statistics, not the fields.
 
 Usage (the run behind the card's numbers)::

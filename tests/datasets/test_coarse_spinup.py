@@ -87,3 +87,14 @@ def test_continue_from_refuses_other_trajectories_or_a_finer_source():
     with pytest.raises(ValueError, match="LOWER"):
         a.continue_from(s.build_simulation(_params(s, (0, 13)), lmax=12, device="cpu"))
     assert s.describe()["coarse_spinup"] == {"lmax": 6, "handover_s": 43200.0, "dt_s": 1800.0}
+
+
+def test_unset_spinup_options_leave_the_dataset_fingerprint_alone():
+    """Folders made before the spin-up options existed keep their fingerprint; a set option changes it."""
+    from dandelion.datasets.generate import config_fingerprint
+
+    old = dict(name="held_suarez", nlat=32, nlon=64, lmax=22, spinup_days=60.0)
+    unset = {**old, "spinup_lmax": None, "spinup_fine_days": None}
+    assert config_fingerprint(unset) == config_fingerprint(old)
+    assert config_fingerprint({**unset, "spinup_lmax": 12}) != config_fingerprint(old)
+    assert config_fingerprint({**old, "lmax": None}) != config_fingerprint(old)  # other null options still count
