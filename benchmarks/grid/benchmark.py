@@ -373,6 +373,8 @@ def benchmark(cfg) -> dict:
     (:func:`dandelion.benchmarks.paths.resolve_scale_dirs`; ``_argv``: the command line).
 
     A cell whose every learning rate diverged is reported in ``failed`` (with the reason) and the grid goes on.
+    With ``generate_only`` set, only the datasets of the selected cells are generated (or completed), nothing is
+    trained, and the result also lists them under ``generated`` (dataset key -> folder).
     """
     cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
     resolve_scale_dirs(cfg, cfg.get("_argv"))
@@ -385,6 +387,11 @@ def benchmark(cfg) -> dict:
         f"[benchmark] scale={cfg.scale.name}: {len(grid)} cells, {sum(c['finished'] for c in grid)} finished",
         flush=True,
     )
+    if cfg.get("generate_only") and not cfg.get("dry_run"):
+        generated = {key: str(ensure_dataset(cfg, key)) for key in dict.fromkeys(c["dataset"] for c in grid)}
+        for key, path in generated.items():
+            print(f"[benchmark] {key}: complete at {path}", flush=True)
+        return {"cells": [], "ran": 0, "skipped": len(grid), "failed": [], "generated": generated}
     for c in grid:
         state = c["state"]
         if cfg.get("dry_run"):
@@ -432,8 +439,8 @@ def check(cfg, overrides=()) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``dandelion-benchmark scale=cpu|full [only.datasets=[..]] [only.models=[..]] [device=..] [dry_run=true]``
-    (``--help``)."""
+    """``dandelion-benchmark scale=cpu|full [only.datasets=[..]] [only.models=[..]] [device=..] [dry_run=true]
+    [generate_only=true]`` (``--help``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
 
     def _job(cfg: DictConfig) -> None:
