@@ -27,7 +27,14 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from dandelion.benchmarks.grid.cells import REFERENCES, data_equivalences, load_cells, reference_path
+from dandelion.benchmarks.grid.cells import (
+    REFERENCES,
+    data_equivalences,
+    load_cells,
+    protocol_hash,
+    reference_path,
+    resolved_trainer,
+)
 from dandelion.benchmarks.leaderboard.compute import plot_score_vs_cost
 from dandelion.benchmarks.leaderboard.curves import plot_training_curves
 from dandelion.benchmarks.leaderboard.markdown import aggregate, bold_best, render_markdown
@@ -75,6 +82,38 @@ def _pending(scale_cfg, results_dir: Path, agg: dict) -> dict:
             if missing:
                 out[f"{key}: {m} (seed{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))})"] = why
     return out
+
+
+def _current_cells(scale_cfg, results_dir: Path, cells: list[dict]) -> tuple[list[dict], dict]:
+    """Split ``cells`` into those made under the scale's current protocol and the others (``stale``).
+
+    Only for the scale's own ``results_dir`` (as :func:`_pending`): a cell whose ``protocol_hash`` or resolved
+    trainer differs from what ``dandelion-benchmark`` would make now (e.g. its dataset key was resized), or whose
+    key the scale no longer lists, is left out of every table and listed as ``label -> reason`` instead, so that no
+    number of a superseded protocol is shown as current."""
+    if scale_cfg is None or _scale_results_dir(scale_cfg).resolve() != Path(results_dir).resolve():
+        return cells, {}
+    holder = OmegaConf.create({"scale": OmegaConf.to_container(scale_cfg, resolve=False)})
+    trainer = json.loads(json.dumps(resolved_trainer(holder)))
+    hashes = {key: protocol_hash(holder, key) for key in scale_cfg.datasets}
+    kept, old = [], {}
+    for c in cells:
+        key = c["dataset_key"]
+        if key in hashes and c.get("protocol_hash") == hashes[key] and c.get("trainer_resolved") == trainer:
+            kept.append(c)
+        else:
+            old.setdefault(key, {}).setdefault(c["model"], []).append(int(c["seed"]))
+    stale = {}
+    for key, models in old.items():
+        n = sum(map(len, models.values()))
+        label = f"{key}: {n} stale cell{'s' if n > 1 else ''} ({', '.join(sorted(models))})"
+        stale[label] = (
+            "made under another protocol of the scale (its dataset or settings changed since): left out of the "
+            "tables until `dandelion-benchmark` reruns them"
+            if key in hashes
+            else "its dataset key is no longer in the scale: left out of the tables"
+        )
+    return kept, stale
 
 
 def plot_error_vs_resolution(agg: dict, family: str, path) -> Path | None:
@@ -145,7 +184,12 @@ def leaderboard(cfg) -> dict:
             raise ValueError(f"scale={scale} has no configs/scale/{scale}.yaml: pass results_dir=DIR")
         results_dir = _scale_results_dir(scale_cfg)
     results_dir = Path(str(results_dir))
-    cells = load_cells(results_dir)
+    cells, stale = _current_cells(scale_cfg, results_dir, load_cells(results_dir))
+    if not cells:
+        raise FileNotFoundError(
+            f"every cell result under {results_dir} was made under another protocol of scale={scale}: "
+            "rerun `dandelion-benchmark` first"
+        )
     agg = aggregate(cells)
     references = {
         d: {
@@ -178,7 +222,7 @@ def leaderboard(cfg) -> dict:
         plots=plots,
         report_command=cmd,
         references=references,
-        pending=_pending(scale_cfg, results_dir, agg),
+        pending={**_pending(scale_cfg, results_dir, agg), **stale},
         equivalences={d: data_equivalences(results_dir, d) for d in agg},
         links=_links(results_dir),
         sections=section,

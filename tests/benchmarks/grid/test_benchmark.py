@@ -268,10 +268,19 @@ def test_changed_protocol_makes_cells_stale_and_reuses_only_matching_runs(tiny_s
     B.benchmark(cfg)
     path = B.cell_path(cfg.scale.results_dir, "tiny_16x32", "_pointwise_test", 0)
     assert [c["state"] for c in B.cells(cfg)] == ["finished"]
+    # the scale's own leaderboard shows only cells of the current protocol and lists the others
+    other = path.with_name("seed1.json")
+    other.write_text(json.dumps({**json.loads(path.read_text()), "seed": 1, "protocol_hash": "0" * 12}))
+    assert LB.leaderboard(OmegaConf.create({"scale": cfg.scale, "plots": False}))["n_cells"] == 1
+    md = (Path(cfg.scale.results_dir) / "leaderboard.md").read_text()
+    assert "`tiny_16x32: 1 stale cell (_pointwise_test)`: made under another protocol" in md
+    other.unlink()
 
     # evaluation changed: the cell is stale, its sweep runs are reused (same training setup)
     cfg.scale.evaluation.n_steps = 2
     assert [c["state"] for c in B.cells(cfg)] == ["stale"]
+    with pytest.raises(FileNotFoundError, match="another protocol"):
+        LB.leaderboard(OmegaConf.create({"scale": cfg.scale, "plots": False}))
     out = B.benchmark(cfg)
     assert out["ran"] == 1
     rec = json.loads(path.read_text())
