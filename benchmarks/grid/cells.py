@@ -198,9 +198,12 @@ def model_architecture(model: str, preset: str) -> str | None:
 
 
 def _cell_state(path: Path, h: str, trainer: dict, architecture: str | None = None) -> str:
-    if not path.exists():
-        return "todo"
-    rec = _stored(path)
+    return record_state(_stored(path), h, trainer, architecture) if path.exists() else "todo"
+
+
+def record_state(rec: dict, h: str, trainer: dict, architecture: str | None = None) -> str:
+    """``finished`` when the cell record ``rec`` was made under protocol ``h`` (:func:`protocol_hash`), the resolved
+    trainer ``trainer`` (:func:`resolved_trainer`) and, when known, the model ``architecture``; else ``stale``."""
     if rec.get("protocol_hash") != h:
         return "stale"
     if json.loads(json.dumps(rec.get("trainer_resolved"))) != json.loads(json.dumps(trainer)):

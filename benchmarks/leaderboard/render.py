@@ -32,6 +32,7 @@ from dandelion.benchmarks.grid.cells import (
     data_equivalences,
     load_cells,
     protocol_hash,
+    record_state,
     reference_path,
     resolved_trainer,
 )
@@ -94,12 +95,12 @@ def _current_cells(scale_cfg, results_dir: Path, cells: list[dict]) -> tuple[lis
     if scale_cfg is None or _scale_results_dir(scale_cfg).resolve() != Path(results_dir).resolve():
         return cells, {}
     holder = OmegaConf.create({"scale": OmegaConf.to_container(scale_cfg, resolve=False)})
-    trainer = json.loads(json.dumps(resolved_trainer(holder)))
+    trainer = resolved_trainer(holder)
     hashes = {key: protocol_hash(holder, key) for key in scale_cfg.datasets}
     kept, old = [], {}
     for c in cells:
         key = c["dataset_key"]
-        if key in hashes and c.get("protocol_hash") == hashes[key] and c.get("trainer_resolved") == trainer:
+        if key in hashes and record_state(c, hashes[key], trainer) == "finished":
             kept.append(c)
         else:
             old.setdefault(key, {}).setdefault(c["model"], []).append(int(c["seed"]))
