@@ -97,17 +97,18 @@ def data_digest(data_path) -> str | None:
 def protocol_hash(cfg, key: str) -> str:
     """Fingerprint (12 hex digits) of the scale's settings that decide a cell's numbers for dataset ``key``.
 
-    SHA-256 of the scale's ``trainer`` overrides, ``lr_sweep``, ``lr_ladder``, ``sweep_seed``, ``preset`` and
-    ``evaluation`` settings and the dataset's spec (config group and overrides; and its ``lr_from`` and
-    ``lr_fixed_models`` where set, :mod:`dandelion.benchmarks.grid.lr_plan`). A cell result (or persistence
-    reference) made under another fingerprint is listed as ``stale`` and run again. Defaults the scale does not set
-    (``configs/trainer/default.yaml``) are compared separately through the resolved trainer
-    configuration each cell records (:func:`resolved_trainer`).
+    SHA-256 of the scale's ``trainer`` overrides (less those at their as-before value, :data:`_AS_BEFORE`),
+    ``lr_sweep``, ``lr_ladder``, ``sweep_seed``, ``preset`` and ``evaluation`` settings and the dataset's spec
+    (config group and overrides; and its ``lr_from`` and ``lr_fixed_models`` where set,
+    :mod:`dandelion.benchmarks.grid.lr_plan`). A cell result (or persistence reference) made under another
+    fingerprint is listed as ``stale`` and run again. Defaults the scale does not set
+    (``configs/trainer/default.yaml``) are compared separately through the resolved trainer configuration each cell
+    records (:func:`resolved_trainer`).
     """
     s = cfg.scale
     spec = dataset_spec(cfg, key)
     payload = {
-        "trainer": OmegaConf.to_container(s.trainer, resolve=True),
+        "trainer": _without_as_before(OmegaConf.to_container(s.trainer, resolve=True)),
         "lr_sweep": [float(x) for x in s.lr_sweep],
         "lr_ladder": [float(x) for x in (s.get("lr_ladder") or [])],
         "sweep_seed": s.get("sweep_seed"),
@@ -126,23 +127,27 @@ def _digest(payload) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-#: Trainer options added after cells were made, whose unset value (None) trains exactly as before they existed:
-#: left out of the resolved trainer while unset, so that adding one does not make every finished cell stale.
-_NEW_WHEN_SET = ("warmup_fraction",)
+#: Trainer options added after cells were made, with the value that trains exactly as before they existed
+#: (``warmup_fraction`` unset: ``warmup_steps``; ``val_subset: first``: the capped validation of the runs made before
+#: it): at that value they are left out of the resolved trainer and of the scale's fingerprint, so that adding one does
+#: not make the cells made before it stale, and a scale keeps them by setting that value (``cpu_v1``).
+_AS_BEFORE = {"warmup_fraction": None, "val_subset": "first"}
+
+
+def _without_as_before(trainer: dict) -> dict:
+    """``trainer`` without the options of :data:`_AS_BEFORE` that hold their as-before value."""
+    return {k: v for k, v in trainer.items() if not (k in _AS_BEFORE and v == _AS_BEFORE[k])}
 
 
 def resolved_trainer(cfg) -> dict:
     """The trainer configuration a sweep run of this scale trains with: ``configs/trainer/default.yaml``
     merged with the scale's ``trainer`` overrides (without ``lr`` and ``progress``, which vary per run
-    and do not change the result; nor the options of :data:`_NEW_WHEN_SET` while they are unset)."""
+    and do not change the result; nor the options of :data:`_AS_BEFORE` at their as-before values)."""
     over = flatten_overrides(OmegaConf.to_container(cfg.scale.trainer, resolve=True), "trainer.")
     t = OmegaConf.to_container(compose("train", over).trainer, resolve=True)
     for k in ("lr", "progress"):
         t.pop(k, None)
-    for k in _NEW_WHEN_SET:  # an option added later, left unset: the runs are those made before it existed
-        if t.get(k, 0) is None:
-            t.pop(k)
-    return t
+    return _without_as_before(t)  # an option added later, at its as-before value: the runs made before it existed
 
 
 def training_hash(cfg, key: str) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from dandelion.forecast import INPUTS, TARGETS
-from dandelion.training.schedule import RESUME_SCHEDULES
+from dandelion.training.schedule import RESUME_SCHEDULES, VAL_SUBSETS
 
 __all__ = ["TrainOptions", "FinetuneOptions", "OptionError", "as_options"]
 
@@ -111,7 +111,9 @@ class TrainOptions:
     :data:`dandelion.forecast.INPUTS`). ``stride``: frames between the starts of consecutive training windows;
     ``batch_size`` per rank; ``grad_clip``: max global gradient norm (0 or None = off); ``amp``: bf16 autocast on
     CUDA and CPU; ``num_workers``: DataLoader workers per rank. Limits (None = none): ``max_batches_per_epoch`` and
-    ``val_max_batches`` (per rank), ``max_steps`` (bounds the run and the schedule), ``max_minutes`` and
+    ``val_max_batches`` (per rank; ``val_subset`` says which windows a capped validation takes: ``"spread"``, evenly
+    spaced over the split, or ``"first"``, the first ones, :func:`dandelion.training.schedule.validation_indices`),
+    ``max_steps`` (bounds the run and the schedule), ``max_minutes`` and
     ``stop_at_step`` (stop early with checkpoints, the schedule unchanged). ``resume_schedule``: what a resume whose
     plan differs from the checkpoint's does (:func:`dandelion.training.schedule.replan`). ``progress``: a tqdm bar on
     rank 0; ``tensorboard``: write ``run_dir/tensorboard`` (needs the tensorboard package).
@@ -145,6 +147,7 @@ class TrainOptions:
     num_workers: int = 2
     max_batches_per_epoch: int | None = None
     val_max_batches: int | None = None
+    val_subset: str = "spread"
     max_steps: int | None = None
     max_minutes: float | None = None
     stop_at_step: int | None = None
@@ -212,6 +215,9 @@ class TrainOptions:
             ),
             "val_max_batches": _int(
                 "val_max_batches", self.val_max_batches, 1, "the cap on validation batches", none_ok=True
+            ),
+            "val_subset": _choice(
+                "val_subset", self.val_subset, VAL_SUBSETS, "which windows a capped validation evaluates"
             ),
             "max_steps": _int("max_steps", self.max_steps, 1, "the cap on optimiser steps", none_ok=True),
             "max_minutes": minutes,

@@ -10,7 +10,11 @@ import math
 
 import torch
 
-__all__ = ["WarmupCosine", "RESUME_SCHEDULES", "replan", "EpochSampler", "phases"]
+__all__ = ["WarmupCosine", "RESUME_SCHEDULES", "replan", "EpochSampler", "VAL_SUBSETS", "validation_indices", "phases"]
+
+#: The rules for which validation windows a capped validation evaluates (:func:`validation_indices`).
+VAL_SUBSETS = ("spread", "first")
+_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
 class WarmupCosine:
@@ -138,6 +142,52 @@ class EpochSampler(torch.utils.data.Sampler):
 
     def __len__(self):
         return len(self.indices)
+
+
+def validation_indices(
+    n: int,
+    *,
+    max_batches: int | None,
+    batch_size: int,
+    rank: int = 0,
+    world_size: int = 1,
+    subset: str = "spread",
+    epoch: int = 0,
+) -> list[int]:
+    """Indices of the validation windows that rank ``rank`` evaluates at the validation after epoch ``epoch``.
+
+    Without a cap (``max_batches`` None), or with one that holds the whole split, every window of ``range(n)``, every
+    ``world_size``-th from ``rank`` (no padding). With a cap of ``m = max_batches * batch_size * world_size < n``
+    windows in all:
+
+    * ``"spread"``: the ``m`` windows at ``floor((i + u) n / m)``, ``i = 0 .. m-1``, evenly spaced over the split,
+      then dealt out every ``world_size``-th from ``rank``; the phase ``u = frac(1/2 + epoch g)`` (``g`` the golden
+      ratio's fractional part, a low-discrepancy sequence) moves the subset between epochs, so consecutive
+      validations read interleaved windows, and every run validates the same windows after the same epoch. A window
+      dataset is ordered trajectory by trajectory and in time within each, so each subset holds every part of the
+      split (its trajectories, early and late frames) in proportion, and a mean over several epochs' validations
+      estimates the loss over the whole split from that many more windows (a split whose loss is dominated by a few
+      windows, such as Cahn-Hilliard's first frames, needs that).
+    * ``"first"``: the first ``max_batches * batch_size`` windows of the rank's shard (the rule before ``"spread"``
+      existed): on a trajectory-ordered split, the first few trajectories only, a biased estimate of the split's
+      loss (kept to reproduce the runs made with it).
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``subset`` (naming :data:`VAL_SUBSETS`).
+    """
+    if subset not in VAL_SUBSETS:
+        raise ValueError(f"val_subset={subset!r}: use one of {list(VAL_SUBSETS)}")
+    n, world_size = int(n), int(world_size)
+    if max_batches is None or int(max_batches) * int(batch_size) * world_size >= n:
+        return list(range(n))[rank::world_size]
+    per_rank = int(max_batches) * int(batch_size)
+    if subset == "first":
+        return list(range(n))[rank::world_size][:per_rank]
+    m = per_rank * world_size
+    u = (0.5 + int(epoch) * _GOLDEN) % 1.0
+    return [int((i + u) * n / m) for i in range(m)][rank::world_size]
 
 
 def phases(options) -> list[dict]:

@@ -35,7 +35,7 @@ from dandelion.training.inputs import check_same_data, config_record, model_chan
 from dandelion.training.options import TrainOptions, as_options
 from dandelion.training.resume import resume as resume_from
 from dandelion.training.resume import save as save_state
-from dandelion.training.schedule import EpochSampler, WarmupCosine, phases
+from dandelion.training.schedule import EpochSampler, WarmupCosine, phases, validation_indices
 
 __all__ = ["Trainer", "parameter_hash"]
 
@@ -283,31 +283,30 @@ class Trainer:
         return float(loss.detach())
 
     @torch.no_grad()
-    def validate(self) -> dict:
+    def validate(self, epoch: int = 0) -> dict:
         """Next-step loss (area-weighted MSE in the target's units: normalised frames, or normalised
         increments for ``target=increment``) and area-weighted VRMSE (of the frames) on the valid split.
 
         VRMSE: :func:`dandelion.metrics.vrmse` per sample and channel (normalised units,
         area-weighted), averaged. Sharded across ranks without padding and summed, so every rank
-        gets the value over the whole split (or its first ``trainer.val_max_batches`` batches per rank).
+        gets the value over the whole split (or, with ``trainer.val_max_batches``, over the windows
+        :func:`~dandelion.training.schedule.validation_indices` picks by ``trainer.val_subset`` after ``epoch``).
         """
         model = self.bare_model  # no DDP collectives during evaluation
         model.eval()
-        sampler = EpochSampler(
+        o = self.options
+        indices = validation_indices(
             len(self.valid_set),
-            seed=self.seed,
-            epoch=0,
+            max_batches=o.val_max_batches,
+            batch_size=o.batch_size,
             rank=self.dist.rank,
             world_size=self.dist.world_size,
-            shuffle=False,
-            pad=False,
+            subset=o.val_subset,
+            epoch=epoch,
         )
-        cap = self.options.val_max_batches
         w64 = self.grid.weights.to(self.device)
         sums = [0.0, 0.0, 0.0]  # loss * n, vrmse sum, n
-        for i, batch in enumerate(self._loader(self.valid_set, sampler)):
-            if cap and i >= cap:
-                break
+        for batch in self._loader(self.valid_set, indices):
             x, y = batch["x"].to(self.device), batch["y"][:, 0].to(self.device)
             with self._autocast():
                 pred = rollout(
@@ -422,7 +421,7 @@ class Trainer:
                 finished = self.batch_in_epoch >= n_batches
                 if finished:  # the epoch is complete: the next one starts at its first batch
                     self.epoch, self.batch_in_epoch = e + 1, 0
-                val = self.validate()
+                val = self.validate(e)
                 record = {
                     "epoch": e,
                     "phase": phase["name"],
@@ -449,7 +448,7 @@ class Trainer:
                 if reason:
                     break
         if not val:  # nothing was trained in this call (e.g. resumed a finished run): still report and checkpoint
-            val = self.validate()
+            val = self.validate(max(self.epoch - 1, 0))  # the windows of the last epoch's validation
             self.save("last.pt")
             if not (self.run_dir / "best.pt").exists():
                 self.save("best.pt")

@@ -8,7 +8,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from dandelion.benchmarks.grid import benchmark as B
-from dandelion.benchmarks.grid import lr_plan
+from dandelion.benchmarks.grid import cells, lr_plan
 from dandelion.benchmarks.grid.records import cell_cpu_seconds, cell_valid_over_train, cost_fields, valid_over_train
 from dandelion.benchmarks.grid.runs import _run_record
 
@@ -112,3 +112,20 @@ def test_the_bracket_enters_the_protocol_only_where_set(tmp_path):
     assert B.protocol_hash(cfg, "fine") != B.protocol_hash(cfg, "galewsky_32x64")
     cfg.scale.datasets.fine.lr_from = None
     assert B.protocol_hash(cfg, "fine") == B.protocol_hash(cfg, "galewsky_32x64")
+
+
+def test_cells_made_with_the_first_validation_windows_are_stale_unless_the_scale_keeps_that_rule():
+    """``val_subset`` came after cells were made with the old capped validation (the first windows): a scale that sets
+    ``val_subset: first`` keeps its fingerprints and its cells (cpu_v1); the default (spread) makes them stale."""
+    cfg = B.compose("benchmark", ["scale=cpu"])
+    key = next(iter(cfg.scale.datasets))
+    spread_trainer, h = cells.resolved_trainer(cfg), cells.protocol_hash(cfg, key)
+    assert spread_trainer["val_subset"] == "spread"
+    OmegaConf.set_struct(cfg, False)
+    cfg.scale.trainer.val_subset = "first"
+    first_trainer = cells.resolved_trainer(cfg)
+    assert "val_subset" not in first_trainer and cells.protocol_hash(cfg, key) == h
+    made_before = {"protocol_hash": h, "trainer_resolved": first_trainer}  # no val_subset: as cells made before it
+    assert cells.record_state(made_before, h, first_trainer) == "finished"
+    assert cells.record_state(made_before, h, spread_trainer) == "stale"
+    assert cells.training_hash(cfg, key) != cells.training_hash(B.compose("benchmark", ["scale=cpu"]), key)
