@@ -15,6 +15,8 @@ Usage (the run behind the record's numbers, a Cahn-Hilliard 32x64 Dandelion cell
 from __future__ import annotations
 
 import argparse
+import shutil
+import tempfile
 from pathlib import Path
 
 import torch
@@ -28,9 +30,10 @@ def losses(run_dir: Path) -> dict[str, float]:
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
     opts = {k: v for k, v in cfg["trainer"].items() if k not in ("progress", "tensorboard")}
     opts.pop("val_subset", None)
-    trainer = Trainer(cfg["model"], cfg["dataset"]["path"], None, opts, seed=cfg["seed"], device="cpu",
-                      resume=str(run_dir / "last.pt"))  # fmt: skip
-    out = {}
+    scratch = tempfile.mkdtemp(prefix="validation_subset_check_")  # the trainer's run folder, thrown away
+    trainer = Trainer(cfg["model"], cfg["dataset"]["path"], None, opts, run_dir=scratch, seed=cfg["seed"],
+                      device="cpu", resume=str(run_dir / "last.pt"))  # fmt: skip
+    out, train_windows = {}, None
     try:
         last5 = range(int(cfg["trainer"]["epochs"]) - 5, int(cfg["trainer"]["epochs"]))  # the last pretraining epochs
         for subset in ("first", "spread"):
@@ -39,10 +42,14 @@ def losses(run_dir: Path) -> dict[str, float]:
         trainer.options = trainer.options.replace(val_max_batches=None)
         out["whole_valid"] = trainer.validate()["val_loss"]
         t = trainer.options
-        trainer.valid_set = open_windows(cfg["dataset"]["path"], "train", t.n_in, 1, t.stride, "train")
+        train_windows = open_windows(cfg["dataset"]["path"], "train", t.n_in, 1, t.stride, "train")
+        trainer.valid_set = train_windows
         out["whole_train"] = trainer.validate()["val_loss"]
     finally:
         trainer.close()
+        if train_windows is not None:
+            train_windows.close()
+        shutil.rmtree(scratch, ignore_errors=True)
     return out
 
 

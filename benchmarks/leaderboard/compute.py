@@ -151,8 +151,8 @@ def compute_section(agg: dict, datasets: list[str], plots: dict | None = None) -
         "",
         "Training cost of the selected run of each cell (process CPU-seconds of the training, summed over resumes; "
         "the machine is named in each cell), and the largest generalisation ratio over seeds (valid over train "
-        "next-step loss, mean over the last 5 pretraining epochs, each validating windows spread over the whole valid "
-        "split: trainer.val_subset; over 1.5 flags a cell that memorises).",
+        "next-step loss, mean over the last 5 pretraining epochs, each validating the windows trainer.val_subset "
+        "picks (cpu v2: spread over the whole valid split); over 1.5 flags a cell that memorises).",
         "",
         "| dataset | model | CPU-s per run (mean) | seeds | threads | valid/train (max) |",
         "|---|---|---:|---:|---|---:|",

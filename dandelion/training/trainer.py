@@ -448,7 +448,8 @@ class Trainer:
                 if reason:
                     break
         if not val:  # nothing was trained in this call (e.g. resumed a finished run): still report and checkpoint
-            val = self.validate(max(self.epoch - 1, 0))  # the windows of the last epoch's validation
+            last = self.epoch if self.batch_in_epoch else max(self.epoch - 1, 0)  # the last validation's epoch
+            val = self.validate(last)
             self.save("last.pt")
             if not (self.run_dir / "best.pt").exists():
                 self.save("best.pt")

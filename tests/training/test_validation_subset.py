@@ -28,7 +28,9 @@ def test_spread_subset_has_every_trajectory_and_a_loss_trend_averages_out(world_
         assert set(i // PER_TRAJ for i in p) == set(range(N_TRAJ))  # every trajectory of the split is validated
     read = len(set(i for p in epochs for i in p))
     assert read >= 0.8 * 5 * 64 * world_size  # consecutive epochs read mostly other windows
-    assert picked(7) == picked(7)  # the same windows after the same epoch, in every run
+    # the rule itself, pinned (a cell records only val_subset=spread): floor((i + u) n / m), u = frac(1/2 + epoch g)
+    assert _indices(18, 1, 4) == [2, 6, 11, 15] and _indices(18, 1, 4, epoch=1) == [0, 5, 9, 14]
+    assert _indices(18, 1, 2, rank=1, world_size=2) == [6, 15]
     # a loss that grows along the split (later trajectories harder) and is dominated by each trajectory's first
     # windows, as Cahn-Hilliard's (first window about 170 times the last)
     loss = np.array(
@@ -36,7 +38,7 @@ def test_spread_subset_has_every_trajectory_and_a_loss_trend_averages_out(world_
     )
     whole = loss.mean()
     five = np.mean([loss[p].mean() for p in epochs])
-    assert abs(five - whole) < 0.1 * whole
+    assert abs(five - whole) < 0.1 * whole  # -8 %, -3.5 %, -1.2 % for 1, 2, 3 ranks: a fixed error of these epochs
     first = picked(49, "first")
     assert abs(loss[first].mean() - whole) > 0.15 * whole  # the old rule: the first trajectories, biased
 
