@@ -22,30 +22,30 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+import torch
 import yaml
 
 from dandelion.datasets.folder import SPLITS
 from dandelion.sphere import SphereGrid
 
 
-def _weights(root: Path) -> np.ndarray:
-    """The dataset grid's area quadrature weights (:class:`dandelion.sphere.SphereGrid`), normalised to sum 1."""
+def _grid(root: Path) -> SphereGrid:
+    """The dataset's grid, from its ``dataset.yaml``."""
     meta = yaml.safe_load((root / "dataset.yaml").read_text())
-    w = SphereGrid(int(meta["nlat"]), int(meta["nlon"]), str(meta["grid"])).weights.double().numpy()
-    return w / (w.sum() * int(meta["nlon"]))
+    return SphereGrid(int(meta["nlat"]), int(meta["nlon"]), str(meta["grid"]))
 
 
 def summarise(root: Path) -> list[dict]:
     """One row per (epsilon, radius): the means over its trajectories of the four measures (module docstring)."""
     cells = collections.defaultdict(list)
-    w = _weights(root)
+    grid = _grid(root)
     for split in SPLITS:
         for f in sorted((root / split).glob("traj_*.h5")):
             with h5py.File(f, "r") as h:
-                phi = np.asarray(h["t0_fields/phi"][0], dtype=np.float64)  # (T, nlat, nlon)
+                phi = torch.as_tensor(h["t0_fields/phi"][0], dtype=torch.float64)  # (T, nlat, nlon)
                 eps, radius = (float(h["scalars"][k][()]) for k in ("epsilon", "radius"))
-            std = [float(np.sqrt((w * (p - (w * p).sum()) ** 2).sum())) for p in (phi[0], phi[-1])]
-            inc = np.sqrt((w * np.diff(phi, axis=0) ** 2).sum(axis=(1, 2)))
+            std = [float(grid.mean((p - grid.mean(p)) ** 2).sqrt()) for p in (phi[0], phi[-1])]
+            inc = grid.mean(torch.diff(phi, dim=0) ** 2).sqrt()  # (T-1,)
             cells[(eps, radius)].append([*std, float(inc[:5].mean()), float(inc[-5:].mean())])
     names = ("std_phi_first", "std_phi_last", "rms_increment_first5", "rms_increment_last5")
     return [
