@@ -66,7 +66,7 @@ from .spinup import start_simulation
 from .statistics import compute_stats
 from .storage import CorruptFileError, TrajectoryWriter, open_trajectory, trajectory_filename
 
-__all__ = ["generate", "check", "config_fingerprint", "build_scenario"]
+__all__ = ["generate", "check", "config_fingerprint", "build_scenario", "sweep_covered"]
 
 _KNOWN_NAMES = {"train", "valid", "test", "dataset.yaml", "stats.yaml", "splits.json", "checksums.sha256"}
 
@@ -245,6 +245,16 @@ def _generate_locked(cfg, scenario, root, device, batch_size, resolved, fingerpr
         "command": shlex.join(sys.argv),
         "versions": versions(),
     }
+    meta["sweep_covered"] = sweep_covered(scenario)
+    narrow = {k: v for k, v in meta["sweep_covered"].items() if len(v) < len(meta["sweep"][k])}
+    if narrow and dist.rank == 0:
+        print(
+            f"[generate] note: ids 0..{scenario.n_trajectories - 1} (row-major over the sweep, the seed fastest) cover "
+            "a corner of the sweep: "
+            + "; ".join(f"{k} in {v} of {meta['sweep'][k]}" for k, v in narrow.items())
+            + " (raise n_trajectories, or lower n_seeds, to span it)",
+            file=sys.stderr,
+        )
     splits = scenario.make_splits(seed=int(resolved.get("split_seed", 42)))
     _claim(root, meta, resolved, write=dist.rank == 0)  # every rank refuses a mismatch by itself
     if dist.rank == 0:
@@ -455,6 +465,16 @@ def _finalise(root: Path, scenario: Scenario, meta: dict, splits: dict) -> None:
         },
     )
     write_checksums(root, rel + ["dataset.yaml", "splits.json", "stats.yaml"])
+
+
+def sweep_covered(scenario: Scenario) -> dict[str, list[float]]:
+    """Values of each sweep axis that the dataset's trajectory ids ``0..n_trajectories-1`` hold.
+
+    Ids run row-major over the axes with the seed fastest (:meth:`Scenario.sweep_index`), so fewer ids than the
+    sweep take a corner of it (e.g. Galewsky's first 160 of 960 ids are all ``u_max`` 60 m/s); dataset.yaml keeps
+    this as ``sweep_covered`` next to the full ``sweep``."""
+    ids = [scenario.sweep_index(i) for i in range(scenario.n_trajectories)]
+    return {k: sorted({float(d[k]) for d in ids}) for k in scenario.axes()}
 
 
 def _parameter_stats(scenario: Scenario, train_ids) -> dict:

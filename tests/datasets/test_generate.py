@@ -79,6 +79,7 @@ def test_folder_layout_and_metadata(tmp_path):
         [meta["parameter_stats"]["omega"][k] for k in ("mean", "std")], [np.mean(omegas), np.std(omegas)]
     )
     assert sorted(splits["train"] + splits["valid"] + splits["test"]) == list(range(8))
+    assert meta["sweep_covered"]["omega"] == [0.5, 1.0]  # the ids 0-7 hold both omega values of the sweep
     assert "own simulation" in splits["note"]
     listed = sorted(f"{s}/traj_{i:06d}.h5" for s in folder.SPLITS for i in splits[s])
     assert traj_files(root) == listed
