@@ -415,7 +415,8 @@ def render_markdown(
     reduced = sorted({d for d in datasets if agg[d][next(iter(agg[d]))]["reduced"]})
     if reduced:
         L += [
-            f"Reduced datasets (solver band limit below the dataset card's; few short trajectories): "
+            "Reduced datasets (solver band limit below the dataset card's, and fewer and shorter trajectories than "
+            "its sweep): "
             f"{', '.join(reduced)}. They benchmark the models at small size; they are not the paper's numbers.",
             "",
         ]
