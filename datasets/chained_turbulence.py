@@ -8,7 +8,8 @@ at zero). Non-dimensional: R = 1, time unit tau = 1; the stored field is ``vorti
 (``-r_hat . curl(u)``, the card's sign).
 
 Sweep (trajectory ids row-major, the seed fastest): ``r_over_lambda`` in {2, 4, 7, 10} x
-``kappa_lambda`` in {0.4, 0.7, 1.0, 1.4, 1.8} x ``n_seeds`` (40), keeping only the cells whose
+``kappa_lambda`` in {0.4, 0.7, 1.0, 1.4, 1.8} x ``n_seeds`` (40), either axis narrowed from the command line
+(``dataset.r_over_lambda=[2,4]``: the cells a band limit resolves), keeping only the cells whose
 linear operator has at least ``min_unstable_degrees`` (2) unstable degrees
 (:func:`dandelion.solvers.chained_turbulence.unstable_degrees`). Three cells have a single one,
 (r, kappa*Lambda) = (2, 0.4), (2, 0.7) (degree 6) and (4, 0.4) (degree 12): a one-degree field is
@@ -85,7 +86,8 @@ def ic_generator(dataset_seed: int, seed_index: int) -> np.random.Generator:
 class ChainedTurbulenceScenario(Scenario):
     """Chained turbulence scenario (module docstring). Scenario config keys: ``spinup_tau`` (15),
     ``dt_frame`` (0.2), ``cfl`` (0.2), ``dt_max`` (0.05), ``amplitude`` (1e-3), ``min_unstable_degrees`` (2),
-    ``legacy_units`` (false), ``spinup_lmax`` (null: the whole spin-up at ``lmax``; else the band limit of a
+    ``legacy_units`` (false), ``r_over_lambda`` and ``kappa_lambda`` (null: the card's axes; a list narrows the
+    sweep), ``spinup_lmax`` (null: the whole spin-up at ``lmax``; else the band limit of a
     coarse-grid spin-up, :meth:`coarse_spinup`) and ``spinup_fine_tau`` (2: the last tau of spin-up at ``lmax``)."""
 
     time_units = "nondimensional"
@@ -107,6 +109,20 @@ class ChainedTurbulenceScenario(Scenario):
         self._min_unstable = MIN_UNSTABLE_DEGREES if k is None else int(k)
         if self._min_unstable < 1:
             raise ValueError(f"dataset.min_unstable_degrees={k} must be >= 1 (every cell has at least one)")
+        self._axes: dict[str, list[float]] = {}
+        for key, default in (("r_over_lambda", R_OVER_LAMBDA), ("kappa_lambda", KAPPA_LAMBDA)):
+            v = cfg.get(key)
+            if v is None:  # absent unless set: fingerprints of datasets made over the whole sweep are unchanged
+                cfg.pop(key, None)
+                self._axes[key] = list(default)
+                continue
+            v = list(v if isinstance(v, (list, tuple)) else [v])
+            if not v or len(set(v)) != len(v) or any(not float(x) > 0 for x in v):
+                raise ValueError(
+                    f"dataset.{key}={v} must be a non-empty list of distinct positive values "
+                    f"(null: the card's {default})"
+                )
+            cfg[key] = self._axes[key] = [float(x) for x in v]
         super().__init__(cfg)
         for key, default in (
             ("spinup_tau", 15.0),
@@ -132,14 +148,14 @@ class ChainedTurbulenceScenario(Scenario):
 
     # ------------------------------------------------------------------ sweep
     def axes(self):
-        return {"r_over_lambda": list(R_OVER_LAMBDA), "kappa_lambda": list(KAPPA_LAMBDA)}
+        return {k: list(v) for k, v in self._axes.items()}
 
     def cells(self) -> list[tuple[float, float]]:
         """Kept (r_over_lambda, kappa_lambda) cells in row-major order: those with at least
         ``min_unstable_degrees`` unstable degrees of the linear operator."""
         return [
             (r, kl)
-            for r, kl in itertools.product(R_OVER_LAMBDA, KAPPA_LAMBDA)
+            for r, kl in itertools.product(self._axes["r_over_lambda"], self._axes["kappa_lambda"])
             if len(unstable_degrees(r, kl)) >= self._min_unstable
         ]
 

@@ -91,6 +91,23 @@ def test_chained_turbulence_sweep_drops_single_degree_cells():
         get_scenario("chained_turbulence")({"n_trajectories": 681})
 
 
+def test_chained_turbulence_narrowed_axis_keeps_the_same_trajectories():
+    """A narrowed r_over_lambda axis is the sweep's own corner: the same (cell, seed) per id as the first ids of
+    the whole sweep (its leading axis), a describe() that names only the kept values, and a fingerprint of the
+    whole sweep that is unchanged by the new (null) keys."""
+    whole = get_scenario("chained_turbulence")({"n_seeds": 3})
+    narrow = get_scenario("chained_turbulence")({"n_seeds": 3, "r_over_lambda": [2, 4]})
+    assert narrow.n_sweep == narrow.n_trajectories == 7 * 3  # (2, 0.4), (2, 0.7), (4, 0.4) dropped
+    assert [narrow.parameters(i) for i in range(21)] == [whole.parameters(i) for i in range(21)]
+    assert narrow.describe()["sweep"]["r_over_lambda"] == [2.0, 4.0]
+    assert "r_over_lambda" not in whole.cfg and "kappa_lambda" not in whole.cfg
+    only = get_scenario("chained_turbulence")({"n_seeds": 2, "r_over_lambda": 10, "kappa_lambda": [1.8]})
+    assert only.cells() == [(10.0, 1.8)] and only.n_trajectories == 2
+    for bad in ([], [2, 2], [2, -1]):
+        with pytest.raises(ValueError, match="r_over_lambda"):
+            get_scenario("chained_turbulence")({"r_over_lambda": bad})
+
+
 def test_every_kept_chained_turbulence_cell_has_two_unstable_degrees():
     """Counted directly from the linear growth rate sigma(l) = f(4K - k^2)(2K - k^2) of each cell's
     operator (integer degrees 1..200, far past the damped tail), independently of the scenario's filter."""
