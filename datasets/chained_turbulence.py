@@ -110,6 +110,7 @@ class ChainedTurbulenceScenario(Scenario):
         if self._min_unstable < 1:
             raise ValueError(f"dataset.min_unstable_degrees={k} must be >= 1 (every cell has at least one)")
         self._axes: dict[str, list[float]] = {}
+        self._cells: list[tuple[float, float]] | None = None
         for key, default in (("r_over_lambda", R_OVER_LAMBDA), ("kappa_lambda", KAPPA_LAMBDA)):
             v = cfg.get(key)
             if v is None:  # absent unless set: fingerprints of datasets made over the whole sweep are unchanged
@@ -152,12 +153,15 @@ class ChainedTurbulenceScenario(Scenario):
 
     def cells(self) -> list[tuple[float, float]]:
         """Kept (r_over_lambda, kappa_lambda) cells in row-major order: those with at least
-        ``min_unstable_degrees`` unstable degrees of the linear operator."""
-        return [
-            (r, kl)
-            for r, kl in itertools.product(self._axes["r_over_lambda"], self._axes["kappa_lambda"])
-            if len(unstable_degrees(r, kl)) >= self._min_unstable
-        ]
+        ``min_unstable_degrees`` unstable degrees of the linear operator (computed once: both are fixed at
+        construction)."""
+        if self._cells is None:
+            self._cells = [
+                (r, kl)
+                for r, kl in itertools.product(self._axes["r_over_lambda"], self._axes["kappa_lambda"])
+                if len(unstable_degrees(r, kl)) >= self._min_unstable
+            ]
+        return list(self._cells)
 
     @property
     def n_sweep(self) -> int:

@@ -246,12 +246,13 @@ def _generate_locked(cfg, scenario, root, device, batch_size, resolved, fingerpr
         "versions": versions(),
     }
     meta["sweep_covered"] = sweep_covered(scenario)
-    narrow = {k: v for k, v in meta["sweep_covered"].items() if len(v) < len(meta["sweep"][k])}
+    reachable = sweep_covered(scenario, scenario.n_sweep) if scenario.n_trajectories < scenario.n_sweep else {}
+    narrow = {k: v for k, v in meta["sweep_covered"].items() if len(v) < len(reachable.get(k, v))}
     if narrow and dist.rank == 0:
         print(
             f"[generate] note: ids 0..{scenario.n_trajectories - 1} (row-major over the sweep, the seed fastest) cover "
             "a corner of the sweep: "
-            + "; ".join(f"{k} in {v} of {meta['sweep'][k]}" for k, v in narrow.items())
+            + "; ".join(f"{k} in {v} of {reachable[k]}" for k, v in narrow.items())
             + " (raise n_trajectories, or lower n_seeds, to span it)",
             file=sys.stderr,
         )
@@ -467,13 +468,15 @@ def _finalise(root: Path, scenario: Scenario, meta: dict, splits: dict) -> None:
     write_checksums(root, rel + ["dataset.yaml", "splits.json", "stats.yaml"])
 
 
-def sweep_covered(scenario: Scenario) -> dict[str, list[float]]:
-    """Values of each sweep axis that the dataset's trajectory ids ``0..n_trajectories-1`` hold.
+def sweep_covered(scenario: Scenario, n: int | None = None) -> dict[str, list[float]]:
+    """Values of each sweep axis that the trajectory ids ``0..n-1`` hold (``n`` = None: the dataset's
+    ``n_trajectories``; ``scenario.n_sweep``: every value the sweep reaches, which for a scenario that drops
+    cells, such as chained turbulence's single-degree ones, can be fewer than the axis lists).
 
     Ids run row-major over the axes with the seed fastest (:meth:`Scenario.sweep_index`), so fewer ids than the
     sweep take a corner of it (e.g. Galewsky's first 160 of 960 ids are all ``u_max`` 60 m/s); dataset.yaml keeps
     this as ``sweep_covered`` next to the full ``sweep``."""
-    ids = [scenario.sweep_index(i) for i in range(scenario.n_trajectories)]
+    ids = [scenario.sweep_index(i) for i in range(scenario.n_trajectories if n is None else int(n))]
     return {k: sorted({float(d[k]) for d in ids}) for k in scenario.axes()}
 
 

@@ -43,3 +43,15 @@ def test_ids_follow_row_major_order_with_the_seed_fastest():
     ]  # an independent enumeration of the documented order
     got = [tuple(s.sweep_index(i).values()) for i in range(len(expected))]
     assert got == expected
+
+
+def test_a_narrowed_chained_turbulence_axis_covers_what_its_sweep_reaches():
+    # r/Lambda [2, 4]: kappa*Lambda 0.4 is on the axis but its cells there have one unstable degree and are dropped,
+    # so the whole narrowed sweep reaches 4 of the 5 kappa values; the generator's corner note compares with that
+    s = _scenario("chained_turbulence", "dataset.r_over_lambda=[2,4]", "dataset.n_seeds=3")
+    reach = sweep_covered(s, s.n_sweep)
+    assert sweep_covered(s) == reach
+    assert reach["r_over_lambda"] == [2.0, 4.0] and 0.4 not in reach["kappa_lambda"]
+    assert len(reach["kappa_lambda"]) == len(s.axes()["kappa_lambda"]) - 1
+    corner = sweep_covered(s, 7)  # 7 ids: cells (2, 1.0), (2, 1.4) and one seed of (2, 1.8)
+    assert corner["r_over_lambda"] == [2.0] and corner["kappa_lambda"] == [1.0, 1.4, 1.8]
