@@ -124,6 +124,12 @@ class ChainedTurbulenceScenario(Scenario):
                     f"(null: the card's {default})"
                 )
             cfg[key] = self._axes[key] = [float(x) for x in v]
+        if not self.cells():
+            raise ValueError(
+                f"dataset.r_over_lambda={self._axes['r_over_lambda']} x kappa_lambda={self._axes['kappa_lambda']} "
+                f"keeps no cell with >= {self._min_unstable} unstable degrees: add a wider band (larger "
+                "kappa_lambda) or lower dataset.min_unstable_degrees"
+            )
         super().__init__(cfg)
         for key, default in (
             ("spinup_tau", 15.0),

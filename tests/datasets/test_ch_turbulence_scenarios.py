@@ -106,6 +106,8 @@ def test_chained_turbulence_narrowed_axis_keeps_the_same_trajectories():
     for bad in ([], [2, 2], [2, -1]):
         with pytest.raises(ValueError, match="r_over_lambda"):
             get_scenario("chained_turbulence")({"r_over_lambda": bad})
+    with pytest.raises(ValueError, match="keeps no cell"):  # (2, 0.4): a single unstable degree
+        get_scenario("chained_turbulence")({"r_over_lambda": [2], "kappa_lambda": [0.4]})
 
 
 def test_every_kept_chained_turbulence_cell_has_two_unstable_degrees():
