@@ -60,6 +60,13 @@ def test_trend_section_counts_each_dataset_once_per_model_and_lead():
     )
 
 
+def test_trend_section_with_one_seed_claims_no_direction():
+    # a 64x128 cell with one seed so far (a grid in progress): the section renders and counts it as no spread
+    md = "\n".join(T.trend_section(_agg(0.12, 0.08, n=1)))
+    assert "no verdict yet: one seed" in md and "its lead over SFNO grows" not in md
+    assert "| dandelion | 1:20 | 0 | 0 | 0 | 1 |" in md
+
+
 def _cost_cell(seconds, vals, pre=8, n_out=2):
     """A cell whose run validated after each step of ``vals`` (steps 1.., the last two in the fine-tune)."""
     curve = [
