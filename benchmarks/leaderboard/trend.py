@@ -105,11 +105,16 @@ def trend_table(agg: dict, keys: list[str]) -> list[str]:
 
 def _standing(v: dict) -> str:
     """Plain words for a :func:`verdict`: a lead when the warp model is ahead of SFNO at the finer grid
-    (ratio below 1), a gap when it is behind; "grows" in the counts means the ratio fell either way. With one
-    seed on a side (``no spread``) no direction is claimed."""
+    (ratio below 1), a gap when it is behind, and a change of side when the ratio crossed 1 beyond the seed
+    spread; "grows" in the counts means the ratio fell either way. With one seed on a side (``no spread``) no
+    direction is claimed."""
     side = "ahead of" if v["fine"] < 1 else "behind"
     if v["word"] == "no spread":
         return f"no verdict yet: one seed, so the seed spread is unknown ({side} SFNO at the finer grid)"
+    if v["word"] == "shrinks" and v["coarse"] < 1 <= v["fine"]:
+        return "its lead over SFNO turned into a gap (ahead at the coarser grid, behind at the finer)"
+    if v["word"] == "grows" and v["fine"] < 1 <= v["coarse"]:
+        return "its gap to SFNO turned into a lead (behind at the coarser grid, ahead at the finer)"
     if v["fine"] < 1:
         return {
             "grows": "its lead over SFNO grows",

@@ -48,7 +48,7 @@ def test_a_large_spread_makes_a_change_hold_and_one_seed_has_no_spread():
 
 
 def test_trend_section_counts_each_dataset_once_per_model_and_lead():
-    agg = _agg(0.12, 0.08)
+    agg = _agg(0.09, 0.06)  # ahead of SFNO at both grids (ratios 0.9 -> 0.6)
     md = "\n".join(T.trend_section(agg))
     assert "## Resolution trend" in md and "its lead over SFNO grows (ahead of SFNO at the finer grid)" in md
     assert "| dandelion | 1:20 | 1 | 0 | 0 | 0 |" in md and "| dandelion | next step | 1 | 0 | 0 | 0 |" in md
@@ -58,6 +58,19 @@ def test_trend_section_counts_each_dataset_once_per_model_and_lead():
     assert (
         "its gap to SFNO narrows (behind SFNO at the finer grid)" in md and "| dandelion | 1:20 | 1 | 0 | 0 | 0 |" in md
     )
+
+
+@pytest.mark.parametrize(
+    "coarse, fine, words, count",
+    [
+        (0.08, 0.12, "its lead over SFNO turned into a gap", "| dandelion | 1:20 | 0 | 0 | 1 | 0 |"),
+        (0.12, 0.08, "its gap to SFNO turned into a lead", "| dandelion | 1:20 | 1 | 0 | 0 | 0 |"),
+    ],
+)
+def test_a_ratio_that_crosses_one_is_said_as_a_change_of_side(coarse, fine, words, count):
+    md = "\n".join(T.trend_section(_agg(coarse, fine)))
+    assert words in md and count in md
+    assert "grows (" not in md and "widens" not in md and "shrinks (" not in md
 
 
 def test_trend_section_with_one_seed_claims_no_direction():
