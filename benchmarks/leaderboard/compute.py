@@ -152,7 +152,9 @@ def compute_section(agg: dict, datasets: list[str], plots: dict | None = None) -
         "Training cost of the selected run of each cell (process CPU-seconds of the training, summed over resumes; "
         "the machine is named in each cell), and the largest generalisation ratio over seeds (valid over train "
         "next-step loss, mean over the last 5 pretraining epochs, each validating the windows trainer.val_subset "
-        "picks (cpu v2: spread over the whole valid split); over 1.5 flags a cell that memorises).",
+        "picks (cpu v2: spread over the whole valid split); over 1.5 flags a cell that memorises). The cost is one "
+        "run at the chosen rate: the learning-rate sweep (the other rates tried on the sweep seed, recorded as "
+        "`sweep_cpu_seconds` in that seed's cell) is not counted.",
         "",
         "| dataset | model | CPU-s per run (mean) | seeds | threads | valid/train (max) |",
         "|---|---|---:|---:|---|---:|",

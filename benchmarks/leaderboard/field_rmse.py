@@ -26,8 +26,8 @@ NOTE = (
     "(*ours / WB2*), mean ± sample std over seeds: *ours* is the mean over forecasts of each forecast's "
     "area-weighted RMSE; *WB2* is WeatherBench 2's (Rasp et al. 2024, Sec. 4.1), the square root of the mean over "
     "forecasts (initial times) of the area-weighted MSE, never below ours (Jensen's inequality); both with the "
-    f"grid's quadrature weights. {MISSING}: the cells were scored before the rollout reported the WB2 definition "
-    "(every committed cell so far); their forecasts were not kept, so it is not recomputed."
+    f"grid's quadrature weights. {MISSING}: cells scored before the rollout reported the WB2 definition; their "
+    "forecasts were not kept, so it is not recomputed."
 )
 
 #: The heading line of each per-field RMSE table.

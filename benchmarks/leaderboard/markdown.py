@@ -31,6 +31,7 @@ __all__ = [
     "COMMANDS",
     "aggregate",
     "bold_best",
+    "best_within_spread",
     "headline_table",
     "render_markdown",
 ]
@@ -102,6 +103,22 @@ def bold_best(values: dict) -> set:
     return {k for k, v in finite.items() if v <= best * (1 + 1e-12)}
 
 
+def best_within_spread(stats: dict) -> set:
+    """Keys of ``stats`` (key -> ``{"mean", "std", "n"}`` over seeds, lower is better) that are the best: the lowest
+    mean (:func:`bold_best`), and every key whose mean exceeds it by less than twice the combined standard error of
+    the two means, ``2 sqrt(s_a^2 / n_a + s_b^2 / n_b)`` (a tie within the seed spread). A key with one seed has no
+    spread, so it ties only on an equal mean."""
+    means = {k: v["mean"] for k, v in stats.items()}
+    best = bold_best(means)
+    out = set(best)
+    for b in best:
+        for k, v in stats.items():
+            se2 = stats[b]["std"] ** 2 / max(stats[b]["n"], 1) + v["std"] ** 2 / max(v["n"], 1)
+            if k not in out and math.isfinite(means[k]) and math.isfinite(se2) and means[k] - means[b] < 2 * se2**0.5:
+                out.add(k)
+    return out
+
+
 def _cell(s: dict, bold: bool) -> str:
     if s["n"] == 0:
         return "–"
@@ -132,8 +149,8 @@ def _table(agg: dict, metric: str, datasets: list[str], models: list[str]) -> li
             )
     best = {}
     for d, part in cols:
-        best[(d, part)] = bold_best(
-            {m: agg[d][m][part][metric]["mean"]["mean"] for m in models if m in agg[d] and metric in agg[d][m][part]}
+        best[(d, part)] = best_within_spread(
+            {m: agg[d][m][part][metric]["mean"] for m in models if m in agg[d] and metric in agg[d][m][part]}
         )
     for m in models:
         row = [m]
@@ -155,7 +172,9 @@ def _field_table(agg: dict, d: str, models: list[str], metric: str = "vrmse") ->
     head = ["field"] + [f"{m} {'next' if p == 'next_step' else '1:20'}" for p, m in cols]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
     for v in variables:
-        best = {p: bold_best({m: agg[d][m][p][metric][v]["mean"] for m in have}) for p in ("next_step", "rollout_mean")}
+        best = {
+            p: best_within_spread({m: agg[d][m][p][metric][v] for m in have}) for p in ("next_step", "rollout_mean")
+        }
         lines.append("| " + " | ".join([v] + [_cell(agg[d][m][p][metric][v], m in best[p]) for p, m in cols]) + " |")
     return lines
 
@@ -235,30 +254,41 @@ def _data_version_notes(d: str, cells: list[dict], references: dict | None, eq: 
 
 
 def headline_table(agg: dict, datasets: list[str], models: list[str], metric: str = "vrmse") -> list[str]:
-    """One row per dataset, one column per model (then persistence, in italics): ``next step / 1:20`` of the field-
-    averaged ``metric``, mean over seeds; **bold**: the lowest of the row for that lead summary (never a reference)."""
+    """One row per dataset, one column per model, then the references in italics (persistence; linear AR where any
+    dataset has it): ``next step / 1:20`` of the field-averaged ``metric``, mean over seeds. **Bold**: the lowest of
+    the row for that lead summary and every model tied with it within the seed spread (:func:`best_within_spread`;
+    never a reference); a dagger marks a model worse than persistence."""
     parts = ("next_step", "rollout_mean")
+    refs = [r for r in REFERENCES if any(r in (agg[d][next(iter(agg[d]))].get("references") or {}) for d in datasets)]
+    refs = refs or ["persistence"]
     lines = [
-        "| dataset | " + " | ".join(models) + " | *persistence* |",
-        "|---|" + "---:|" * (len(models) + 1),
+        "| dataset | "
+        + " | ".join(models)
+        + " | "
+        + " | ".join(f"*{REFERENCES[r].split(' (')[0]}*" for r in refs)
+        + " |",
+        "|---|" + "---:|" * (len(models) + len(refs)),
     ]
     for d in datasets:
-        means = {
-            p: {m: agg[d][m][p][metric]["mean"]["mean"] for m in models if m in agg[d] and metric in agg[d][m][p]}
+        stats = {
+            p: {m: agg[d][m][p][metric]["mean"] for m in models if m in agg[d] and metric in agg[d][m][p]}
             for p in parts
         }
-        best = {p: bold_best(means[p]) for p in parts}
+        best = {p: best_within_spread(stats[p]) for p in parts}
+        have = agg[d][next(iter(agg[d]))].get("references") or {}
+        pers = have.get("persistence") or {}
+        floor = {p: (pers.get(p) or {}).get(metric, {}).get("mean", math.inf) for p in parts}
         row = [d]
         for m in models:
-            if m not in means["next_step"] or m not in means["rollout_mean"]:
+            if m not in stats["next_step"] or m not in stats["rollout_mean"]:
                 row.append("–")
                 continue
-            row.append(" / ".join(f"**{means[p][m]:.4f}**" if m in best[p] else f"{means[p][m]:.4f}" for p in parts))
-        ref = (agg[d][next(iter(agg[d]))].get("references") or {}).get("persistence")
-        if ref is not None and all(metric in ref[p] for p in parts):
-            row.append(" / ".join(f"*{ref[p][metric]['mean']:.4f}*" for p in parts))
-        else:
-            row.append("–")
+            txt = {p: f"{stats[p][m]['mean']:.4f}" + ("†" if stats[p][m]["mean"] > floor[p] else "") for p in parts}
+            row.append(" / ".join(f"**{txt[p]}**" if m in best[p] else txt[p] for p in parts))
+        for r in refs:
+            ref = have.get(r)
+            ok = ref is not None and all(metric in ref[p] for p in parts)
+            row.append(" / ".join(f"*{ref[p][metric]['mean']:.4f}*" for p in parts) if ok else "–")
         lines.append("| " + " | ".join(row) + " |")
     return lines
 
@@ -356,9 +386,11 @@ def render_markdown(
     L += [
         f"Test split; area-weighted VRMSE averaged over the fields (scalar fields and the u, v components of vector "
         f"fields) and over seeds, lower is better. Each entry: next step (lead 1) / 1:{n20} (mean over leads "
-        f"1..{n20} of autoregressive rollouts); **bold** = the best model of the dataset for that lead summary. "
-        "*persistence*: the last input frame as every forecast. The spread over seeds, the Well's unweighted VRMSE "
-        "and the per-field values follow; how the numbers were made, at the end.",
+        f"1..{n20} of autoregressive rollouts); **bold** = the best model of the dataset for that lead summary, and "
+        "every model within two standard errors of it over seeds (a tie); † = worse than persistence. *persistence*: "
+        "the last input frame as every forecast; *linear AR*: one pointwise linear map fitted on the train split "
+        "(references, never bold). Seeds per cell: see the training table. The spread over seeds, the Well's "
+        "unweighted VRMSE and the per-field values follow; how the numbers were made, at the end.",
         "",
         HEADLINE,
         "",
@@ -379,7 +411,8 @@ def render_markdown(
     L += trend_section(agg, plots)  # the resolution trend (datasets at two or more grids; trend.py)
     L += compute_section(agg, datasets, plots)  # equal compute (cells that recorded their cost; compute.py)
     L += [
-        'Below: mean ± sample std over seeds ("± n/a" with one seed); **bold** = best (lowest mean) of the column.',
+        'Below: mean ± sample std over seeds ("± n/a" with one seed); **bold** = best (lowest mean) of the column '
+        "and every model within two standard errors of it.",
         "",
     ]
     if references:
@@ -415,8 +448,9 @@ def render_markdown(
     reduced = sorted({d for d in datasets if agg[d][next(iter(agg[d]))]["reduced"]})
     if reduced:
         L += [
-            "Reduced datasets (solver band limit below the dataset card's, and fewer and shorter trajectories than "
-            "its sweep): "
+            "Reduced datasets (resolved more coarsely than the dataset card's reference: a solver band limit, or "
+            "finite-volume cells, below the card's; some also hold a part of the card's sweep, "
+            "docs/datasets/README.md, 'Benchmark v2 sizes'): "
             f"{', '.join(reduced)}. They benchmark the models at small size; they are not the paper's numbers.",
             "",
         ]

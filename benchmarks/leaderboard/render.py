@@ -59,13 +59,15 @@ def _scale_results_dir(scale_cfg) -> Path:
     return Path(holder.scale.results_dir)
 
 
-def _pending(scale_cfg, results_dir: Path, agg: dict) -> dict:
+def _pending(scale_cfg, results_dir: Path, agg: dict, stale_cells: list[dict] = ()) -> dict:
     """What the composed scale ``scale_cfg`` asks for and ``results_dir`` does not hold yet: label -> reason.
 
     A dataset key without any cell maps to its ``pending_reason`` (else "not run yet"); a dataset with some
     cells but models or seeds missing gets one label ``"<key>: <model> (seeds ...)"`` per missing model
-    with the same reason, so that a "–" in the tables is explained. Empty when ``results_dir`` is not the
-    scale's own folder (a test or custom grid), whose datasets the scale does not describe."""
+    with the same reason, so that a "–" in the tables is explained; where one of ``stale_cells`` (results of an
+    earlier protocol, :func:`_current_cells`) fills the gap, the reason says a rerun is pending instead. Empty
+    when ``results_dir`` is not the scale's own folder (a test or custom grid), whose datasets the scale does not
+    describe."""
     if scale_cfg is None or _scale_results_dir(scale_cfg).resolve() != Path(results_dir).resolve():
         return {}
     models, seeds = list(scale_cfg.get("models") or []), list(scale_cfg.get("seeds") or [])
@@ -81,7 +83,11 @@ def _pending(scale_cfg, results_dir: Path, agg: dict) -> dict:
         for m in key_models:
             missing = [s for s in key_seeds if s not in (agg[key].get(m) or {}).get("seeds", [])]
             if missing:
-                out[f"{key}: {m} (seed{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))})"] = why
+                old = {(c["dataset_key"], c["model"], int(c["seed"])) for c in stale_cells}
+                rerun = all((key, m, k) in old for k in missing)
+                out[f"{key}: {m} (seed{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))})"] = (
+                    "rerun pending (the committed result is stale, listed below)" if rerun else why
+                )
     return out
 
 
@@ -185,7 +191,9 @@ def leaderboard(cfg) -> dict:
             raise ValueError(f"scale={scale} has no configs/scale/{scale}.yaml: pass results_dir=DIR")
         results_dir = _scale_results_dir(scale_cfg)
     results_dir = Path(str(results_dir))
-    cells, stale = _current_cells(scale_cfg, results_dir, load_cells(results_dir))
+    loaded = load_cells(results_dir)
+    cells, stale = _current_cells(scale_cfg, results_dir, loaded)
+    stale_cells = [c for c in loaded if not any(c is k for k in cells)]
     if not cells:
         raise FileNotFoundError(
             f"every cell result under {results_dir} was made under another protocol of scale={scale}: "
@@ -223,7 +231,7 @@ def leaderboard(cfg) -> dict:
         plots=plots,
         report_command=cmd,
         references=references,
-        pending={**_pending(scale_cfg, results_dir, agg), **stale},
+        pending={**_pending(scale_cfg, results_dir, agg, stale_cells), **stale},
         equivalences={d: data_equivalences(results_dir, d) for d in agg},
         links=_links(results_dir),
         sections=section,

@@ -26,8 +26,8 @@ def training_table(agg: dict, datasets: list[str], models: list[str]) -> list[st
         "## Training",
         "",
         "| dataset | model | preset | parameters | seeds | chosen lr per seed | sweep (lr: final valid loss) | inside "
-        "| steps | wall min per run (mean) |",
-        "|---|---|---|---:|---|---|---|---|---:|---:|",
+        "| steps | wall min per run (mean) | valid/train per seed |",
+        "|---|---|---|---:|---|---|---|---|---:|---:|---|",
     ]
     for d in datasets:
         for m in models:

@@ -175,8 +175,16 @@ def trend_section(agg: dict, plots: dict | None = None) -> list[str]:
         if png:
             L += [f"![{name}: error against grid]({Path(png).name})", ""]
     if counts:
-        L += ["Summary, datasets each way (warp model, lead summary: grows / holds / shrinks / no spread):", ""]
-        L += ["| warp model | lead | grows | holds | shrinks | no spread |", "|---|---|---:|---:|---:|---:|"]
+        L += [
+            f"Summary, datasets each way over the {len(fams)} dataset{'s' if len(fams) > 1 else ''} trained at two "
+            "grids (warp model, lead summary; 'gains on SFNO': its ratio to SFNO fell beyond the seed spread, whether "
+            "it is ahead or behind; 'loses ground': it rose):",
+            "",
+        ]
+        L += [
+            "| warp model | lead | gains on SFNO | holds | loses ground | no spread |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
         for (m, part), c in counts.items():
             label = dict(PARTS)[part]
             L.append(

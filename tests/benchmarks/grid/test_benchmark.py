@@ -318,6 +318,13 @@ def test_pending_lists_missing_datasets_and_missing_model_seeds(tmp_path):
     scale_cfg.datasets.b = {"models": ["y"], "seeds": [0, 1]}
     agg["b"] = {"y": {"seeds": [0]}}
     assert LB._pending(scale_cfg, tmp_path, agg) == {"a: y (seeds 1, 2)": "slow", "b: y (seed 1)": "not run yet"}
+    # a gap that committed results of an earlier protocol fill says a rerun is pending; a partial fill does not
+    stale = [{"dataset_key": "a", "model": "y", "seed": k} for k in (1, 2)] + [
+        {"dataset_key": "b", "model": "x", "seed": 1}
+    ]
+    out = LB._pending(scale_cfg, tmp_path, agg, stale)
+    assert out["a: y (seeds 1, 2)"].startswith("rerun pending") and out["b: y (seed 1)"] == "not run yet"
+    assert LB._pending(scale_cfg, tmp_path, agg, stale[:1])["a: y (seeds 1, 2)"] == "slow"
 
 
 def test_budget_study_multiplies_both_phases_and_resumes(tiny_scale, tmp_path):

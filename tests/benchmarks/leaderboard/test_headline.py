@@ -1,0 +1,63 @@
+"""The headline table's marks: ties within the seed spread, models worse than persistence, reference columns."""
+
+import math
+
+import pytest
+
+from dandelion.benchmarks.leaderboard import markdown as MD
+
+
+def _s(mean, std=0.1, n=4):
+    return {"mean": mean, "std": std, "n": n}
+
+
+@pytest.mark.parametrize(
+    "stats, best",
+    [
+        # 1.12 - 1.0 = 0.12 < 2 * sqrt(0.1^2/4 + 0.1^2/4) = 0.141: a tie; 1.2 is beyond it
+        ({"a": _s(1.0), "b": _s(1.12), "c": _s(1.2)}, {"a", "b"}),
+        # four times the seeds halve the standard errors: 0.12 is now beyond 0.071
+        ({"a": _s(1.0, n=16), "b": _s(1.12, n=16)}, {"a"}),
+        # one seed has no spread: it ties only on an equal mean
+        ({"a": _s(1.0, math.nan, 1), "b": _s(1.01)}, {"a"}),
+        ({"a": _s(1.0, math.nan, 1), "b": _s(1.0, math.nan, 1)}, {"a", "b"}),
+        ({"a": _s(math.nan, math.nan, 0), "b": _s(2.0)}, {"b"}),
+    ],
+)
+def test_best_within_spread(stats, best):
+    assert MD.best_within_spread(stats) == best
+
+
+def _entry(nxt, r20, refs):
+    return {
+        "next_step": {"vrmse": {"mean": nxt}},
+        "rollout_mean": {"vrmse": {"mean": r20}},
+        "references": refs,
+    }
+
+
+def test_headline_marks_ties_and_models_worse_than_persistence():
+    refs = {
+        "persistence": {"next_step": {"vrmse": {"mean": 0.5}}, "rollout_mean": {"vrmse": {"mean": 1.0}}},
+        "linear_ar": {"next_step": {"vrmse": {"mean": 0.2}}, "rollout_mean": {"vrmse": {"mean": 1.5}}},
+    }
+    agg = {
+        "d_32x64": {
+            "m1": _entry(_s(0.10, 0.01), _s(1.2, 0.01), refs),  # 1:20 worse than persistence (1.0)
+            "m2": _entry(_s(0.105, 0.01), _s(0.8, 0.01), refs),  # next step tied with m1 (0.005 < 0.014)
+            "m3": _entry(_s(0.3, 0.01), _s(0.9, 0.01), refs),
+        }
+    }
+    lines = MD.headline_table(agg, ["d_32x64"], ["m1", "m2", "m3"])
+    assert lines[0] == "| dataset | m1 | m2 | m3 | *persistence* | *linear AR* |"
+    row = [c.strip() for c in lines[2].split("|")[2:-1]]
+    assert row == [
+        "**0.1000** / 1.2000†",
+        "**0.1050** / **0.8000**",
+        "0.3000 / 0.9000",
+        "*0.5000* / *1.0000*",
+        "*0.2000* / *1.5000*",
+    ]
+    # without any linear AR reference the column is left out
+    only = {k: {**e, "references": {"persistence": refs["persistence"]}} for k, e in agg["d_32x64"].items()}
+    assert MD.headline_table({"d_32x64": only}, ["d_32x64"], ["m1"])[0] == "| dataset | m1 | *persistence* |"
