@@ -71,6 +71,7 @@ def _pending(scale_cfg, results_dir: Path, agg: dict, stale_cells: list[dict] = 
     if scale_cfg is None or _scale_results_dir(scale_cfg).resolve() != Path(results_dir).resolve():
         return {}
     models, seeds = list(scale_cfg.get("models") or []), list(scale_cfg.get("seeds") or [])
+    old = {(c["dataset_key"], c["model"], int(c["seed"])) for c in stale_cells}
     out = {}
     for key, spec in scale_cfg.datasets.items():
         why = str(spec.get("pending_reason") or "not run yet")
@@ -83,7 +84,6 @@ def _pending(scale_cfg, results_dir: Path, agg: dict, stale_cells: list[dict] = 
         for m in key_models:
             missing = [s for s in key_seeds if s not in (agg[key].get(m) or {}).get("seeds", [])]
             if missing:
-                old = {(c["dataset_key"], c["model"], int(c["seed"])) for c in stale_cells}
                 rerun = all((key, m, k) in old for k in missing)
                 out[f"{key}: {m} (seed{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))})"] = (
                     "rerun pending (the committed result is stale, listed below)" if rerun else why
@@ -193,7 +193,8 @@ def leaderboard(cfg) -> dict:
     results_dir = Path(str(results_dir))
     loaded = load_cells(results_dir)
     cells, stale = _current_cells(scale_cfg, results_dir, loaded)
-    stale_cells = [c for c in loaded if not any(c is k for k in cells)]
+    kept = {id(c) for c in cells}
+    stale_cells = [c for c in loaded if id(c) not in kept]
     if not cells:
         raise FileNotFoundError(
             f"every cell result under {results_dir} was made under another protocol of scale={scale}: "
