@@ -34,13 +34,14 @@ Use::
     dandelion-benchmark scale=cpu 'only.datasets=[galewsky_32x64]' 'only.models=[dandelion,sfno]' 'scale.seeds=[0]'
     dandelion-benchmark scale=full device=cuda
     dandelion-benchmark scale=cpu dry_run=true          # list the cells and whether they are finished
+    dandelion-benchmark scale=cpu 'only.datasets=[galewsky_32x64]' 'only.models=[sfno]' 'train_rates=[1e-2]'
+                                                        # beside a grid process: train only that sweep run
 """
 
 from __future__ import annotations
 
 import json
 import math
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -63,7 +64,6 @@ from dandelion.benchmarks.grid.cells import (
     reference_path,
     resolved_trainer,
     stored_hash,
-    training_hash,
 )
 from dandelion.benchmarks.grid.lr_plan import sweep_plan
 from dandelion.benchmarks.grid.references import linear_ar_reference, persistence_reference
@@ -74,13 +74,12 @@ from dandelion.benchmarks.grid.runs import (
     _loss,
     _read_curve,
     _run_record,
-    _train_overrides,
+    _train_one,
     ensure_dataset,
 )
 from dandelion.benchmarks.paths import resolve_scale_dirs
 from dandelion.cli.common import check_choice, check_device, run
 from dandelion.cli.common import compose_config as compose
-from dandelion.cli.train import train
 from dandelion.datasets.folder import load_metadata
 from dandelion.runtime import machine, versions, write_json_atomic
 
@@ -88,6 +87,7 @@ __all__ = [
     "benchmark",
     "run_cell",
     "sweep_lr",
+    "train_rates",
     "ensure_dataset",
     "check",
     "main",
@@ -110,49 +110,6 @@ __all__ = [
 def _sum_known(values: list) -> float | None:
     """The sum of ``values``; None when any is unknown (None), so a partial total never passes for a whole one."""
     return None if any(v is None for v in values) else float(sum(values))
-
-
-def _train_one(cfg, key, model, seed, lr, data_path, run_dir: Path | None = None) -> dict:
-    """Train (or resume, or reuse: ``result.json`` marks a finished run) one run of the scale's protocol; ``run_dir``
-    defaults to the run's own folder under ``work_dir/runs`` (:func:`training_hash`)."""
-    if run_dir is None:
-        run_dir = (
-            Path(cfg.scale.work_dir) / "runs" / key / model / f"seed{seed}" / f"t{training_hash(cfg, key)}" / lr_tag(lr)
-        )
-    run_dir = Path(run_dir)
-    over = _train_overrides(cfg, key, model, seed, lr, run_dir, data_path)
-    command = "dandelion-train " + " ".join(shlex.quote(o) for o in over)
-    done = run_dir / "result.json"
-    if done.exists():
-        try:
-            res = json.loads(done.read_text())
-            return {**res, "lr": float(lr), "command": command, "reused": True}
-        except json.JSONDecodeError:
-            pass  # a torn file: train again below
-    tcfg = compose("train", over)
-    OmegaConf.set_struct(tcfg, False)
-    if (run_dir / "last.pt").exists():  # an interrupted run continues exactly (train.py's resume)
-        tcfg.resume = str(run_dir / "last.pt")
-        print(f"[benchmark] resuming {run_dir}", flush=True)
-    print(f"[benchmark] {command}", flush=True)
-    try:
-        res = train(tcfg)
-    except FloatingPointError as err:  # diverged: recorded as such (and reused), the worst of any sweep
-        res = {
-            "run_dir": str(run_dir),
-            "best": str(run_dir / "best.pt"),
-            "last": str(run_dir / "last.pt"),
-            "step": -1,
-            "stopped": "diverged",
-            "error": str(err),
-            "train_loss": math.nan,
-            "val_loss": math.nan,
-            "val_vrmse": math.nan,
-            "minutes": math.nan,
-        }
-        write_json_atomic(done, res)
-        print(f"[benchmark] {run_dir}: diverged ({err}); recorded in {done}", flush=True)
-    return {**res, "lr": float(lr), "command": command, "reused": False}
 
 
 def sweep_lr(cfg, key: str, model: str, seed: int, data_path: Path) -> tuple[list[dict], dict, dict]:
@@ -367,6 +324,40 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
 # ---------------------------------------------------------------------------------------------- the grid
 
 
+def train_rates(cfg, grid: list[dict]) -> list[dict]:
+    """Train the sweep runs at the rates ``cfg.train_rates`` on the sweep seed of every (dataset, model) of ``grid``
+    and write no cell: a second process beside ``dandelion-benchmark`` takes a part of a sweep (two cores, two
+    rates at once); the grid reuses the finished runs (their ``result.json``) and waits for running ones
+    (:func:`_train_one`). With ``scale.sweep_seed`` null, the grid's seeds each. Returns one dict per run:
+    ``dataset``, ``model``, ``seed``, ``lr``, ``val_loss``, ``run_dir``, ``reused``.
+
+    Raises
+    ------
+    ValueError
+        If a rate is not on ``scale.lr_ladder``: no sweep would ever read its run.
+    """
+    s = cfg.scale
+    ladder = [float(x) for x in (s.get("lr_ladder") or s.get("lr_sweep") or [])]
+    rates = [float(x) for x in cfg.train_rates]
+    off = [lr for lr in rates if not any(math.isclose(lr, x, rel_tol=1e-9) for x in ladder)]
+    if off:
+        raise ValueError(f"train_rates {off} are not on scale.lr_ladder {ladder}: pick rates of the ladder")
+    seed0 = s.get("sweep_seed")
+    out = []
+    for key, model, seed in dict.fromkeys(
+        (c["dataset"], c["model"], c["seed"] if seed0 is None else int(seed0)) for c in grid
+    ):
+        data_path = ensure_dataset(cfg, key)
+        for lr in rates:
+            res = _train_one(cfg, key, model, seed, lr, data_path)
+            out.append(
+                {"dataset": key, "model": model, "seed": seed, "lr": lr, "val_loss": _loss(res)}
+                | {"run_dir": str(res.get("run_dir")), "reused": bool(res.get("reused"))}
+            )
+            print(f"[benchmark] {key} {model} seed {seed} lr {lr:g}: val_loss {out[-1]['val_loss']:.4g}", flush=True)
+    return out
+
+
 def benchmark(cfg) -> dict:
     """Run (or resume) every unfinished cell of the grid; returns ``{"cells": [...], "ran": n, "skipped": n,
     "failed": [...]}``. ``scale.results_dir`` and ``scale.work_dir`` are resolved first
@@ -374,7 +365,8 @@ def benchmark(cfg) -> dict:
 
     A cell whose every learning rate diverged is reported in ``failed`` (with the reason) and the grid goes on.
     With ``generate_only`` set, only the datasets of the selected cells are generated (or completed), nothing is
-    trained, and the result also lists them under ``generated`` (dataset key -> folder).
+    trained, and the result also lists them under ``generated`` (dataset key -> folder). With ``train_rates`` set,
+    only those sweep runs are trained (:func:`train_rates`), listed under ``trained``.
     """
     cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
     resolve_scale_dirs(cfg, cfg.get("_argv"))
@@ -392,6 +384,8 @@ def benchmark(cfg) -> dict:
         for key, path in generated.items():
             print(f"[benchmark] {key}: complete at {path}", flush=True)
         return {"cells": [], "ran": 0, "skipped": len(grid), "failed": [], "generated": generated}
+    if cfg.get("train_rates") and not cfg.get("dry_run"):
+        return {"cells": [], "ran": 0, "skipped": len(grid), "failed": [], "trained": train_rates(cfg, grid)}
     for c in grid:
         state = c["state"]
         if cfg.get("dry_run"):

@@ -1,5 +1,6 @@
-"""The pieces of one benchmark cell that call the jobs: dataset generation, the training command of a sweep run,
-the test rollout, and the records kept of them (:mod:`dandelion.benchmarks.grid.benchmark` assembles a cell)."""
+"""The pieces of one benchmark cell that call the jobs: dataset generation, the training command of a sweep run
+and the training itself (or its reuse, or the wait for another process training it), the test rollout, and the
+records kept of them (:mod:`dandelion.benchmarks.grid.benchmark` assembles a cell)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,15 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from dandelion.benchmarks.grid.cells import dataset_spec, flatten_overrides, fmt_value
+from dandelion.benchmarks.grid.cells import dataset_spec, flatten_overrides, fmt_value, lr_tag, training_hash
 from dandelion.benchmarks.grid.records import cost_fields
 from dandelion.cli.common import compose_config as compose
 from dandelion.cli.rollout import rollout
+from dandelion.cli.train import train
 from dandelion.datasets.folder import is_complete
 from dandelion.datasets.generate import generate
 from dandelion.locks import LockHeldError
-from dandelion.runtime import device_name
+from dandelion.runtime import device_name, write_json_atomic
 
 __all__ = ["ensure_dataset"]
 
@@ -28,7 +30,7 @@ def _device(cfg) -> str:
     return device_name(cfg.get("device") or cfg.scale.get("device") or "cpu")
 
 
-LOCK_POLL_S = 30.0  # seconds between looks at a dataset another process is generating
+LOCK_POLL_S = 30.0  # seconds between looks at a dataset (or a run) another process is writing
 
 
 def ensure_dataset(cfg, key: str) -> Path:
@@ -88,6 +90,59 @@ def _train_overrides(cfg, key: str, model: str, seed: int, lr: float, run_dir: P
         *flatten_overrides(trainer, "trainer."),
         *_plugins(cfg),
     ]
+
+
+def _train_one(cfg, key, model, seed, lr, data_path, run_dir: Path | None = None) -> dict:
+    """Train (or resume, or reuse: ``result.json`` marks a finished run) one run of the scale's protocol; ``run_dir``
+    defaults to the run's own folder under ``work_dir/runs`` (:func:`training_hash`). When another process is
+    training the same run (its folder's lock is held: two grid processes, or ``train_rates`` beside the grid),
+    this one waits for it, polling every ``LOCK_POLL_S`` seconds, and then reuses (or resumes) the run."""
+    if run_dir is None:
+        run_dir = (
+            Path(cfg.scale.work_dir) / "runs" / key / model / f"seed{seed}" / f"t{training_hash(cfg, key)}" / lr_tag(lr)
+        )
+    run_dir = Path(run_dir)
+    over = _train_overrides(cfg, key, model, seed, lr, run_dir, data_path)
+    command = "dandelion-train " + " ".join(shlex.quote(o) for o in over)
+    done = run_dir / "result.json"
+    waited = False
+    while True:
+        if done.exists():
+            try:
+                res = json.loads(done.read_text())
+                return {**res, "lr": float(lr), "command": command, "reused": True}
+            except json.JSONDecodeError:
+                pass  # a torn file: train again below
+        tcfg = compose("train", over)
+        OmegaConf.set_struct(tcfg, False)
+        if (run_dir / "last.pt").exists():  # an interrupted run continues exactly (train.py's resume)
+            tcfg.resume = str(run_dir / "last.pt")
+            print(f"[benchmark] resuming {run_dir}", flush=True)
+        print(f"[benchmark] {command}", flush=True)
+        try:
+            res = train(tcfg)
+        except LockHeldError as err:  # another process trains this run: wait, then reuse (or resume) it
+            if not waited:
+                print(f"[benchmark] {err}; waiting for it (polling every {LOCK_POLL_S:g} s)", flush=True)
+            waited = True
+            time.sleep(LOCK_POLL_S)
+            continue
+        except FloatingPointError as err:  # diverged: recorded as such (and reused), the worst of any sweep
+            res = {
+                "run_dir": str(run_dir),
+                "best": str(run_dir / "best.pt"),
+                "last": str(run_dir / "last.pt"),
+                "step": -1,
+                "stopped": "diverged",
+                "error": str(err),
+                "train_loss": math.nan,
+                "val_loss": math.nan,
+                "val_vrmse": math.nan,
+                "minutes": math.nan,
+            }
+            write_json_atomic(done, res)
+            print(f"[benchmark] {run_dir}: diverged ({err}); recorded in {done}", flush=True)
+        return {**res, "lr": float(lr), "command": command, "reused": False}
 
 
 def _model_choice(model: str) -> list[str]:
