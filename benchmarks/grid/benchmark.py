@@ -66,6 +66,7 @@ from dandelion.benchmarks.grid.cells import (
     stored_hash,
 )
 from dandelion.benchmarks.grid.lr_plan import sweep_plan
+from dandelion.benchmarks.grid.parallel import check_rates, train_rates
 from dandelion.benchmarks.grid.references import linear_ar_reference, persistence_reference
 from dandelion.benchmarks.grid.runs import (
     _benchmark_command,
@@ -324,40 +325,6 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
 # ---------------------------------------------------------------------------------------------- the grid
 
 
-def train_rates(cfg, grid: list[dict]) -> list[dict]:
-    """Train the sweep runs at the rates ``cfg.train_rates`` on the sweep seed of every (dataset, model) of ``grid``
-    and write no cell: a second process beside ``dandelion-benchmark`` takes a part of a sweep (two cores, two
-    rates at once); the grid reuses the finished runs (their ``result.json``) and waits for running ones
-    (:func:`_train_one`). With ``scale.sweep_seed`` null, the grid's seeds each. Returns one dict per run:
-    ``dataset``, ``model``, ``seed``, ``lr``, ``val_loss``, ``run_dir``, ``reused``.
-
-    Raises
-    ------
-    ValueError
-        If a rate is not on ``scale.lr_ladder``: no sweep would ever read its run.
-    """
-    s = cfg.scale
-    ladder = [float(x) for x in (s.get("lr_ladder") or s.get("lr_sweep") or [])]
-    rates = [float(x) for x in cfg.train_rates]
-    off = [lr for lr in rates if not any(math.isclose(lr, x, rel_tol=1e-9) for x in ladder)]
-    if off:
-        raise ValueError(f"train_rates {off} are not on scale.lr_ladder {ladder}: pick rates of the ladder")
-    seed0 = s.get("sweep_seed")
-    out = []
-    for key, model, seed in dict.fromkeys(
-        (c["dataset"], c["model"], c["seed"] if seed0 is None else int(seed0)) for c in grid
-    ):
-        data_path = ensure_dataset(cfg, key)
-        for lr in rates:
-            res = _train_one(cfg, key, model, seed, lr, data_path)
-            out.append(
-                {"dataset": key, "model": model, "seed": seed, "lr": lr, "val_loss": _loss(res)}
-                | {"run_dir": str(res.get("run_dir")), "reused": bool(res.get("reused"))}
-            )
-            print(f"[benchmark] {key} {model} seed {seed} lr {lr:g}: val_loss {out[-1]['val_loss']:.4g}", flush=True)
-    return out
-
-
 def benchmark(cfg) -> dict:
     """Run (or resume) every unfinished cell of the grid; returns ``{"cells": [...], "ran": n, "skipped": n,
     "failed": [...]}``. ``scale.results_dir`` and ``scale.work_dir`` are resolved first
@@ -366,7 +333,8 @@ def benchmark(cfg) -> dict:
     A cell whose every learning rate diverged is reported in ``failed`` (with the reason) and the grid goes on.
     With ``generate_only`` set, only the datasets of the selected cells are generated (or completed), nothing is
     trained, and the result also lists them under ``generated`` (dataset key -> folder). With ``train_rates`` set,
-    only those sweep runs are trained (:func:`train_rates`), listed under ``trained``.
+    only those sweep runs are trained
+    (:func:`dandelion.benchmarks.grid.parallel.train_rates`), listed under ``trained``.
     """
     cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
     resolve_scale_dirs(cfg, cfg.get("_argv"))
@@ -384,7 +352,7 @@ def benchmark(cfg) -> dict:
         for key, path in generated.items():
             print(f"[benchmark] {key}: complete at {path}", flush=True)
         return {"cells": [], "ran": 0, "skipped": len(grid), "failed": [], "generated": generated}
-    if cfg.get("train_rates") and not cfg.get("dry_run"):
+    if cfg.get("train_rates") is not None and not cfg.get("dry_run"):
         return {"cells": [], "ran": 0, "skipped": len(grid), "failed": [], "trained": train_rates(cfg, grid)}
     for c in grid:
         state = c["state"]
@@ -420,21 +388,22 @@ def benchmark(cfg) -> dict:
 
 
 def check(cfg, overrides=()) -> None:
-    """What ``dandelion-benchmark`` checks before any work: the device, and that ``only.*`` names datasets and
-    models of the scale, and that ``scale.results_dir`` and ``scale.work_dir`` can be found from the current
-    directory (:func:`dandelion.benchmarks.paths.resolve_scale_dirs`). Raises :class:`dandelion.cli.common.UsageError`
-    (with the closest name, or the option to pass)."""
+    """What ``dandelion-benchmark`` checks before any work: the device, that ``only.*`` names datasets and models of
+    the scale, that ``train_rates`` (if set) are rates of the ladder, and that ``scale.results_dir`` and
+    ``scale.work_dir`` can be found from the current directory (:func:`dandelion.benchmarks.paths.resolve_scale_dirs`).
+    Raises :class:`dandelion.cli.common.UsageError` (with the closest name, or the option to pass)."""
     resolve_scale_dirs(cfg, overrides)
     check_device(cfg.get("device") or cfg.scale.get("device") or "cpu")
     only = cfg.get("only") or {}
     for key, choices in (("datasets", list(cfg.scale.datasets)), ("models", [str(m) for m in cfg.scale.models])):
         for name in only.get(key) or []:
             check_choice(name, choices, f"only.{key}")
+    check_rates(cfg)
 
 
 def main(argv: list[str] | None = None) -> None:
     """``dandelion-benchmark scale=cpu|full [only.datasets=[..]] [only.models=[..]] [device=..] [dry_run=true]
-    [generate_only=true]`` (``--help``)."""
+    [generate_only=true] [train_rates=[..]]`` (``--help``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
 
     def _job(cfg: DictConfig) -> None:

@@ -20,7 +20,7 @@ from dandelion.cli.rollout import rollout
 from dandelion.cli.train import train
 from dandelion.datasets.folder import is_complete
 from dandelion.datasets.generate import generate
-from dandelion.locks import LockHeldError
+from dandelion.locks import LockHeldError, OutputLock
 from dandelion.runtime import device_name, write_json_atomic
 
 __all__ = ["ensure_dataset"]
@@ -31,6 +31,7 @@ def _device(cfg) -> str:
 
 
 LOCK_POLL_S = 30.0  # seconds between looks at a dataset (or a run) another process is writing
+WAIT_NOTE_S = 600.0  # seconds between repeats of the line naming the process waited for
 
 
 def ensure_dataset(cfg, key: str) -> Path:
@@ -92,11 +93,28 @@ def _train_overrides(cfg, key: str, model: str, seed: int, lr: float, run_dir: P
     ]
 
 
+def _wait_for_run(run_dir: Path, err: LockHeldError) -> None:
+    """Poll every ``LOCK_POLL_S`` seconds, indefinitely, until no live process holds ``run_dir``'s lock (a holder
+    that ended, however, releases it); the holder is named again every ``WAIT_NOTE_S`` seconds."""
+    print(f"[benchmark] {err}; waiting for it (polling every {LOCK_POLL_S:g} s)", flush=True)
+    noted = time.monotonic()
+    while True:
+        time.sleep(LOCK_POLL_S)
+        try:
+            OutputLock.check_free(run_dir, "dandelion-benchmark")
+            return
+        except LockHeldError as again:
+            if time.monotonic() - noted >= WAIT_NOTE_S:
+                print(f"[benchmark] still waiting: {again}", flush=True)
+                noted = time.monotonic()
+
+
 def _train_one(cfg, key, model, seed, lr, data_path, run_dir: Path | None = None) -> dict:
     """Train (or resume, or reuse: ``result.json`` marks a finished run) one run of the scale's protocol; ``run_dir``
     defaults to the run's own folder under ``work_dir/runs`` (:func:`training_hash`). When another process is
     training the same run (its folder's lock is held: two grid processes, or ``train_rates`` beside the grid),
-    this one waits for it, polling every ``LOCK_POLL_S`` seconds, and then reuses (or resumes) the run."""
+    this one waits for it (:func:`_wait_for_run`) and then reuses its result (or resumes it, if it ended early).
+    The time spent waiting counts in the cell's ``minutes.train_wall``, not in any CPU-seconds."""
     if run_dir is None:
         run_dir = (
             Path(cfg.scale.work_dir) / "runs" / key / model / f"seed{seed}" / f"t{training_hash(cfg, key)}" / lr_tag(lr)
@@ -105,7 +123,6 @@ def _train_one(cfg, key, model, seed, lr, data_path, run_dir: Path | None = None
     over = _train_overrides(cfg, key, model, seed, lr, run_dir, data_path)
     command = "dandelion-train " + " ".join(shlex.quote(o) for o in over)
     done = run_dir / "result.json"
-    waited = False
     while True:
         if done.exists():
             try:
@@ -113,6 +130,11 @@ def _train_one(cfg, key, model, seed, lr, data_path, run_dir: Path | None = None
                 return {**res, "lr": float(lr), "command": command, "reused": True}
             except json.JSONDecodeError:
                 pass  # a torn file: train again below
+        try:
+            OutputLock.check_free(run_dir, "dandelion-benchmark")
+        except LockHeldError as err:  # another process trains this run: wait, then look for its result again
+            _wait_for_run(run_dir, err)
+            continue
         tcfg = compose("train", over)
         OmegaConf.set_struct(tcfg, False)
         if (run_dir / "last.pt").exists():  # an interrupted run continues exactly (train.py's resume)
@@ -121,11 +143,7 @@ def _train_one(cfg, key, model, seed, lr, data_path, run_dir: Path | None = None
         print(f"[benchmark] {command}", flush=True)
         try:
             res = train(tcfg)
-        except LockHeldError as err:  # another process trains this run: wait, then reuse (or resume) it
-            if not waited:
-                print(f"[benchmark] {err}; waiting for it (polling every {LOCK_POLL_S:g} s)", flush=True)
-            waited = True
-            time.sleep(LOCK_POLL_S)
+        except LockHeldError:  # taken by another process since the check above: wait for it on the next pass
             continue
         except FloatingPointError as err:  # diverged: recorded as such (and reused), the worst of any sweep
             res = {
