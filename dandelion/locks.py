@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import fcntl
 import json
 import os
@@ -97,8 +98,10 @@ class OutputLock:
             fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+            except OSError as err:
                 os.close(fd)
+                if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise  # flock not supported here (some network file systems): not a lock held by another process
                 raise LockHeldError(self._held_message()) from None
             try:
                 same = os.fstat(fd).st_ino == os.stat(self.path).st_ino

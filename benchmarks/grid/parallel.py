@@ -22,10 +22,13 @@ __all__ = ["check_rates", "train_rates"]
 
 def check_rates(cfg) -> list[float] | None:
     """The rates of ``cfg.train_rates`` (None when unset); refuses (:class:`UsageError`) anything but a non-empty
-    list of rates of ``scale.lr_ladder``, since no sweep would ever read the run of another rate."""
+    list of rates of ``scale.lr_ladder`` (no sweep would ever read the run of another rate), and refuses it beside
+    ``generate_only``."""
     rates = cfg.get("train_rates")
     if rates is None:
         return None
+    if cfg.get("generate_only"):
+        raise UsageError("train_rates and generate_only=true exclude each other: give one of them")
     ladder = [float(x) for x in (cfg.scale.get("lr_ladder") or cfg.scale.get("lr_sweep") or [])]
     try:
         rates = [float(x) for x in rates]
@@ -43,7 +46,9 @@ def train_rates(cfg, grid: list[dict]) -> list[dict]:
     """Train the sweep runs at the rates ``cfg.train_rates`` on the sweep seed of every (dataset, model) of ``grid``
     and write no cell. A (dataset, model) whose sweep seed's cell is already finished is skipped (the grid reads its
     sweep from that cell), and so is a rate outside a fixed bracket (a key with ``lr_from`` whose sweep is not
-    widened: :func:`dandelion.benchmarks.grid.lr_plan.sweep_plan`), since the grid would never read either run.
+    widened: :func:`dandelion.benchmarks.grid.lr_plan.sweep_plan`), since the grid would never read either run; so is
+    such a key whose source cell is not finished yet (its bracket is unknown). A ladder rate outside ``lr_sweep`` on
+    a widening key is trained, whether or not the sweep will widen to it.
     With ``scale.sweep_seed`` null, the grid's seeds each. Returns one dict per run trained or reused: ``dataset``,
     ``model``, ``seed``, ``lr``, ``val_loss`` (inf: diverged), ``run_dir``, ``reused``.
 
@@ -51,8 +56,6 @@ def train_rates(cfg, grid: list[dict]) -> list[dict]:
     ------
     UsageError
         From :func:`check_rates`.
-    RuntimeError
-        From :func:`~dandelion.benchmarks.grid.lr_plan.sweep_plan`, for a key whose ``lr_from`` cell is not finished.
     """
     s = cfg.scale
     rates = check_rates(cfg)
@@ -71,7 +74,11 @@ def train_rates(cfg, grid: list[dict]) -> list[dict]:
                 f"[benchmark] {key} {model} seed {seed}: its cell is finished and holds the sweep; skipped", flush=True
             )
             continue
-        plan = sweep_plan(cfg, key, model, seed, start, ladder)
+        try:
+            plan = sweep_plan(cfg, key, model, seed, start, ladder)
+        except RuntimeError as err:  # a 64x128 key whose 32x64 cell (lr_from) is not finished: the others go on
+            print(f"[benchmark] {key} {model}: skipped, its bracket is not known yet ({err})", flush=True)
+            continue
         for lr in rates:
             if not plan["widen"] and not any(math.isclose(lr, x, rel_tol=1e-9) for x in plan["start"]):
                 print(

@@ -96,7 +96,9 @@ def _train_overrides(cfg, key: str, model: str, seed: int, lr: float, run_dir: P
 def _wait_for_run(run_dir: Path, err: LockHeldError) -> None:
     """Poll every ``LOCK_POLL_S`` seconds, indefinitely, until no live process holds ``run_dir``'s lock (a holder
     that ended, however, releases it); the holder is named again every ``WAIT_NOTE_S`` seconds."""
-    print(f"[benchmark] {err}; waiting for it (polling every {LOCK_POLL_S:g} s)", flush=True)
+    print(
+        f"[benchmark] waiting for the process training {run_dir} (polling every {LOCK_POLL_S:g} s): {err}", flush=True
+    )
     noted = time.monotonic()
     while True:
         time.sleep(LOCK_POLL_S)

@@ -67,7 +67,9 @@ def test_a_run_taken_in_the_instant_before_training_is_not_trained_twice(monkeyp
 def test_a_run_left_by_an_ended_process_is_resumed(monkeypatch, tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "last.pt").write_bytes(b"")  # an interrupted run; no process holds its lock
+    (run_dir / "last.pt").write_bytes(b"")  # an interrupted run whose process ended: its lock file stays, unheld
+    (run_dir / OutputLock.NAME).write_text(json.dumps({"pid": 999999999, "host": "gone", "command": "killed"}))
+    monkeypatch.setattr(R.time, "sleep", lambda s: pytest.fail("waited for a process that has ended"))
     seen = []
     monkeypatch.setattr(R, "train", lambda tcfg: seen.append(tcfg.get("resume")) or {"val_loss": 0.1})
     res = R._train_one(_cfg(tmp_path), "galewsky_32x64", "sfno", 0, 1e-3, tmp_path / "data", run_dir=run_dir)
@@ -90,6 +92,17 @@ def test_train_rates_trains_only_those_runs_on_the_sweep_seed(monkeypatch, tmp_p
     assert sorted(calls) == sorted(expected)  # each (model, rate) once, on the sweep seed only, whatever the seeds
     assert len(out["trained"]) == 4 and out["ran"] == 0
     assert not list((tmp_path / "results").rglob("*.json"))  # no cell, no reference written
+
+
+def test_train_rates_keeps_to_a_fixed_bracket(monkeypatch, tmp_path):
+    """A key whose sweep is a fixed bracket (lr_from, not widened) trains only the given rates inside it."""
+    calls = []
+    monkeypatch.setattr(P, "_train_one", lambda cfg, key, model, seed, lr, path: calls.append(lr) or {"val_loss": 1})
+    monkeypatch.setattr(P, "ensure_dataset", lambda cfg, key: tmp_path / key)
+    monkeypatch.setattr(P, "sweep_plan", lambda *a: {"start": [3e-3, 1e-2, 3e-2], "widen": False})
+    cfg = _cfg(tmp_path, "only.datasets=[galewsky_32x64]", "only.models=[sfno]", "train_rates=[1e-3,1e-2,3e-2]")
+    B.benchmark(cfg)
+    assert calls == pytest.approx([1e-2, 3e-2])
 
 
 def test_train_rates_skips_a_sweep_its_finished_cell_holds(monkeypatch, tmp_path):
