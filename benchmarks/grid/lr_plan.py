@@ -37,7 +37,7 @@ class SweepPlan(dict):
     which rule applied, for the cell's ``selection`` text)."""
 
 
-def _on_ladder(lr: float, ladder: list[float]) -> int | None:
+def on_ladder(lr: float, ladder: list[float]) -> int | None:
     return next((i for i, x in enumerate(ladder) if math.isclose(x, lr, rel_tol=1e-9)), None)
 
 
@@ -77,7 +77,7 @@ def sweep_plan(cfg, key: str, model: str, sweep_seed: int, start: list[float], l
             f"'only.datasets=[{src}]' 'only.models=[{model}]' 'scale.seeds=[{sweep_seed}]'"
         )
     lr = float(json.loads(path.read_text())["lr"])
-    i = _on_ladder(lr, ladder)
+    i = on_ladder(lr, ladder)
     if i is None:
         raise ValueError(f"the rate {lr:g} chosen at {src} ({path}) is not on scale.lr_ladder {ladder}: add it")
     source = {"key": src, "cell": str(path), "lr": lr}

@@ -11,7 +11,7 @@ from dandelion.benchmarks.grid.cells import (
     protocol_hash,
     resolved_trainer,
 )
-from dandelion.benchmarks.grid.lr_plan import _on_ladder, sweep_plan
+from dandelion.benchmarks.grid.lr_plan import on_ladder, sweep_plan
 from dandelion.benchmarks.grid.runs import _loss, _train_one, ensure_dataset
 from dandelion.cli.checks import UsageError
 
@@ -32,7 +32,7 @@ def check_rates(cfg) -> list[float] | None:
         rates = [float(x) for x in rates]
     except (TypeError, ValueError):
         raise UsageError(f"train_rates={rates!r} must be a list of learning rates, e.g. 'train_rates=[1e-2]'") from None
-    off = [lr for lr in rates if _on_ladder(lr, ladder) is None]
+    off = [lr for lr in rates if on_ladder(lr, ladder) is None]
     if not rates or off:
         raise UsageError(
             f"train_rates={rates}: {off or 'empty'}; give rates of scale.lr_ladder {ladder}, e.g. 'train_rates=[1e-2]'"
@@ -78,7 +78,7 @@ def train_rates(cfg, grid: list[dict]) -> list[dict]:
             print(f"[benchmark] {key} {model}: skipped, its bracket is not known yet ({err})", flush=True)
             continue
         for lr in rates:
-            if not plan["widen"] and _on_ladder(lr, plan["start"]) is None:
+            if not plan["widen"] and on_ladder(lr, plan["start"]) is None:
                 print(
                     f"[benchmark] {key} {model}: lr {lr:g} is outside its bracket {plan['start']}; skipped", flush=True
                 )
