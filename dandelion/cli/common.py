@@ -115,6 +115,10 @@ USER_ERRORS = (
 #: Exit status of a job stopped with Ctrl-C (128 + SIGINT, as a shell reports it).
 INTERRUPTED = 130
 
+#: Exit status when the reader of stdout went away (``dandelion-benchmark dry_run=true | head``): the shell's
+#: 128 + SIGPIPE, as a command killed by the signal would report it.
+BROKEN_PIPE = 141
+
 #: Numerical failures during the work (a solver state or a model output that is not finite): one line naming what
 #: failed and what to change, exit status :data:`NUMERICAL_FAILURE` (not a usage mistake, so not 2).
 NUMERICAL_ERRORS = (FloatingPointError,)
@@ -247,10 +251,18 @@ def guard(
     (full traceback). A numerical failure (:data:`NUMERICAL_ERRORS`: a solver state or a model output that is not
     finite) is one line too, with exit status :data:`NUMERICAL_FAILURE`. Other exceptions (bugs) propagate
     unchanged. ``in_job`` adds a pointer to ``--debug`` (the error came from inside the job, where a traceback may
-    help).
+    help). When the reader of stdout closes the pipe (``| head``), the job stops silently with status
+    :data:`BROKEN_PIPE`; stdout is pointed at ``os.devnull`` first so that the interpreter's final flush does not
+    raise again (the recipe of the Python documentation, "Note on SIGPIPE" in the ``signal`` module).
     """
     try:
         yield
+    except BrokenPipeError:
+        if debug:
+            raise
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(BROKEN_PIPE) from None
     except HydraException as err:
         if debug:
             raise

@@ -30,3 +30,24 @@ def test_ctrl_c_in_generate_names_the_folder_and_the_rerun(tmp_path, monkeypatch
     generate.main([*GEN, f"dataset.path={out}"])  # the rerun finishes it
     capsys.readouterr()
     assert verify.main([str(out)]) == 0
+
+
+def test_a_closed_stdout_pipe_ends_the_job_quietly():
+    """``dandelion-benchmark dry_run=true | head -1``: the reader leaves early; no traceback, status 141 (SIGPIPE)."""
+    import subprocess
+    import sys
+
+    from dandelion.cli.common import BROKEN_PIPE
+
+    code = (
+        "from dandelion.cli.common import guard\n"
+        "with guard('dandelion-benchmark', in_job=True):\n"
+        "    for i in range(200000):\n"
+        "        print(f'line {i}: a cell and its state')\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline().startswith(b"line 0")
+    proc.stdout.close()  # the reader goes away, as head does after its first line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == BROKEN_PIPE, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err, err
