@@ -20,7 +20,7 @@ from dandelion.benchmarks.grid.cells import REFERENCES, equivalence_path, equiva
 from dandelion.benchmarks.leaderboard import field_rmse
 from dandelion.benchmarks.leaderboard.compute import budget_line, compute_section
 from dandelion.benchmarks.leaderboard.training_table import training_table
-from dandelion.benchmarks.leaderboard.trend import trend_section
+from dandelion.benchmarks.leaderboard.trend import fmt_mean_std, fmt_value, trend_section
 from dandelion.metrics import METRICS, metric_names
 
 __all__ = [
@@ -122,7 +122,7 @@ def best_within_spread(stats: dict) -> set:
 def _cell(s: dict, bold: bool) -> str:
     if s["n"] == 0:
         return "–"
-    txt = f"{s['mean']:.4f} ± " + (f"{s['std']:.4f}" if math.isfinite(s["std"]) else "n/a")
+    txt = fmt_mean_std(s["mean"], s["std"])
     return f"**{txt}**" if bold else txt
 
 
@@ -140,7 +140,7 @@ def _table(agg: dict, metric: str, datasets: list[str], models: list[str]) -> li
             lines.append(
                 f"| *{label}* | "
                 + " | ".join(
-                    f"*{refs[d][name][part][metric]['mean']:.4f}*"
+                    f"*{fmt_value(refs[d][name][part][metric]['mean'])}*"
                     if name in refs[d] and metric in refs[d][name][part]
                     else "–"
                     for d, part in cols
@@ -257,7 +257,8 @@ def headline_table(agg: dict, datasets: list[str], models: list[str], metric: st
     """One row per dataset, one column per model, then the references in italics (persistence; linear AR where any
     dataset has it): ``next step / 1:20`` of the field-averaged ``metric``, mean over seeds. **Bold**: the lowest of
     the row for that lead summary and every model tied with it within the seed spread (:func:`best_within_spread`;
-    never a reference); a dagger marks a model worse than persistence."""
+    never a reference); a dagger marks a model worse than persistence, and such a model is never bold, however wide
+    its seed spread (a forecast worse than repeating the initial state is not a best)."""
     parts = ("next_step", "rollout_mean")
     refs = [r for r in REFERENCES if any(r in (agg[d][next(iter(agg[d]))].get("references") or {}) for d in datasets)]
     refs = refs or ["persistence"]
@@ -283,12 +284,13 @@ def headline_table(agg: dict, datasets: list[str], models: list[str], metric: st
             if m not in stats["next_step"] or m not in stats["rollout_mean"]:
                 row.append("–")
                 continue
-            txt = {p: f"{stats[p][m]['mean']:.4f}" + ("†" if stats[p][m]["mean"] > floor[p] else "") for p in parts}
-            row.append(" / ".join(f"**{txt[p]}**" if m in best[p] else txt[p] for p in parts))
+            txt = {p: fmt_value(stats[p][m]["mean"]) + ("†" if stats[p][m]["mean"] > floor[p] else "") for p in parts}
+            bold = {p: m in best[p] and stats[p][m]["mean"] <= floor[p] for p in parts}
+            row.append(" / ".join(f"**{txt[p]}**" if bold[p] else txt[p] for p in parts))
         for r in refs:
             ref = have.get(r)
             ok = ref is not None and all(metric in ref[p] for p in parts)
-            row.append(" / ".join(f"*{ref[p][metric]['mean']:.4f}*" for p in parts) if ok else "–")
+            row.append(" / ".join(f"*{fmt_value(ref[p][metric]['mean'])}*" for p in parts) if ok else "–")
         lines.append("| " + " | ".join(row) + " |")
     return lines
 
@@ -361,6 +363,7 @@ def render_markdown(
     equivalences: dict | None = None,
     links: list[str] | None = None,
     sections: list[str] | None = None,
+    trend_notes: dict | None = None,
 ) -> str:
     """The ``leaderboard.md`` text for the cells of one scale, in the order of the module docstring.
 
@@ -369,7 +372,8 @@ def render_markdown(
     finished cell yet; ``equivalences``: dataset key -> its recorded data-version equivalences
     (:func:`~dandelion.benchmarks.grid.cells.data_equivalences`), which turn the warning about several data versions
     into a note that names the evidence; ``links``: lines (markdown) shown under the headline; ``sections``: lines
-    of further sections placed after the per-field tables (the zero-shot transfer)."""
+    of further sections placed after the per-field tables (the zero-shot transfer); ``trend_notes``: dataset name ->
+    caveat of its resolution trend (:func:`~dandelion.benchmarks.leaderboard.trend.trend_section`)."""
     agg = aggregate(cells)
     for d, refs in (references or {}).items():
         for e in agg.get(d, {}).values():
@@ -387,7 +391,8 @@ def render_markdown(
         f"Test split; area-weighted VRMSE averaged over the fields (scalar fields and the u, v components of vector "
         f"fields) and over seeds, lower is better. Each entry: next step (lead 1) / 1:{n20} (mean over leads "
         f"1..{n20} of autoregressive rollouts); **bold** = the best model of the dataset for that lead summary, and "
-        "every model within two standard errors of it over seeds (a tie); † = worse than persistence. *persistence*: "
+        "every model within two standard errors of it over seeds (a tie), unless worse than persistence (†, never "
+        "bold); – = no cell (a model the scale does not train at that grid, or a pending cell). *persistence*: "
         "the last input frame as every forecast; *linear AR*: one pointwise linear map fitted on the train split "
         "(references, never bold). Seeds per cell: see the training table. The spread over seeds, the Well's "
         "unweighted VRMSE and the per-field values follow; how the numbers were made, at the end.",
@@ -408,7 +413,7 @@ def render_markdown(
         L += [f"- `{d}`: {why}" for d, why in pending.items()]
         L.append("")
     L += _paragraphs(links or [])
-    L += trend_section(agg, plots)  # the resolution trend (datasets at two or more grids; trend.py)
+    L += trend_section(agg, plots, trend_notes)  # the resolution trend (datasets at two or more grids; trend.py)
     L += compute_section(agg, datasets, plots)  # equal compute (cells that recorded their cost; compute.py)
     L += [
         'Below: mean ± sample std over seeds ("± n/a" with one seed); **bold** = best (lowest mean) of the column '

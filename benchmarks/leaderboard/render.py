@@ -47,7 +47,19 @@ from dandelion.metrics import METRICS, metric_names
 from dandelion.reporting.plotting import plain_log_ticks, pyplot, save_figure
 from dandelion.runtime import write_text_atomic
 
-__all__ = ["load_cells", "aggregate", "render_markdown", "plot_error_vs_resolution", "leaderboard", "bold_best"]
+__all__ = [
+    "load_cells",
+    "aggregate",
+    "render_markdown",
+    "plot_error_vs_resolution",
+    "leaderboard",
+    "bold_best",
+    "trend_notes",
+    "TREND_NOTES",
+]
+
+#: Hand-written caveats of the resolution trend, beside the results (:func:`trend_notes`).
+TREND_NOTES = "trend_notes.yaml"
 
 _LINE_STYLES = ("-", "--", ":", "-.")
 
@@ -236,6 +248,7 @@ def leaderboard(cfg) -> dict:
         equivalences={d: data_equivalences(results_dir, d) for d in agg},
         links=_links(results_dir),
         sections=section,
+        trend_notes=trend_notes(results_dir),
     )
     out = results_dir / "leaderboard.md"
     write_text_atomic(out, md)
@@ -263,3 +276,20 @@ def _links(results_dir: Path) -> list[str]:
         rel = Path(os.path.relpath(root / "docs" / "decisions.md", Path(results_dir).resolve())).as_posix()
         out.append(f"What was tried and learned, with the numbers that matter: [docs/decisions.md]({rel}).")
     return out
+
+
+def trend_notes(results_dir: Path) -> dict:
+    """Caveats of the resolution trend, dataset name -> sentence, from ``trend_notes.yaml`` beside the results
+    (written by hand, committed with them; {} when absent).
+
+    Raises:
+        ValueError: the file is not a mapping of dataset names to strings."""
+    path = Path(results_dir) / TREND_NOTES
+    if not path.exists():
+        return {}
+    data = OmegaConf.to_container(OmegaConf.load(path))
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise ValueError(
+            f"{path}: expected a mapping of dataset names (e.g. held_suarez) to one caveat string each; fix the file"
+        )
+    return data

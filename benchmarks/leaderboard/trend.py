@@ -8,7 +8,8 @@ coarsest to the finest grid, judged against the seed spread: the ratio ``r = mod
 relative uncertainty ``sqrt((s_m / m)^2 / n_m + (s_s / s)^2 / n_s)`` (standard errors of the two means, first-order
 propagation); the change of ``r`` is called real when it exceeds twice the combined uncertainty of the two ratios,
 else the lead "holds". A lower ratio at the finer grid is a growing lead (or a shrinking deficit: the sentence says
-which side of 1 the ratios are on). With one seed the spread is unknown and the verdict is "no spread".
+which side of 1 the ratios are on, judged against the seed spread too: ahead, behind, or level with SFNO). With one
+seed the spread is unknown and the verdict is "no spread".
 """
 
 from __future__ import annotations
@@ -18,7 +19,18 @@ from pathlib import Path
 
 from dandelion.reporting.plotting import pyplot, save_figure
 
-__all__ = ["WARP_MODELS", "BASELINE", "families", "trend_table", "verdict", "trend_section", "plot_trend"]
+__all__ = [
+    "WARP_MODELS",
+    "decimals",
+    "fmt_value",
+    "fmt_mean_std",
+    "BASELINE",
+    "families",
+    "trend_table",
+    "verdict",
+    "trend_section",
+    "plot_trend",
+]
 
 #: The warp models whose lead over :data:`BASELINE` the trend judges, in this order.
 WARP_MODELS = ("dandelion", "dandelion_fast", "flower2d")
@@ -61,7 +73,9 @@ def verdict(agg: dict, keys: list[str], model: str, part: str) -> dict | None:
     """The trend of ``model``'s ratio to SFNO from ``keys[0]`` (coarsest) to ``keys[-1]`` (finest) for ``part``
     (``next_step`` | ``rollout_mean``): ``{"coarse", "fine", "change", "threshold", "word"}`` with ``word`` one of
     ``grows`` (the ratio fell by more than twice the combined standard error), ``shrinks`` (rose by more),
-    ``holds``, or ``no spread`` (a side with one seed); None when either grid lacks the model or SFNO."""
+    ``holds``, or ``no spread`` (a side with one seed); None when either grid lacks the model or SFNO. Also
+    ``coarse_band`` and ``fine_band``: twice the standard error of each ratio (NaN with one seed), the band around 1
+    within which the model is level with SFNO at that grid."""
     a, b = _ratio(agg, keys[0], model, part), _ratio(agg, keys[-1], model, part)
     if a is None or b is None:
         return None
@@ -71,11 +85,42 @@ def verdict(agg: dict, keys: list[str], model: str, part: str) -> dict | None:
         word = "no spread"
     else:
         word = "grows" if change < -2 * err else "shrinks" if change > 2 * err else "holds"
-    return {"coarse": a[0], "fine": b[0], "change": change, "threshold": 2 * err, "word": word}
+    return {
+        "coarse": a[0],
+        "fine": b[0],
+        "change": change,
+        "threshold": 2 * err,
+        "word": word,
+        "coarse_band": 2 * a[0] * a[1],
+        "fine_band": 2 * b[0] * b[1],
+    }
 
 
-def _fmt(m: float, s: float) -> str:
-    return f"{m:.4f} ± " + (f"{s:.4f}" if math.isfinite(s) else "n/a")
+def _side(ratio: float, band: float) -> str:
+    """``ahead`` (ratio below 1 beyond ``band``), ``behind`` (above), ``level`` (within it); without a band (one
+    seed) the side of 1 the ratio is on."""
+    if math.isfinite(band) and abs(ratio - 1) <= band:
+        return "level"
+    return "ahead" if ratio < 1 else "behind"
+
+
+def decimals(x: float) -> int:
+    """Decimal places that show ``x`` with at least 4 significant figures (4 for ``|x| >= 0.1`` or a non-finite or
+    zero ``x``; 6 for 0.0033), so a ratio computed from the printed means matches the printed ratio."""
+    if not math.isfinite(x) or x == 0:
+        return 4
+    return max(4, 3 - math.floor(math.log10(abs(x))))
+
+
+def fmt_value(x: float, digits: int | None = None) -> str:
+    """``x`` with :func:`decimals` places (or ``digits``)."""
+    return f"{x:.{decimals(x) if digits is None else digits}f}"
+
+
+def fmt_mean_std(m: float, s: float) -> str:
+    """``mean ± std`` at the mean's :func:`decimals` (``± n/a`` for a NaN std: one seed)."""
+    d = decimals(m)
+    return fmt_value(m, d) + " ± " + (fmt_value(s, d) if math.isfinite(s) else "n/a")
 
 
 def trend_table(agg: dict, keys: list[str]) -> list[str]:
@@ -98,24 +143,35 @@ def trend_table(agg: dict, keys: list[str]) -> list[str]:
                     continue
                 mean, std, _n = _stat(e, part)
                 r = _ratio(agg, k, m, part)
-                row += [_fmt(mean, std), "–" if r is None else f"{r[0]:.3f}"]
+                row += [fmt_mean_std(mean, std), "–" if r is None else f"{r[0]:.3f}"]
             lines.append("| " + " | ".join(row) + " |")
     return lines
 
 
 def _standing(v: dict) -> str:
-    """Plain words for a :func:`verdict`: a lead when the warp model is ahead of SFNO at the finer grid
-    (ratio below 1), a gap when it is behind, and a change of side when the ratio crossed 1 beyond the seed
-    spread; "grows" in the counts means the ratio fell either way. With one seed on a side (``no spread``) no
-    direction is claimed."""
-    side = "ahead of" if v["fine"] < 1 else "behind"
+    """Plain words for a :func:`verdict`. The finer grid's standing is judged against the seed spread like the change
+    is: ahead of SFNO (ratio below 1 by more than twice its standard error), behind (above by more) or level (within
+    it); a change of side (ahead at one grid, behind at the other) is said as such. "grows" in the counts means the
+    ratio fell, whichever side it is on. With one seed on a side (``no spread``) no direction is claimed."""
+    coarse, fine = _side(v["coarse"], v["coarse_band"]), _side(v["fine"], v["fine_band"])
     if v["word"] == "no spread":
+        side = "ahead of" if v["fine"] < 1 else "behind"
         return f"no verdict yet: one seed, so the seed spread is unknown ({side} SFNO at the finer grid)"
-    if v["word"] == "shrinks" and v["coarse"] < 1 <= v["fine"]:
+    if v["word"] == "shrinks" and coarse == "ahead" and fine == "behind":
         return "its lead over SFNO turned into a gap (ahead at the coarser grid, behind at the finer)"
-    if v["word"] == "grows" and v["fine"] < 1 <= v["coarse"]:
+    if v["word"] == "grows" and coarse == "behind" and fine == "ahead":
         return "its gap to SFNO turned into a lead (behind at the coarser grid, ahead at the finer)"
-    if v["fine"] < 1:
+    if v["word"] == "shrinks" and coarse == "level" and fine == "behind":
+        return "it fell behind SFNO (level at the coarser grid, behind at the finer)"
+    if v["word"] == "grows" and coarse == "level" and fine == "ahead":
+        return "it moved ahead of SFNO (level at the coarser grid, ahead at the finer)"
+    if fine == "level":
+        return {
+            "grows": "it gains on SFNO",
+            "shrinks": "it loses ground to SFNO",
+            "holds": "its standing holds",
+        }[v["word"]] + " (level with SFNO at the finer grid, within the seed spread)"
+    if fine == "ahead":
         return {
             "grows": "its lead over SFNO grows",
             "shrinks": "its lead over SFNO shrinks",
@@ -147,8 +203,11 @@ def _sentence(name: str, agg: dict, keys: list[str]) -> tuple[str, dict]:
     return f"**{name}** ({grids}): " + "; ".join(parts) + ".", words
 
 
-def trend_section(agg: dict, plots: dict | None = None) -> list[str]:
-    """The markdown of the resolution-trend section (empty when no dataset has two grids)."""
+def trend_section(agg: dict, plots: dict | None = None, notes: dict | None = None) -> list[str]:
+    """The markdown of the resolution-trend section (empty when no dataset has two grids). ``notes``: dataset name ->
+    a caveat printed under its verdicts and named under the summary (what a count of that dataset does not mean, e.g.
+    two grids that simulate different flows; :func:`~dandelion.benchmarks.leaderboard.render.trend_notes`)."""
+    notes = notes or {}
     fams = families(agg)
     if not fams:
         return []
@@ -160,7 +219,8 @@ def trend_section(agg: dict, plots: dict | None = None) -> list[str]:
         "*grows* when its ratio falls from the coarse to the fine grid by more than twice the combined standard "
         "error of the two ratios (seed spread), *shrinks* when it rises by more, and *holds* otherwise "
         "(`benchmarks/leaderboard/trend.py`); for a model behind SFNO (ratio above 1) a lead that grows is a gap "
-        "that narrows, and the sentences below say which.",
+        "that narrows, and the sentences below say which. A ratio within twice its own standard error of 1 is *level* "
+        "with SFNO at that grid.",
         "",
     ]
     counts: dict[tuple[str, str], dict[str, int]] = {}
@@ -168,6 +228,8 @@ def trend_section(agg: dict, plots: dict | None = None) -> list[str]:
         L += [f"### {name}", "", *trend_table(agg, keys), ""]
         text, words = _sentence(name, agg, keys)
         L += [text, ""]
+        if notes.get(name):
+            L += [f"*Caveat ({name})*: {notes[name]}", ""]
         for mp, w in words.items():
             counts.setdefault(mp, {}).setdefault(w, 0)
             counts[mp][w] += 1
@@ -192,6 +254,9 @@ def trend_section(agg: dict, plots: dict | None = None) -> list[str]:
                 f"{c.get('no spread', 0)} |"
             )
         L.append("")
+        caveats = [n for n in fams if notes.get(n)]
+        if caveats:
+            L += [f"Read the counts with the caveats above ({', '.join(caveats)}).", ""]
     return L
 
 

@@ -105,7 +105,8 @@ def test_one_cell_then_skip_then_leaderboard(tiny_scale, tmp_path):
             vals = {c["model"]: c[part][metric]["mean"] for c in cells}
             for m, v in vals.items():
                 bold = all(v <= w for w in vals.values())  # the best of the column
-                expected = f"{v:.4f} ± n/a"  # one seed: no spread
+                places = max(4, 3 - math.floor(math.log10(abs(v))))  # at least 4 significant figures
+                expected = f"{v:.{places}f} ± n/a"  # one seed: no spread
                 assert rows[m][col] == (f"**{expected}**" if bold else expected), (metric, part, m)
     assert "dandelion-benchmark" in md and "dandelion-report target=leaderboard" in md
     assert "| *persistence (reference)* |" in md and "| *linear AR (reference)* |" in md

@@ -61,3 +61,18 @@ def test_headline_marks_ties_and_models_worse_than_persistence():
     # without any linear AR reference the column is left out
     only = {k: {**e, "references": {"persistence": refs["persistence"]}} for k, e in agg["d_32x64"].items()}
     assert MD.headline_table({"d_32x64": only}, ["d_32x64"], ["m1"])[0] == "| dataset | m1 | *persistence* |"
+
+
+def test_headline_never_bolds_a_model_worse_than_persistence():
+    """A wide seed spread ties a model with the best (:func:`best_within_spread`), but one whose mean is worse than
+    persistence stays unmarked: 0.8 + 2 sqrt(0.01^2/4 + 3^2/4) > 3.0 is a tie, 3.0 > 1.0 is worse than persistence."""
+    refs = {"persistence": {"next_step": {"vrmse": {"mean": 0.5}}, "rollout_mean": {"vrmse": {"mean": 1.0}}}}
+    agg = {
+        "d_32x64": {
+            "good": _entry(_s(0.10, 0.01), _s(0.8, 0.01), refs),
+            "wild": _entry(_s(0.11, 0.01), _s(3.0, 3.0), refs),
+        }
+    }
+    assert MD.best_within_spread({"good": _s(0.8, 0.01), "wild": _s(3.0, 3.0)}) == {"good", "wild"}
+    row = [c.strip() for c in MD.headline_table(agg, ["d_32x64"], ["good", "wild"])[2].split("|")[2:-1]]
+    assert row[:2] == ["**0.1000** / **0.8000**", "**0.1100** / 3.0000†"]

@@ -122,3 +122,29 @@ def test_budget_line_says_whether_every_cell_shares_the_budget():
     assert "1,000 pretraining steps + 200" in one and "10% of the steps" in one and "the same for every" in one
     two = C.budget_line([{"trainer_resolved": t}, {"trainer_resolved": {**t, "epochs": 60}}])
     assert "NOT the same" in two
+
+
+def test_a_ratio_within_its_spread_of_one_is_level_with_sfno():
+    # ratios 1.5 -> 1.02, std 0.005 on 3 seeds: the fine ratio's relative SE is sqrt((0.049^2 + 0.05^2) / 3) = 0.040,
+    # its 2-SE band 2 * 1.02 * 0.040 = 0.082 > 0.02, so the model is level with SFNO at the finer grid, not behind it;
+    # the change (-0.48) is beyond its threshold (about 0.13), so it still counts as a gain
+    md = "\n".join(T.trend_section(_agg(0.15, 0.102, std=0.005)))
+    assert "it gains on SFNO (level with SFNO at the finer grid, within the seed spread)" in md
+    assert "behind SFNO at the finer grid" not in md and "| dandelion | 1:20 | 1 | 0 | 0 | 0 |" in md
+
+
+def test_a_model_level_at_the_coarse_grid_falls_behind_or_moves_ahead():
+    # coarse ratios 1.0 (level by construction: |1 - 1| is inside any band), fine 1.3 or 0.7 with small spread
+    md = "\n".join(T.trend_section(_agg(0.10, 0.13)))
+    assert "it fell behind SFNO (level at the coarser grid, behind at the finer)" in md and "widens" not in md
+    md = "\n".join(T.trend_section(_agg(0.10, 0.07)))
+    assert "it moved ahead of SFNO (level at the coarser grid, ahead at the finer)" in md and "its lead" not in md
+
+
+def test_a_caveat_is_printed_under_its_dataset_and_named_under_the_counts():
+    agg = _agg(0.15, 0.12)
+    md = "\n".join(T.trend_section(agg, notes={"fam": "the two grids simulate different flows."}))
+    verdicts, rest = md.split("*Caveat (fam)*: the two grids simulate different flows.")
+    assert "**fam** (32x64 to 64x128)" in verdicts and "| warp model |" in rest
+    assert "Read the counts with the caveats above (fam)." in rest
+    assert "Caveat" not in "\n".join(T.trend_section(agg, notes={"other": "x"}))
