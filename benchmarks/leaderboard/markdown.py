@@ -20,8 +20,9 @@ from dandelion.benchmarks.grid.cells import REFERENCES, equivalence_path, equiva
 from dandelion.benchmarks.leaderboard import field_rmse
 from dandelion.benchmarks.leaderboard.compute import budget_line, compute_section
 from dandelion.benchmarks.leaderboard.training_table import training_table
-from dandelion.benchmarks.leaderboard.trend import fmt_mean_std, fmt_value, trend_section
+from dandelion.benchmarks.leaderboard.trend import trend_section
 from dandelion.metrics import METRICS, metric_names
+from dandelion.reporting.numbers import fmt_mean_std, fmt_value
 
 __all__ = [
     "REFERENCE_MODEL",
@@ -148,10 +149,10 @@ def _table(agg: dict, metric: str, datasets: list[str], models: list[str]) -> li
                 + " |"
             )
     best = {}
-    for d, part in cols:
-        best[(d, part)] = best_within_spread(
-            {m: agg[d][m][part][metric]["mean"] for m in models if m in agg[d] and metric in agg[d][m][part]}
-        )
+    for d, part in cols:  # as in the headline: a model worse than persistence is never bold
+        floor = ((refs[d].get("persistence") or {}).get(part) or {}).get(metric, {}).get("mean", math.inf)
+        stats = {m: agg[d][m][part][metric]["mean"] for m in models if m in agg[d] and metric in agg[d][m][part]}
+        best[(d, part)] = {m for m in best_within_spread(stats) if stats[m]["mean"] <= floor}
     for m in models:
         row = [m]
         for d, part in cols:
@@ -417,7 +418,7 @@ def render_markdown(
     L += compute_section(agg, datasets, plots)  # equal compute (cells that recorded their cost; compute.py)
     L += [
         'Below: mean ± sample std over seeds ("± n/a" with one seed); **bold** = best (lowest mean) of the column '
-        "and every model within two standard errors of it.",
+        "and every model within two standard errors of it, unless worse than persistence.",
         "",
     ]
     if references:

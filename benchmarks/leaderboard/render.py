@@ -248,7 +248,7 @@ def leaderboard(cfg) -> dict:
         equivalences={d: data_equivalences(results_dir, d) for d in agg},
         links=_links(results_dir),
         sections=section,
-        trend_notes=trend_notes(results_dir),
+        trend_notes=_checked_notes(trend_notes(results_dir), agg, results_dir),
     )
     out = results_dir / "leaderboard.md"
     write_text_atomic(out, md)
@@ -293,3 +293,16 @@ def trend_notes(results_dir: Path) -> dict:
             f"{path}: expected a mapping of dataset names (e.g. held_suarez) to one caveat string each; fix the file"
         )
     return data
+
+
+def _checked_notes(notes: dict, agg: dict, results_dir: Path) -> dict:
+    """``notes`` when each names a dataset of the results (a caveat for a dataset trained at one grid so far is
+    kept for when the second grid comes); else ValueError naming the unknown names."""
+    known = {e["dataset"] for models in agg.values() for e in models.values()}
+    unknown = sorted(set(notes) - known)
+    if unknown:
+        raise ValueError(
+            f"{Path(results_dir) / TREND_NOTES} names {unknown}, not datasets of these results (known: "
+            f"{sorted(known)}); use the dataset name without the grid suffix, e.g. held_suarez"
+        )
+    return notes

@@ -17,13 +17,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from dandelion.reporting.numbers import fmt_mean_std
 from dandelion.reporting.plotting import pyplot, save_figure
 
 __all__ = [
     "WARP_MODELS",
-    "decimals",
-    "fmt_value",
-    "fmt_mean_std",
     "BASELINE",
     "families",
     "trend_table",
@@ -98,29 +96,10 @@ def verdict(agg: dict, keys: list[str], model: str, part: str) -> dict | None:
 
 def _side(ratio: float, band: float) -> str:
     """``ahead`` (ratio below 1 beyond ``band``), ``behind`` (above), ``level`` (within it); without a band (one
-    seed) the side of 1 the ratio is on."""
-    if math.isfinite(band) and abs(ratio - 1) <= band:
+    seed) the side of 1 the ratio is on (``level`` at exactly 1)."""
+    if abs(ratio - 1) <= (band if math.isfinite(band) else 0.0):
         return "level"
     return "ahead" if ratio < 1 else "behind"
-
-
-def decimals(x: float) -> int:
-    """Decimal places that show ``x`` with at least 4 significant figures (4 for ``|x| >= 0.1`` or a non-finite or
-    zero ``x``; 6 for 0.0033), so a ratio computed from the printed means matches the printed ratio."""
-    if not math.isfinite(x) or x == 0:
-        return 4
-    return max(4, 3 - math.floor(math.log10(abs(x))))
-
-
-def fmt_value(x: float, digits: int | None = None) -> str:
-    """``x`` with :func:`decimals` places (or ``digits``)."""
-    return f"{x:.{decimals(x) if digits is None else digits}f}"
-
-
-def fmt_mean_std(m: float, s: float) -> str:
-    """``mean ± std`` at the mean's :func:`decimals` (``± n/a`` for a NaN std: one seed)."""
-    d = decimals(m)
-    return fmt_value(m, d) + " ± " + (fmt_value(s, d) if math.isfinite(s) else "n/a")
 
 
 def trend_table(agg: dict, keys: list[str]) -> list[str]:
@@ -148,40 +127,44 @@ def trend_table(agg: dict, keys: list[str]) -> list[str]:
     return lines
 
 
+#: A change of side between the grids, (coarse side, fine side, word) -> its words.
+_CROSSINGS = {
+    ("ahead", "behind", "shrinks"): "its lead over SFNO turned into a gap",
+    ("behind", "ahead", "grows"): "its gap to SFNO turned into a lead",
+    ("ahead", "level", "shrinks"): "its lead over SFNO is gone",
+    ("behind", "level", "grows"): "its gap to SFNO closed",
+    ("level", "ahead", "grows"): "it moved ahead of SFNO",
+    ("level", "behind", "shrinks"): "it fell behind SFNO",
+}
+#: One side at both grids, (side, word) -> its words.
+_SAME_SIDE = {
+    "ahead": {"grows": "its lead over SFNO grows", "shrinks": "its lead over SFNO shrinks", "holds": "its lead holds"},
+    "behind": {"grows": "its gap to SFNO narrows", "shrinks": "its gap to SFNO widens", "holds": "its gap holds"},
+    "level": {"grows": "it gains on SFNO", "shrinks": "it loses ground to SFNO", "holds": "its standing holds"},
+}
+_AT = {"ahead": "ahead of SFNO", "behind": "behind SFNO", "level": "level with SFNO"}
+
+
 def _standing(v: dict) -> str:
-    """Plain words for a :func:`verdict`. The finer grid's standing is judged against the seed spread like the change
-    is: ahead of SFNO (ratio below 1 by more than twice its standard error), behind (above by more) or level (within
-    it); a change of side (ahead at one grid, behind at the other) is said as such. "grows" in the counts means the
-    ratio fell, whichever side it is on. With one seed on a side (``no spread``) no direction is claimed."""
+    """Plain words for a :func:`verdict`. Each grid's standing is judged against the seed spread like the change
+    is: ahead of SFNO (ratio below 1 by more than twice its standard error), behind (above by more) or level
+    (within it). The same side at both grids is said as a lead, a gap or a level standing that grows, shrinks or
+    holds; a change of side by the side's names (:data:`_CROSSINGS`), and a change of side within the spread of the
+    change as no change, naming both sides. "grows" in the counts means the ratio fell, whichever side it is on.
+    With one seed on a side (``no spread``) no direction is claimed."""
     coarse, fine = _side(v["coarse"], v["coarse_band"]), _side(v["fine"], v["fine_band"])
-    if v["word"] == "no spread":
-        side = "ahead of" if v["fine"] < 1 else "behind"
-        return f"no verdict yet: one seed, so the seed spread is unknown ({side} SFNO at the finer grid)"
-    if v["word"] == "shrinks" and coarse == "ahead" and fine == "behind":
-        return "its lead over SFNO turned into a gap (ahead at the coarser grid, behind at the finer)"
-    if v["word"] == "grows" and coarse == "behind" and fine == "ahead":
-        return "its gap to SFNO turned into a lead (behind at the coarser grid, ahead at the finer)"
-    if v["word"] == "shrinks" and coarse == "level" and fine == "behind":
-        return "it fell behind SFNO (level at the coarser grid, behind at the finer)"
-    if v["word"] == "grows" and coarse == "level" and fine == "ahead":
-        return "it moved ahead of SFNO (level at the coarser grid, ahead at the finer)"
-    if fine == "level":
-        return {
-            "grows": "it gains on SFNO",
-            "shrinks": "it loses ground to SFNO",
-            "holds": "its standing holds",
-        }[v["word"]] + " (level with SFNO at the finer grid, within the seed spread)"
-    if fine == "ahead":
-        return {
-            "grows": "its lead over SFNO grows",
-            "shrinks": "its lead over SFNO shrinks",
-            "holds": "its lead holds",
-        }[v["word"]] + " (ahead of SFNO at the finer grid)"
-    return {
-        "grows": "its gap to SFNO narrows",
-        "shrinks": "its gap to SFNO widens",
-        "holds": "its gap to SFNO holds",
-    }[v["word"]] + " (behind SFNO at the finer grid)"
+    word = v["word"]
+    if word == "no spread":
+        return f"no verdict yet: one seed, so the seed spread is unknown ({_AT[fine]} at the finer grid)"
+    if coarse == fine:
+        spread = " within the seed spread" if fine == "level" else ""
+        return f"{_SAME_SIDE[fine][word]} ({_AT[fine]}{spread} at both grids)"
+    sides = f"({coarse} at the coarser grid, {fine} at the finer)"
+    if word == "holds":
+        return f"no change beyond the seed spread {sides}"
+    if (coarse, fine, word) in _CROSSINGS:
+        return f"{_CROSSINGS[(coarse, fine, word)]} {sides}"
+    return f"its ratio to SFNO {'fell' if word == 'grows' else 'rose'} {sides}"
 
 
 def _sentence(name: str, agg: dict, keys: list[str]) -> tuple[str, dict]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dandelion.reporting.numbers import fmt_mean_std, fmt_value
 from dandelion.reporting.plotting import plain_log_ticks, pyplot, save_figure
 
 __all__ = ["TRANSFER_SCHEMA", "VARIANTS", "load_transfers", "transfer_section", "plot_transfer", "HEADING"]
@@ -64,8 +65,7 @@ def _fmt(values, seeds: int | None = None) -> str:
     if n == 0:
         return "–"
     return (
-        f"{m:.4f} ± "
-        + (f"{s:.4f}" if math.isfinite(s) else "n/a")
+        fmt_mean_std(m, s)
         + ("" if n == len(values) else f" ({len(values) - n} non-finite)")
         + ("" if seeds is None or len(values) >= seeds else f" ({len(values)} of {seeds} seeds)")
     )
@@ -162,7 +162,7 @@ def transfer_section(results_dir, cells: list[dict], plots: bool = True) -> tupl
             for part, lead in _parts(cs[0]):
                 L.append(
                     f"| *persistence (reference)* | {lead} | "
-                    + " | ".join(f"*{r[part]:.4f}*" if r else "–" for r in ref)
+                    + " | ".join(f"*{fmt_value(r[part])}*" if r else "–" for r in ref)
                     + " |"
                 )
         for m in models:

@@ -76,3 +76,20 @@ def test_headline_never_bolds_a_model_worse_than_persistence():
     assert MD.best_within_spread({"good": _s(0.8, 0.01), "wild": _s(3.0, 3.0)}) == {"good", "wild"}
     row = [c.strip() for c in MD.headline_table(agg, ["d_32x64"], ["good", "wild"])[2].split("|")[2:-1]]
     assert row[:2] == ["**0.1000** / **0.8000**", "**0.1100** / 3.0000†"]
+
+
+def test_the_spread_tables_never_bold_a_model_worse_than_persistence_either():
+    refs = {"persistence": {"next_step": {"vrmse": {"mean": 0.5}}, "rollout_mean": {"vrmse": {"mean": 1.0}}}}
+    agg = {
+        "d_32x64": {
+            "good": _entry(_s(0.10, 0.01), _s(0.8, 0.01), refs),
+            "wild": _entry(_s(0.11, 0.01), _s(3.0, 3.0), refs),
+        }
+    }
+    rows = {
+        line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+        for line in MD._table(agg, "vrmse", ["d_32x64"], ["good", "wild"])
+        if line.startswith("| good") or line.startswith("| wild")
+    }
+    assert rows["wild"][0].startswith("**") and not rows["wild"][1].startswith("**")  # tied next step; 1:20 worse
+    assert rows["good"][1].startswith("**")

@@ -50,14 +50,12 @@ def test_a_large_spread_makes_a_change_hold_and_one_seed_has_no_spread():
 def test_trend_section_counts_each_dataset_once_per_model_and_lead():
     agg = _agg(0.09, 0.06)  # ahead of SFNO at both grids (ratios 0.9 -> 0.6)
     md = "\n".join(T.trend_section(agg))
-    assert "## Resolution trend" in md and "its lead over SFNO grows (ahead of SFNO at the finer grid)" in md
+    assert "## Resolution trend" in md and "its lead over SFNO grows (ahead of SFNO at both grids)" in md
     assert "| dandelion | 1:20 | 1 | 0 | 0 | 0 |" in md and "| dandelion | next step | 1 | 0 | 0 | 0 |" in md
     assert T.trend_section({"fam_32x64": agg["fam_32x64"]}) == []  # one grid: no trend
     # behind SFNO at both grids (ratios 1.5 -> 1.2): the same count, said as a gap that narrows
     md = "\n".join(T.trend_section(_agg(0.15, 0.12)))
-    assert (
-        "its gap to SFNO narrows (behind SFNO at the finer grid)" in md and "| dandelion | 1:20 | 1 | 0 | 0 | 0 |" in md
-    )
+    assert "its gap to SFNO narrows (behind SFNO at both grids)" in md and "| dandelion | 1:20 | 1 | 0 | 0 | 0 |" in md
 
 
 @pytest.mark.parametrize(
@@ -129,8 +127,8 @@ def test_a_ratio_within_its_spread_of_one_is_level_with_sfno():
     # its 2-SE band 2 * 1.02 * 0.040 = 0.082 > 0.02, so the model is level with SFNO at the finer grid, not behind it;
     # the change (-0.48) is beyond its threshold (about 0.13), so it still counts as a gain
     md = "\n".join(T.trend_section(_agg(0.15, 0.102, std=0.005)))
-    assert "it gains on SFNO (level with SFNO at the finer grid, within the seed spread)" in md
-    assert "behind SFNO at the finer grid" not in md and "| dandelion | 1:20 | 1 | 0 | 0 | 0 |" in md
+    assert "its gap to SFNO closed (behind at the coarser grid, level at the finer)" in md
+    assert "behind SFNO at both grids" not in md and "| dandelion | 1:20 | 1 | 0 | 0 | 0 |" in md
 
 
 def test_a_model_level_at_the_coarse_grid_falls_behind_or_moves_ahead():
@@ -148,3 +146,31 @@ def test_a_caveat_is_printed_under_its_dataset_and_named_under_the_counts():
     assert "**fam** (32x64 to 64x128)" in verdicts and "| warp model |" in rest
     assert "Read the counts with the caveats above (fam)." in rest
     assert "Caveat" not in "\n".join(T.trend_section(agg, notes={"other": "x"}))
+
+
+def _v(coarse, fine, word, band=0.05):
+    return {"coarse": coarse, "fine": fine, "word": word, "coarse_band": band, "fine_band": band}
+
+
+@pytest.mark.parametrize(
+    "coarse, fine, word, words",
+    [
+        # one side at both grids: a lead, a gap or a level standing that grows, shrinks or holds
+        (0.9, 0.7, "grows", "its lead over SFNO grows (ahead of SFNO at both grids)"),
+        (1.3, 1.5, "shrinks", "its gap to SFNO widens (behind SFNO at both grids)"),
+        (1.2, 1.2, "holds", "its gap holds (behind SFNO at both grids)"),
+        (0.98, 1.02, "holds", "its standing holds (level with SFNO within the seed spread at both grids)"),
+        # a change of side within the spread of the change: no change, both sides named, no lead or gap implied
+        (0.9, 0.97, "holds", "no change beyond the seed spread (ahead at the coarser grid, level at the finer)"),
+        (1.0, 0.9, "holds", "no change beyond the seed spread (level at the coarser grid, ahead at the finer)"),
+        (1.0, 1.1, "holds", "no change beyond the seed spread (level at the coarser grid, behind at the finer)"),
+        # a change of side beyond it
+        (0.9, 1.0, "shrinks", "its lead over SFNO is gone (ahead at the coarser grid, level at the finer)"),
+        (1.2, 1.0, "grows", "its gap to SFNO closed (behind at the coarser grid, level at the finer)"),
+        # one seed: the side of 1 only, exactly 1 is level
+        (1.2, 1.0, "no spread", "no verdict yet: one seed, so the seed spread is unknown (level with SFNO at the"),
+    ],
+)
+def test_the_words_name_each_grids_standing(coarse, fine, word, words):
+    band = float("nan") if word == "no spread" else 0.05
+    assert T._standing(_v(coarse, fine, word, band)).startswith(words)
