@@ -104,11 +104,12 @@ def bold_best(values: dict) -> set:
     return {k for k, v in finite.items() if v <= best * (1 + 1e-12)}
 
 
-def best_within_spread(stats: dict) -> set:
+def best_within_spread(stats: dict, floor: float = math.inf) -> set:
     """Keys of ``stats`` (key -> ``{"mean", "std", "n"}`` over seeds, lower is better) that are the best: the lowest
     mean (:func:`bold_best`), and every key whose mean exceeds it by less than twice the combined standard error of
     the two means, ``2 sqrt(s_a^2 / n_a + s_b^2 / n_b)`` (a tie within the seed spread). A key with one seed has no
-    spread, so it ties only on an equal mean."""
+    spread, so it ties only on an equal mean. A key whose mean is above ``floor`` (the persistence score, where the
+    table has one) is never among the best, however wide its spread."""
     means = {k: v["mean"] for k, v in stats.items()}
     best = bold_best(means)
     out = set(best)
@@ -117,7 +118,12 @@ def best_within_spread(stats: dict) -> set:
             se2 = stats[b]["std"] ** 2 / max(stats[b]["n"], 1) + v["std"] ** 2 / max(v["n"], 1)
             if k not in out and math.isfinite(means[k]) and math.isfinite(se2) and means[k] - means[b] < 2 * se2**0.5:
                 out.add(k)
-    return out
+    return {k for k in out if means[k] <= floor}
+
+
+def _persistence(refs: dict, part: str, metric: str) -> float:
+    """The persistence reference's mean ``metric`` for lead summary ``part``, ``inf`` where a dataset has none."""
+    return ((refs.get("persistence") or {}).get(part) or {}).get(metric, {}).get("mean", math.inf)
 
 
 def _cell(s: dict, bold: bool) -> str:
@@ -150,9 +156,8 @@ def _table(agg: dict, metric: str, datasets: list[str], models: list[str]) -> li
             )
     best = {}
     for d, part in cols:  # as in the headline: a model worse than persistence is never bold
-        floor = ((refs[d].get("persistence") or {}).get(part) or {}).get(metric, {}).get("mean", math.inf)
         stats = {m: agg[d][m][part][metric]["mean"] for m in models if m in agg[d] and metric in agg[d][m][part]}
-        best[(d, part)] = {m for m in best_within_spread(stats) if stats[m]["mean"] <= floor}
+        best[(d, part)] = best_within_spread(stats, _persistence(refs[d], part, metric))
     for m in models:
         row = [m]
         for d, part in cols:
@@ -276,18 +281,16 @@ def headline_table(agg: dict, datasets: list[str], models: list[str], metric: st
             p: {m: agg[d][m][p][metric]["mean"] for m in models if m in agg[d] and metric in agg[d][m][p]}
             for p in parts
         }
-        best = {p: best_within_spread(stats[p]) for p in parts}
         have = agg[d][next(iter(agg[d]))].get("references") or {}
-        pers = have.get("persistence") or {}
-        floor = {p: (pers.get(p) or {}).get(metric, {}).get("mean", math.inf) for p in parts}
+        floor = {p: _persistence(have, p, metric) for p in parts}
+        best = {p: best_within_spread(stats[p], floor[p]) for p in parts}
         row = [d]
         for m in models:
             if m not in stats["next_step"] or m not in stats["rollout_mean"]:
                 row.append("–")
                 continue
             txt = {p: fmt_value(stats[p][m]["mean"]) + ("†" if stats[p][m]["mean"] > floor[p] else "") for p in parts}
-            bold = {p: m in best[p] and stats[p][m]["mean"] <= floor[p] for p in parts}
-            row.append(" / ".join(f"**{txt[p]}**" if bold[p] else txt[p] for p in parts))
+            row.append(" / ".join(f"**{txt[p]}**" if m in best[p] else txt[p] for p in parts))
         for r in refs:
             ref = have.get(r)
             ok = ref is not None and all(metric in ref[p] for p in parts)

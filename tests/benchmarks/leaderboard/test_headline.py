@@ -74,6 +74,8 @@ def test_headline_never_bolds_a_model_worse_than_persistence():
         }
     }
     assert MD.best_within_spread({"good": _s(0.8, 0.01), "wild": _s(3.0, 3.0)}) == {"good", "wild"}
+    assert MD.best_within_spread({"good": _s(0.8, 0.01), "wild": _s(3.0, 3.0)}, floor=1.0) == {"good"}
+    assert MD.best_within_spread({"good": _s(1.2, 0.01)}, floor=1.0) == set()  # even the lowest mean
     row = [c.strip() for c in MD.headline_table(agg, ["d_32x64"], ["good", "wild"])[2].split("|")[2:-1]]
     assert row[:2] == ["**0.1000** / **0.8000**", "**0.1100** / 3.0000†"]
 
