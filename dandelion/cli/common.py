@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import select
 import sys
 from importlib import resources
 
@@ -238,6 +239,21 @@ def _debug_requested(argv: list[str]) -> bool:
     return "--debug" in argv or os.environ.get("HYDRA_FULL_ERROR", "") not in ("", "0")
 
 
+def _stdout_reader_gone() -> bool:
+    """Whether the reader of stdout's pipe has gone (``| head`` after its lines): on Linux ``poll`` reports
+    ``POLLERR`` on the write end of a pipe with no reader. Elsewhere, or where stdout has no file descriptor (a
+    test's capture), it cannot tell and answers ``True``, so that a closed ``| head`` never prints a traceback."""
+    if not sys.platform.startswith("linux"):
+        return True
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(event & (select.POLLERR | select.POLLHUP) for _, event in poller.poll(0))
+
+
 @contextlib.contextmanager
 def guard(
     prog: str, debug: bool = False, *, name: str | None = None, overrides: list[str] | None = None, in_job: bool = False
@@ -253,12 +269,13 @@ def guard(
     unchanged. ``in_job`` adds a pointer to ``--debug`` (the error came from inside the job, where a traceback may
     help). When the reader of stdout closes the pipe (``| head``), the job stops silently with status
     :data:`BROKEN_PIPE`; stdout is pointed at ``os.devnull`` first so that the interpreter's final flush does not
-    raise again (the recipe of the Python documentation, "Note on SIGPIPE" in the ``signal`` module).
+    raise again (the recipe of the Python documentation, "Note on SIGPIPE" in the ``signal`` module). A broken
+    pipe while stdout's reader is still there (another pipe or socket of the job) is not that, and propagates.
     """
     try:
         yield
     except BrokenPipeError:
-        if debug:
+        if debug or not _stdout_reader_gone():
             raise
         with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -51,3 +51,24 @@ def test_a_closed_stdout_pipe_ends_the_job_quietly():
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == BROKEN_PIPE, err
     assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err, err
+
+
+def test_a_broken_pipe_that_is_not_stdout_still_propagates():
+    """A job writing to another pipe whose reader died (a worker's, a socket) gets the traceback, not the quiet exit
+    of ``| head``: stdout's reader is still there, so the error is the job's, status 1."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os\n"
+        "from dandelion.cli.common import guard\n"
+        "r, w = os.pipe()\n"
+        "os.close(r)\n"
+        "with guard('dandelion-train', in_job=True):\n"
+        "    print('started', flush=True)\n"
+        "    os.write(w, b'x')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    err = proc.stderr.decode()
+    assert proc.stdout.startswith(b"started") and proc.returncode == 1, err
+    assert "BrokenPipeError" in err and "Traceback" in err, err
