@@ -121,9 +121,11 @@ def best_within_spread(stats: dict, floor: float = math.inf) -> set:
     return {k for k in out if means[k] <= floor}
 
 
-def _persistence(refs: dict, part: str, metric: str) -> float:
-    """The persistence reference's mean ``metric`` for lead summary ``part``, ``inf`` where a dataset has none."""
-    return ((refs.get("persistence") or {}).get(part) or {}).get(metric, {}).get("mean", math.inf)
+def _persistence(refs: dict, part: str, metric: str, field: str = "mean") -> float:
+    """The persistence reference's ``metric`` of ``field`` (``"mean"``: over the fields) for lead summary ``part``;
+    ``inf`` (no floor) where a dataset has none or its value is not finite."""
+    value = ((refs.get("persistence") or {}).get(part) or {}).get(metric, {}).get(field, math.inf)
+    return value if math.isfinite(value) else math.inf
 
 
 def _cell(s: dict, bold: bool) -> str:
@@ -171,15 +173,18 @@ def _table(agg: dict, metric: str, datasets: list[str], models: list[str]) -> li
 
 def _field_table(agg: dict, d: str, models: list[str], metric: str = "vrmse") -> list[str]:
     """One row per field (a dataset can have dozens: Held-Suarez has 41), one column per model and lead
-    summary, the best (lowest mean) of each row and summary in bold."""
+    summary; bold as in the other tables (:func:`best_within_spread`), with persistence's score of that field as
+    the floor."""
     variables = [v for v in next(iter(agg[d].values()))["next_step"][metric] if v != "mean"]
     have = [m for m in models if m in agg[d]]
+    refs = (agg[d][have[0]].get("references") or {}) if have else {}
     cols = [("next_step", m) for m in have] + [("rollout_mean", m) for m in have]
     head = ["field"] + [f"{m} {'next' if p == 'next_step' else '1:20'}" for p, m in cols]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
     for v in variables:
         best = {
-            p: best_within_spread({m: agg[d][m][p][metric][v] for m in have}) for p in ("next_step", "rollout_mean")
+            p: best_within_spread({m: agg[d][m][p][metric][v] for m in have}, _persistence(refs, p, metric, v))
+            for p in ("next_step", "rollout_mean")
         }
         lines.append("| " + " | ".join([v] + [_cell(agg[d][m][p][metric][v], m in best[p]) for p, m in cols]) + " |")
     return lines

@@ -241,8 +241,10 @@ def _debug_requested(argv: list[str]) -> bool:
 
 def _stdout_reader_gone() -> bool:
     """Whether the reader of stdout's pipe has gone (``| head`` after its lines): on Linux ``poll`` reports
-    ``POLLERR`` on the write end of a pipe with no reader. Elsewhere, or where stdout has no file descriptor (a
-    test's capture), it cannot tell and answers ``True``, so that a closed ``| head`` never prints a traceback."""
+    ``POLLERR`` on the write end of a pipe with no reader (``POLLHUP`` on a socket whose peer closed). A regular
+    file, ``/dev/null`` or a live terminal answers ``False``. On other systems, or where stdout has no file
+    descriptor (``None``, a ``StringIO``, pytest's ``capsys``), it cannot tell and answers ``True``, so that a
+    closed ``| head`` never prints a traceback. Not seen: a socket whose peer only shut down its reading side."""
     if not sys.platform.startswith("linux"):
         return True
     try:

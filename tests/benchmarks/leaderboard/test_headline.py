@@ -95,3 +95,23 @@ def test_the_spread_tables_never_bold_a_model_worse_than_persistence_either():
     }
     assert rows["wild"][0].startswith("**") and not rows["wild"][1].startswith("**")  # tied next step; 1:20 worse
     assert rows["good"][1].startswith("**")
+
+
+def test_the_per_field_tables_use_each_fields_persistence_as_the_floor():
+    """Field ``h``: "wild" ties "good" within its spread but is worse than persistence's ``h`` (never bold); field
+    ``u``: the same two scores sit below persistence's ``u``, so both are bold. A non-finite floor is no floor."""
+
+    def entry(h, u, refs):
+        return {p: {"vrmse": {"h": h, "u": u, "mean": h}} for p in ("next_step", "rollout_mean")} | {"references": refs}
+
+    pers = {p: {"vrmse": {"h": 1.0, "u": 5.0, "mean": 1.0}} for p in ("next_step", "rollout_mean")}
+    agg = {"d_32x64": {"good": entry(_s(0.8, 0.01), _s(0.8, 0.01), {"persistence": pers})}}
+    agg["d_32x64"]["wild"] = entry(_s(3.0, 3.0), _s(3.0, 3.0), {"persistence": pers})
+    rows = {
+        line.split("|")[1].strip(): line.split("|")[2:-1] for line in MD._field_table(agg, "d_32x64", ["good", "wild"])
+    }
+    assert [c.strip().startswith("**") for c in rows["h"]] == [True, False, True, False]
+    assert all(c.strip().startswith("**") for c in rows["u"])
+    assert (
+        MD._persistence({"persistence": {"next_step": {"vrmse": {"mean": math.nan}}}}, "next_step", "vrmse") == math.inf
+    )
