@@ -223,7 +223,8 @@ def _explain_compose_error(err: Exception, prog: str, name: str, overrides: list
             leaf_match = _suggest(leaf, siblings)
             close = siblings[leaf_match] if leaf_match else None
         hint = f"did you mean {close}={_value_of(overrides, key)}? " if close else ""  # an existing key: no +
-        return f"unknown key {key!r}: {hint}({prog} --help lists the keys; +{key}=VALUE adds it as a new key)"
+        listing = f"{prog} --cfg job prints every key" if "." in key else f"{prog} --help lists the keys"
+        return f"unknown key {key!r}: {hint}({listing}; +{key}=VALUE adds it as a new key)"
     cause = f" ({err.__cause__})" if err.__cause__ is not None else ""
     return f"bad override: {' '.join((text + cause).split())}"
 

@@ -138,10 +138,11 @@ def quickstart(cfg) -> dict:
     cpu["generate"], c0 = (time.process_time() - c0) / 60, time.process_time()
 
     rows, netcdf, plots, rollout_dirs = [], {}, {}, {}
-    for name in q.models:
+    for i, name in enumerate(q.models, 1):
         t0 = time.perf_counter()
+        which = f"model {i} of {len(q.models)}"
         run_dir = out / "runs" / str(name)
-        print(f"[2/4] training {name} ({q.preset}) in {run_dir}", flush=True)
+        print(f"[2/4] training {name} ({q.preset}; {which}) in {run_dir}", flush=True)
         tcfg = cfg.copy()
         OmegaConf.set_struct(tcfg, False)
         tcfg.model = OmegaConf.create({"name": str(name), "preset": str(q.preset), "overrides": {}})
@@ -155,7 +156,7 @@ def quickstart(cfg) -> dict:
         cpu[f"train_{name}"], c0 = (time.process_time() - c0) / 60, time.process_time()
 
         t0 = time.perf_counter()
-        print(f"[3/4] rolling out {name} on the test split", flush=True)
+        print(f"[3/4] rolling out {name} on the test split ({which})", flush=True)
         rcfg = compose_config(
             "rollout",
             [

@@ -49,6 +49,7 @@ def test_generate_suggests_plus_only_for_a_new_key(tmp_path, capsys):
     out = tmp_path / "data"
     err = _fails(generate.main, ["dataset.nlatt=32", f"dataset.path={out}"], capsys)
     assert "+dataset.nlat=" not in err and "+dataset.nlatt=VALUE adds it as a new key" in err
+    assert "dandelion-generate --cfg job prints every key" in err  # --help lists the top-level keys only
     err = _fails(generate.main, ["+dataset.nlat=32", f"dataset.path={out}"], capsys)
     assert "write dataset.nlat=32 without the +" in err and "++" not in err
     err = _fails(generate.main, ["dataset.K=[1]", f"dataset.path={out}"], capsys)
