@@ -40,8 +40,8 @@ import torch.nn as nn
 import torch.utils.checkpoint
 
 from .grid_guard import GridGuard
-from .kernels import Pointwise
 from .norm import AreaNormS2
+from .pointwise import Pointwise
 from .pooling import SpectralDownsample, SpectralUpsample, coarse_grid, pooling_band_limit
 from .registry import register_preset_model
 from .spectral_path import spectral_path

@@ -12,7 +12,7 @@ import math
 import torch
 import torch.nn as nn
 
-from .kernels import call_compiled
+from .compiled import call_compiled
 from .sphere import SphereGrid
 
 __all__ = ["AreaNormS2"]
@@ -37,7 +37,7 @@ class AreaNormS2(nn.Module):
     eps : float
     compile_kernels : bool
         Evaluate the statistics, the affine map and the backward with ``torch.compile``'d kernels
-        (:func:`~dandelion.kernels.call_compiled`): faster on the CPU, equal up to rounding.
+        (:func:`~dandelion.compiled.call_compiled`): faster on the CPU, equal up to rounding.
 
     Shapes: ``(B, channels, nlat, nlon) -> (B, channels, nlat, nlon)``.
     """

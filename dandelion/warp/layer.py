@@ -3,9 +3,8 @@
 docs/ARCHITECTURE.md §5. A warp head predicts, at every grid node x with local frame (east e, north n), a
 displacement d = (d_e, d_n) in radians and reads its value features at the point reached by walking
 |d| along the great circle leaving x in direction d (the exponential map of the unit sphere). The
-exponential map and the pole-aware bilinear sampler live in :mod:`dandelion.sampling` (its
-docstring lists the numerical care taken at zero displacement and across the poles); they are
-re-exported here, where the layer that uses them lives.
+exponential map, the sampler and the fused sampling node are the other modules of :mod:`dandelion.warp`
+(whose docstring lists the numerical care taken at zero displacement and across the poles).
 """
 
 from __future__ import annotations
@@ -15,11 +14,12 @@ import math
 import torch
 import torch.nn as nn
 
-from .kernels import Pointwise, WarpSample
-from .sampling import SphereSampler, exp_map, sample_sphere
-from .sphere import SphereGrid
+from ..pointwise import Pointwise
+from ..sphere import SphereGrid
+from .sample import WarpSample
+from .sampler import SphereSampler
 
-__all__ = ["exp_map", "sample_sphere", "SphereSampler", "TangentWarpS2"]
+__all__ = ["TangentWarpS2"]
 
 
 class TangentWarpS2(nn.Module):
@@ -44,7 +44,7 @@ class TangentWarpS2(nn.Module):
         start small), so the heads look around from the first step.
     compile_kernels : bool
         Evaluate the exponential map's indices and their Jacobian with a ``torch.compile``'d kernel
-        (:func:`~dandelion.kernels.index_of_warp`): faster, equal to the eager path up to rounding.
+        (:func:`~dandelion.warp.index.index_of_warp`): faster, equal to the eager path up to rounding.
     offset_gain : float
         Factor on the default initial weights of the displacement MLP's last layer (0.1: the heads start close
         to their ring of displacements; 1.0: PyTorch's default scale, input-dependent initial displacements as in
