@@ -39,20 +39,25 @@ Modules, bottom up:
   and :func:`sample_sphere`;
 * :mod:`~dandelion.warp.sample`: the fused sampling node :class:`WarpSample` (index, sampling and analytic
   backward in one autograd node);
+* :mod:`~dandelion.warp.triton_sample`: the same node as one Triton kernel each way (:class:`TritonWarpSample`,
+  chosen on CUDA);
 * :mod:`~dandelion.warp.layer`: the multi-head layer :class:`TangentWarpS2`.
 """
 
 from .expmap import exp_map
 from .index import WarpIndex, index_of_warp, warp_index
-from .layer import TangentWarpS2
+from .layer import WARP_KERNELS, TangentWarpS2
 from .padding import GhostPad
 from .sample import WarpSample
 from .sampler import SphereSampler, sample_sphere
+from .triton_sample import TritonWarpSample
 
 __all__ = [
     "GhostPad",
     "SphereSampler",
     "TangentWarpS2",
+    "TritonWarpSample",
+    "WARP_KERNELS",
     "WarpIndex",
     "WarpSample",
     "exp_map",

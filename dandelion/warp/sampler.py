@@ -48,6 +48,7 @@ class SphereSampler(nn.Module):
     node_rows : (nlat, 1) padded row of each node (``i + 1``); columns : (nlon,) ``0..nlon-1``.
     bin_row : (nbins,) int32, row of the left edge of uniform colatitude bins of half the smallest
         row spacing (locates a colatitude's row without a binary search).
+    kernel_constants : (5,) ``1/step``, ``nlon/(2 pi)``, ``pi/2``, ``pi``, ``1/bin width`` for the Triton kernel.
 
     Equiangular row tables (ghost rows included) are uniform, and warps of the grid's own nodes
     then map the colatitude increment to rows linearly, ``r = i + 1 + delta_theta / step``;
@@ -91,6 +92,9 @@ class SphereSampler(nn.Module):
         bin_row = (torch.searchsorted(table, edges, right=True) - 1).clamp(0, nlat).to(torch.int32)
         self.register_buffer("bin_row", bin_row, persistent=False)
         self.inv_bin_width, self.nbins = 1.0 / bin_width, nbins
+        # the fused kernel's scalars in the working dtype (Triton passes Python floats as float32)
+        consts = [self.inv_step, self.nlon / (2 * math.pi), 0.5 * math.pi, math.pi, self.inv_bin_width]
+        self.register_buffer("kernel_constants", torch.tensor(consts, dtype=torch.float64).to(dtype), persistent=False)
 
     def extra_repr(self) -> str:
         return f"nlat={self.nlat}, nlon={self.nlon}, grid={self.grid.grid!r}, padded=({self.hp}, {self.wp})"
