@@ -46,7 +46,7 @@ Modules, bottom up:
 
 from .expmap import exp_map
 from .index import WarpIndex, index_of_warp, warp_index
-from .layer import WARP_KERNELS, TangentWarpS2
+from .layer import WARP_KERNELS, TangentWarpS2, set_warp_kernel
 from .padding import GhostPad
 from .sample import WarpSample
 from .sampler import SphereSampler, sample_sphere
@@ -63,5 +63,6 @@ __all__ = [
     "exp_map",
     "index_of_warp",
     "sample_sphere",
+    "set_warp_kernel",
     "warp_index",
 ]

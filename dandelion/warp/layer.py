@@ -20,7 +20,7 @@ from . import triton_sample
 from .sample import WarpSample
 from .sampler import SphereSampler
 
-__all__ = ["TangentWarpS2", "WARP_KERNELS"]
+__all__ = ["TangentWarpS2", "WARP_KERNELS", "set_warp_kernel"]
 
 #: the warp's sampling kernels: ``auto`` (Triton on CUDA where triton is installed, eager elsewhere), ``eager``
 #: (:class:`~dandelion.warp.sample.WarpSample`), ``triton`` (:class:`~dandelion.warp.triton_sample.TritonWarpSample`)
@@ -132,3 +132,21 @@ class TangentWarpS2(nn.Module):
         with torch.autocast(device_type=values.device.type, enabled=False):
             v = values.to(work).reshape(b * self.heads, c // self.heads, nlat, nlon)
             return WarpSample.apply(v, d.to(work), self.sampler).reshape(b, c, nlat, nlon)
+
+
+def set_warp_kernel(model: nn.Module, kernel: str) -> int:
+    """Set the sampling kernel (one of :data:`WARP_KERNELS`) of every :class:`TangentWarpS2` in ``model``.
+
+    Returns the number of warp layers set (0 for a model without warps).
+
+    Raises
+    ------
+    ValueError
+        For a kernel not in :data:`WARP_KERNELS`.
+    """
+    if kernel not in WARP_KERNELS:
+        raise ValueError(f"kernel={kernel!r}: choose one of {', '.join(WARP_KERNELS)}")
+    layers = [m for m in model.modules() if isinstance(m, TangentWarpS2)]
+    for layer in layers:
+        layer.kernel = kernel
+    return len(layers)
