@@ -3,8 +3,8 @@
 :class:`WarpSample` evaluates the warp index (:func:`~dandelion.warp.index.warp_index`, with the 2x2
 Jacobian of the indices in the displacement when the displacement needs a gradient) and
 ``grid_sample`` of the ghost-padded image (:class:`~dandelion.warp.padding.GhostPad`). It keeps for
-backward only the values, the sampling grid and that Jacobian (instead of about a dozen intermediate
-index tensors plus the padded image, which is twice the size of the values); backward calls
+backward only the padded image (built once per forward; about twice the size of the values), the sampling
+grid and that Jacobian (instead of about a dozen intermediate index tensors); backward calls
 ``grid_sampler_2d_backward`` directly and applies the Jacobian (a handful of products instead of the
 autograd graph of the index arithmetic). Forward values are those of the unfused graph bit for bit;
 gradients agree to rounding (float64 tests) and are more accurate for small displacements (a Taylor
@@ -41,19 +41,20 @@ class WarpSample(torch.autograd.Function):
             (rows, cols), jac = index_of_warp(sampler, d[:, 0], d[:, 1]), ()
         # warp columns lie within half a turn of the node's column: the cheap exact wrap applies
         grid = sampler.sample_grid(rows, cols, near=True)
-        ctx.save_for_backward(values, grid, *jac)
+        image = sampler.pad(values)  # built once: the backward reads it again
+        ctx.save_for_backward(image, grid, *jac)
         ctx.sampler = sampler
-        return torch.grid_sampler_2d(sampler.pad(values), grid, 0, 1, True)  # bilinear, border, align_corners
+        return torch.grid_sampler_2d(image, grid, 0, 1, True)  # bilinear, border, align_corners
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
-        values, grid, *jac = ctx.saved_tensors
+        image, grid, *jac = ctx.saved_tensors
         sampler = ctx.sampler
         need_v = ctx.needs_input_grad[0]
         need_d = bool(jac)
         g_image, g_grid = torch.ops.aten.grid_sampler_2d_backward(
-            grad.contiguous(), sampler.pad(values), grid, 0, 1, True, [need_v, need_d]
+            grad.contiguous(), image, grid, 0, 1, True, [need_v, need_d]
         )
         g_values = sampler.pad_adjoint(g_image) if need_v else None
         g_d = None
