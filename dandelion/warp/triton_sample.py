@@ -199,8 +199,8 @@ if AVAILABLE:
         w01 = (1.0 - fr) * fc
         w10 = fr * (1.0 - fc)
         w11 = fr * fc
-        acc_r = fr * 0.0
-        acc_c = fr * 0.0
+        acc_r = _acc(fr * 0.0, F64)  # loop-carried: one dtype throughout (the accumulation dtype)
+        acc_c = _acc(fr * 0.0, F64)
         ghost0 = (p0 == 0) | (p0 == nlat + 1)
         ghost1 = (p0 + 1 == 0) | (p0 + 1 == nlat + 1)
         for c in range(C):
@@ -218,8 +218,8 @@ if AVAILABLE:
                     f01 = _gather(vb, r01, a01, b01, v01, mask, nlon, ODD, F64)
                     f10 = _gather(vb, r10, a10, b10, v10, mask, nlon, ODD, F64)
                     f11 = _gather(vb, r11, a11, b11, v11, mask, nlon, ODD, F64)
-                    acc_r += go * ((1.0 - fc) * (f10 - f00) + fc * (f11 - f01))
-                    acc_c += go * ((1.0 - fr) * (f01 - f00) + fr * (f11 - f10))
+                    acc_r += _acc(go * ((1.0 - fc) * (f10 - f00) + fc * (f11 - f01)), F64)
+                    acc_c += _acc(go * ((1.0 - fr) * (f01 - f00) + fr * (f11 - f10)), F64)
             else:
                 vb = values_ptr + plane
                 f00 = _gather(vb, r00, a00, b00, v00, mask, nlon, ODD, F64)
