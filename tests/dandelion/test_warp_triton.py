@@ -119,5 +119,9 @@ def test_layer_selects_kernel(kernel):
     assert TangentWarpS2(grid, 8, 2, 4, init_radius=0.4).uses_triton(torch.device("cpu")) is False
     x = torch.randn(2, 8, 8, 16)
     torch.testing.assert_close(fused(x), eager(x), rtol=1e-4, atol=1e-4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # values stay bfloat16 through the fused kernel
+        y_fused, y_eager = fused(x), eager(x)
+    assert y_fused.dtype == torch.bfloat16
+    torch.testing.assert_close(y_fused.float(), y_eager.float(), rtol=2**-6, atol=2**-6)
     with pytest.raises(ValueError, match="kernel"):
         TangentWarpS2(grid, 8, 2, 4, init_radius=0.4, kernel="cuda")
