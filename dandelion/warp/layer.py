@@ -97,9 +97,13 @@ class TangentWarpS2(nn.Module):
         return f"channels={self.channels}, heads={self.heads}"
 
     def uses_triton(self, device: torch.device) -> bool:
-        """Whether a forward on ``device`` runs the fused Triton kernel (``kernel``: auto = CUDA with triton)."""
+        """Whether a forward on ``device`` runs the fused Triton kernel.
+
+        ``kernel="auto"``: on CUDA, where triton is installed and the kernels pass their one check per device
+        (:func:`~dandelion.warp.triton_sample.usable_on`; a failure is warned about once and the eager path runs).
+        """
         if self.kernel == "auto":
-            return device.type == "cuda" and triton_sample.AVAILABLE
+            return device.type == "cuda" and triton_sample.AVAILABLE and triton_sample.usable_on(device)
         return self.kernel == "triton"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -28,7 +28,13 @@ imported: import it after setting ``TRITON_INTERPRET`` (the tests reload it).
 
 from __future__ import annotations
 
+import warnings
+
 import torch
+
+from ..sphere import SphereGrid
+from .sample import WarpSample
+from .sampler import SphereSampler
 
 try:  # triton ships with torch's CUDA wheels; elsewhere the eager warp runs
     import triton
@@ -36,7 +42,7 @@ try:  # triton ships with torch's CUDA wheels; elsewhere the eager warp runs
 except ImportError:  # pragma: no cover - depends on the installation
     triton = None
 
-__all__ = ["AVAILABLE", "TritonWarpSample", "triton_warp_sample"]
+__all__ = ["AVAILABLE", "TritonWarpSample", "triton_warp_sample", "usable_on"]
 
 #: whether triton is importable here
 AVAILABLE = triton is not None
@@ -375,5 +381,51 @@ class TritonWarpSample(torch.autograd.Function):
 def triton_warp_sample(values: torch.Tensor, d: torch.Tensor, sampler) -> torch.Tensor:
     """:class:`TritonWarpSample` ``.apply`` (raises RuntimeError where triton is not installed)."""
     if not AVAILABLE:
-        raise RuntimeError("the Triton warp kernel needs triton (pip install triton); use warp_kernel='eager'")
+        raise RuntimeError("the Triton warp kernel needs triton (pip install triton); use kernel='eager'")
     return TritonWarpSample.apply(values, d, sampler)
+
+
+#: ``{device: bool}``: the outcome of :func:`usable_on`'s check, once per device and process
+_CHECKED: dict[str, bool] = {}
+
+
+def usable_on(device: torch.device) -> bool:
+    """Whether the fused kernels compile on ``device`` and agree with the eager node there (checked once).
+
+    The check runs forward and backward on tiny equiangular and Legendre-Gauss grids (both row maps) and
+    compares values and both gradients with :class:`~dandelion.warp.sample.WarpSample` (to 1e-3 of their
+    largest entry). A failure (a Triton compiler error on an untested GPU, a disagreement) is warned about once,
+    with the error, and the caller (``kernel="auto"``) runs the eager path; out of memory is raised.
+    """
+    key = str(device)
+    if key not in _CHECKED:
+        _CHECKED[key] = AVAILABLE and _check(device)
+    return _CHECKED[key]
+
+
+def _check(device: torch.device) -> bool:
+    try:
+        with torch.enable_grad(), torch.autocast(device.type, enabled=False):
+            for grid in ("equiangular", "legendre-gauss"):
+                sampler = SphereSampler(SphereGrid(6, 12, grid)).to(device)
+                gen = torch.Generator().manual_seed(0)
+                v, d, w = (torch.randn(2, c, 6, 12, generator=gen).to(device) for c in (3, 2, 3))
+                v, d = v.requires_grad_(), (0.5 * d).requires_grad_()
+                got, want = TritonWarpSample.apply(v, d, sampler), WarpSample.apply(v, d, sampler)
+                got = (got, *torch.autograd.grad(got, (v, d), w))
+                want = (want, *torch.autograd.grad(want, (v, d), w))
+                for name, a, b in zip(("values", "value gradient", "displacement gradient"), got, want):
+                    err = float((a - b).detach().abs().max())
+                    if not err <= 1e-3 * float(b.detach().abs().max()):
+                        raise RuntimeError(f"the {name} disagree with the eager warp's by {err:.3g} on a {grid} grid")
+    except Exception as err:  # noqa: BLE001 - any failure falls back to the eager warp, with a warning
+        if isinstance(err, torch.OutOfMemoryError):
+            raise
+        warnings.warn(
+            f"the fused Triton warp kernel failed its check on {device} ({type(err).__name__}: {str(err)[:300]}); "
+            "Dandelion's warps run the eager path (kernel='eager' to choose it, kernel='triton' to raise instead)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return False
+    return True

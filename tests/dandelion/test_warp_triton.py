@@ -125,3 +125,19 @@ def test_layer_selects_kernel(kernel):
     torch.testing.assert_close(y_fused.float(), y_eager.float(), rtol=2**-6, atol=2**-6)
     with pytest.raises(ValueError, match="kernel"):
         TangentWarpS2(grid, 8, 2, 4, init_radius=0.4, kernel="cuda")
+
+
+def test_check_passes_here_and_a_failing_kernel_falls_back_with_one_warning(kernel, monkeypatch):
+    """``usable_on``: the interpreted kernels pass the per-device check; a kernel that fails (a compiler error
+    on an untested GPU) is reported in one RuntimeWarning and the answer is False, remembered."""
+    monkeypatch.setattr(kernel, "_CHECKED", {})
+    assert kernel.usable_on(torch.device("cpu"))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("PassManager::run failed (simulated)")
+
+    monkeypatch.setattr(kernel, "_CHECKED", {})
+    monkeypatch.setattr(kernel, "_launch", broken)
+    with pytest.warns(RuntimeWarning, match=r"PassManager::run failed \(simulated\).*eager path"):
+        assert not kernel.usable_on(torch.device("cpu"))
+    assert kernel._CHECKED == {"cpu": False}
