@@ -16,9 +16,10 @@ import torch.nn as nn
 
 from ..pointwise import Pointwise
 from ..sphere import SphereGrid
-from . import triton_sample
 from .sample import WarpSample
 from .sampler import SphereSampler
+from .triton_sample import AVAILABLE as TRITON_AVAILABLE
+from .triton_sample import triton_warp_sample, usable_on
 
 __all__ = ["TangentWarpS2", "WARP_KERNELS", "set_warp_kernel"]
 
@@ -103,7 +104,7 @@ class TangentWarpS2(nn.Module):
         (:func:`~dandelion.warp.triton_sample.usable_on`; a failure is warned about once and the eager path runs).
         """
         if self.kernel == "auto":
-            return device.type == "cuda" and triton_sample.AVAILABLE and triton_sample.usable_on(device)
+            return device.type == "cuda" and TRITON_AVAILABLE and usable_on(device)
         return self.kernel == "triton"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -131,7 +132,7 @@ class TangentWarpS2(nn.Module):
         b, c, nlat, nlon = values.shape
         if self.uses_triton(values.device):  # values stay in their (autocast) dtype; the index runs in float32
             v = values.reshape(b * self.heads, c // self.heads, nlat, nlon)
-            return triton_sample.triton_warp_sample(v, d, self.sampler).reshape(b, c, nlat, nlon)
+            return triton_warp_sample(v, d, self.sampler).reshape(b, c, nlat, nlon)
         work = torch.promote_types(values.dtype, torch.float32)
         with torch.autocast(device_type=values.device.type, enabled=False):
             v = values.to(work).reshape(b * self.heads, c // self.heads, nlat, nlon)
