@@ -124,11 +124,28 @@ def test_budget_line_says_whether_every_cell_shares_the_budget():
 
 def test_a_ratio_within_its_spread_of_one_is_level_with_sfno():
     # ratios 1.5 -> 1.02, std 0.005 on 3 seeds: the fine ratio's relative SE is sqrt((0.049^2 + 0.05^2) / 3) = 0.040,
-    # its 2-SE band 2 * 1.02 * 0.040 = 0.082 > 0.02, so the model is level with SFNO at the finer grid, not behind it;
-    # the change (-0.48) is beyond its threshold (about 0.13), so it still counts as a gain
+    # its t band t_0.975,2 * 1.02 * 0.040 = 0.18 > 0.02, so the model is level with SFNO at the finer grid, not behind
+    # it; the change (-0.48) is beyond its threshold (4.30 times about 0.065), so it still counts as a gain
     md = "\n".join(T.trend_section(_agg(0.15, 0.102, std=0.005)))
     assert "its gap to SFNO closed (behind at the coarser grid, level at the finer)" in md
     assert "behind SFNO at both grids" not in md and "| dandelion | 1:20 | 1 | 0 | 0 | 0 |" in md
+
+
+def _mixed(coarse, fine, std, n_fine):
+    agg = _agg(coarse, fine, std=std)
+    for m in ("dandelion", "sfno"):
+        agg["fam_64x128"][m] = _entry(64, fine if m == "dandelion" else 0.10, std, n=n_fine)
+    return agg
+
+
+@pytest.mark.parametrize("n_fine, word", [(3, "grows"), (2, "holds")])
+def test_two_seeds_at_one_grid_judge_the_change_with_t_at_one_degree_of_freedom(n_fine, word):
+    """Ratio 1.2 -> 1.0 (change -0.2), seed std 0.003: the combined standard error is 0.036 with three seeds at the
+    finer grid (threshold t_0.975,2 * 0.036 = 0.157: a gain) and 0.040 with two (12.7 * 0.040 = 0.51: it holds,
+    where twice the standard error, 0.08, would have called a gain)."""
+    v = T.verdict(_mixed(0.12, 0.10, 0.003, n_fine), ["fam_32x64", "fam_64x128"], "dandelion", "next_step")
+    assert v["word"] == word and v["change"] == pytest.approx(-0.2)
+    assert v["threshold"] == pytest.approx({3: 0.157, 2: 0.51}[n_fine], rel=0.02)
 
 
 def test_a_model_level_at_the_coarse_grid_falls_behind_or_moves_ahead():
