@@ -148,7 +148,8 @@ def compute_section(agg: dict, datasets: list[str], plots: dict | None = None) -
         return []
     cells = [c for d in datasets for e in agg[d].values() for c in e["cells"]]
     sweeps = [s for s in (cell_sweep_cpu_seconds(c) for c in cells) if s is not None]
-    runs = [s for s in (cell_cpu_seconds(c) for c in cells) if s is not None]
+    swept = {id(c) for c in cells if cell_sweep_cpu_seconds(c) is not None}  # their selected run is in the sweep
+    others = [s for s in (cell_cpu_seconds(c) for c in cells if id(c) not in swept) if s is not None]
     L = [
         "## Equal compute",
         "",
@@ -160,9 +161,11 @@ def compute_section(agg: dict, datasets: list[str], plots: dict | None = None) -
         "`sweep_cpu_seconds` in that seed's cell only, null in the cells of the seeds that reused its rate) is not "
         "counted."
         + (
-            f" In all: {sum(runs) / 3600:.1f} CPU-hours of selected runs ({len(runs)} cells) and "
-            f"{sum(sweeps) / 3600:.1f} CPU-hours of sweeps ({len(sweeps)} sweeps, each counted once)."
-            if runs
+            f" In all: {sum(sweeps) / 3600:.1f} CPU-hours of sweeps ({len(sweeps)} sweeps, each counted once, "
+            f"each including its seed's selected run) and {sum(others) / 3600:.1f} CPU-hours of the {len(others)} "
+            f"runs of the seeds that reused a sweep's rate: {(sum(sweeps) + sum(others)) / 3600:.1f} CPU-hours of "
+            "training."
+            if sweeps
             else ""
         ),
         "",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from dandelion.benchmarks.leaderboard.stats import half_width, t_critical
+from dandelion.benchmarks.leaderboard.stats import half_width, saturation, t_critical
 from dandelion.reporting.numbers import fmt_mean_std
 from dandelion.reporting.plotting import pyplot, save_figure
 
@@ -28,6 +28,7 @@ __all__ = [
     "BASELINE",
     "families",
     "trend_table",
+    "saturated",
     "verdict",
     "trend_section",
     "plot_trend",
@@ -70,11 +71,21 @@ def _ratio(agg: dict, key: str, model: str, part: str) -> tuple[float, float, in
     return m / b, rel, min(nm, nb)
 
 
+def saturated(agg: dict, key: str) -> bool:
+    """Whether the 1:N summary of dataset key ``key`` is saturated (:func:`~dandelion.benchmarks.leaderboard.stats.
+    saturation`, against the persistence reference's curve in its entries' ``references``); False without curves."""
+    e0 = next(iter(agg[key].values()))
+    pers = (((e0.get("references") or {}).get("persistence") or {}).get("curves") or {}).get("vrmse", {}).get("mean")
+    n = min(20, int(((e0.get("cells") or [{}])[0].get("evaluation") or {}).get("n_steps", 20)))
+    return saturation(agg[key], pers, n) is not None
+
+
 def verdict(agg: dict, keys: list[str], model: str, part: str) -> dict | None:
     """The trend of ``model``'s ratio to SFNO from ``keys[0]`` (coarsest) to ``keys[-1]`` (finest) for ``part``
     (``next_step`` | ``rollout_mean``): ``{"coarse", "fine", "change", "threshold", "word"}`` with ``word`` one of
     ``grows`` (the ratio fell by more than ``t_{0.975, n - 1}`` times the combined standard error, ``n`` the fewest
-    seeds of the four means), ``shrinks`` (rose by more), ``holds``, or ``no spread`` (a side with one seed); None
+    seeds of the four means), ``shrinks`` (rose by more), ``holds``, ``no spread`` (a side with one seed) or
+    ``saturated`` (the 1:N summary is saturated at either grid, :func:`saturated`: not judged); None
     when either grid lacks the model or SFNO. Also ``coarse_band`` and ``fine_band``: the half-width of each ratio's
     t interval (``t_{0.975, n - 1}`` times its standard error, ``n`` the fewer seeds of that grid; NaN with one
     seed), the band around 1 within which the model is level with SFNO at that grid."""
@@ -88,6 +99,8 @@ def verdict(agg: dict, keys: list[str], model: str, part: str) -> dict | None:
     else:
         t = t_critical(min(a[2], b[2]) - 1)
         word = "grows" if change < -t * err else "shrinks" if change > t * err else "holds"
+    if part == "rollout_mean" and (saturated(agg, keys[0]) or saturated(agg, keys[-1])):
+        word = "saturated"  # a summary of blown-up errors at a grid: not judged (stats.saturation)
     return {
         "coarse": a[0],
         "fine": b[0],
@@ -161,6 +174,8 @@ def _standing(v: dict) -> str:
     word = v["word"]
     if word == "no spread":
         return f"no verdict yet: one seed, so the seed spread is unknown ({_AT[fine]} at the finer grid)"
+    if word == "saturated":
+        return "not judged: the summary is saturated (every model past persistence or VRMSE 1 by mid-window)"
     if coarse == fine:
         spread = " within the seed spread" if fine == "level" else ""
         return f"{_SAME_SIDE[fine][word]} ({_AT[fine]}{spread} at both grids)"
@@ -234,14 +249,14 @@ def trend_section(agg: dict, plots: dict | None = None, notes: dict | None = Non
             "",
         ]
         L += [
-            "| warp model | lead | gains on SFNO | holds | loses ground | no spread |",
-            "|---|---|---:|---:|---:|---:|",
+            "| warp model | lead | gains on SFNO | holds | loses ground | no spread | saturated (not judged) |",
+            "|---|---|---:|---:|---:|---:|---:|",
         ]
         for (m, part), c in counts.items():
             label = dict(PARTS)[part]
             L.append(
                 f"| {m} | {label} | {c.get('grows', 0)} | {c.get('holds', 0)} | {c.get('shrinks', 0)} | "
-                f"{c.get('no spread', 0)} |"
+                f"{c.get('no spread', 0)} | {c.get('saturated', 0)} |"
             )
         L.append("")
         caveats = [n for n in fams if notes.get(n)]

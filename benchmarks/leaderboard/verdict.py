@@ -33,7 +33,7 @@ def _name(agg: dict, d: str) -> str:
 
 def _seeds_text(agg: dict, keys: list[str]) -> str:
     ns = sorted({len(e["seeds"]) for d in keys for e in agg[d].values()})
-    ts = ", ".join(f"t_0.975,{n - 1} = {t_critical(n - 1):.3g}" for n in ns if n >= 2)
+    ts = ", ".join(f"t_0.975,{n - 1} = {t_critical(n - 1):#.3g}" for n in ns if n >= 2)
     return f"{'-'.join(map(str, sorted({ns[0], ns[-1]})))} seeds per model" + (f", {ts}" if ts else "")
 
 
@@ -102,10 +102,11 @@ def _trend_sentence(agg: dict, notes: dict) -> str:
         for part, label in TREND_PARTS:
             words = [v["word"] for keys in fams.values() if (v := verdict(agg, keys, m, part)) is not None]
             if words:
-                c = {w: words.count(w) for w in ("grows", "holds", "shrinks", "no spread")}
+                c = {w: words.count(w) for w in ("grows", "holds", "shrinks", "no spread", "saturated")}
                 counts.append(
                     f"{m} {label}: gains on SFNO {c['grows']}, holds {c['holds']}, loses ground {c['shrinks']}"
                     + (f", no spread {c['no spread']}" if c["no spread"] else "")
+                    + (f", saturated (not judged) {c['saturated']}" if c["saturated"] else "")
                 )
     text = (
         f"Resolution trend over the {len(fams)} datasets trained at two grids (a warp model's ratio to SFNO, judged "
@@ -130,9 +131,9 @@ def verdict_paragraph(agg: dict, datasets: list[str], models: list[str], cols: d
     if trend:
         L += [trend, ""]
     L += [
-        "Bold ties are judged with 95 % Student-t intervals over seeds: with two seeds the critical value is "
-        "t_0.975,1 = 12.7, so no two-seed comparison is called a gain or a loss unless that interval separates it; "
-        "the columns' statistics, floors and failed seeds are in `benchmarks/leaderboard/stats.py`.",
+        "Bold ties and trend verdicts are judged with 95 % Student-t intervals over seeds (t_0.975,n-1: 12.7 with "
+        "two seeds, 4.30 with three), so no two-seed comparison is called a gain or a loss unless that interval "
+        "separates it; the columns' statistics, floors and failed seeds are in `benchmarks/leaderboard/stats.py`.",
         "",
     ]
     return L

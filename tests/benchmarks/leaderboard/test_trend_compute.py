@@ -191,3 +191,37 @@ def _v(coarse, fine, word, band=0.05):
 def test_the_words_name_each_grids_standing(coarse, fine, word, words):
     band = float("nan") if word == "no spread" else 0.05
     assert T._standing(_v(coarse, fine, word, band)).startswith(words)
+
+
+def test_a_saturated_summary_is_not_judged():
+    """Every model past VRMSE 1 at lead 5 at the finer grid: its 1:20 ratio is not judged (the next step still is)."""
+    fast = [{"curves": {"vrmse": {"mean": [0.6 + 0.1 * k for k in range(1, 21)]}}, "evaluation": {"n_steps": 20}}]
+    pers = {"persistence": {"curves": {"vrmse": {"mean": [1.3] * 20}}}}
+    agg = _agg(0.12, 0.08)
+    for m in ("dandelion", "sfno"):
+        agg["fam_64x128"][m] = {**agg["fam_64x128"][m], "cells": fast, "references": pers}
+    assert T.saturated(agg, "fam_64x128") and not T.saturated(agg, "fam_32x64")
+    keys = T.families(agg)["fam"]
+    assert T.verdict(agg, keys, "dandelion", "rollout_mean")["word"] == "saturated"
+    assert T.verdict(agg, keys, "dandelion", "next_step")["word"] == "grows"
+    md = "\n".join(T.trend_section(agg))
+    assert "dandelion 1:20: ratio to SFNO 1.200 -> 0.800" in md and "not judged: the summary is saturated" in md
+    assert "| dandelion | 1:20 | 0 | 0 | 0 | 0 | 1 |" in md
+
+
+def test_the_compute_section_counts_each_sweep_once():
+    """Two models, each swept on seed 0 (2 h, its selected run included) and rerun on seed 1 (0.5 h): 4 h of sweeps
+    and 1 h of reruns, whatever an older cell copied into its seed-1 record."""
+
+    def cell(seed, sweep):
+        return {
+            "seed": seed,
+            "train_cpu_seconds": 1800.0,
+            "sweep_cpu_seconds": sweep,
+            "lr_selection": {"sweep_seed": 0},
+        }
+
+    agg = {"d": {m: {"cells": [cell(0, 7200.0), cell(1, 7200.0 if m == "old" else None)]} for m in ("new", "old")}}
+    text = "\n".join(C.compute_section(agg, ["d"]))
+    assert "4.0 CPU-hours of sweeps (2 sweeps, each counted once" in text
+    assert "1.0 CPU-hours of the 2 runs of the seeds that reused a sweep's rate: 5.0 CPU-hours of training" in text

@@ -84,7 +84,7 @@ def test_the_verdict_counts_from_the_same_columns(board):
     assert "the best model does not beat linear AR (‡): sat next" in text
     assert "a is best or tied in 1 (alone: ok 1:20); b is best or tied in 1 (alone: ok next)" in text
     assert "Failed seeds (✗, their columns ranked by the median): ok_32x64 b next (seed 1)" in text
-    assert "t_0.975,1 = 12.7, so no two-seed comparison is called a gain or a loss" in text
+    assert "12.7 with two seeds, 4.30 with three), so no two-seed comparison is called a gain or a loss" in text
 
 
 def test_per_seed_table_lists_every_seed_and_marks_the_failed_one(board):
