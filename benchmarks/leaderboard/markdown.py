@@ -382,13 +382,13 @@ def render_markdown(
     L += _paragraphs(links or [])
     L += trend_section(agg, plots, trend_notes)  # the resolution trend (datasets at two or more grids; trend.py)
     L += compute_section(agg, datasets, plots)  # equal compute (cells that recorded their cost; compute.py)
+    L += per_seed_table(agg, datasets, models, cols)  # every seed's headline values (seeds.py)
     L += [
         'Below: mean ± the half-width of the 95 % Student-t interval over seeds (t_0.975,n-1 s / sqrt(n); "± n/a" '
         "with one seed); **bold** as in the headline (the t tie rule; a column with a failed seed, ✗, ranked by the "
         "median; a saturated 1:20 column of the area-weighted VRMSE not ranked); the per-field tables rank means.",
         "",
     ]
-    L += per_seed_table(agg, datasets, models, cols)
     if references:
         L += [
             "*persistence (reference)*: the last input frame as every forecast (no training), same forecasts and "

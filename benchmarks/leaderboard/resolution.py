@@ -67,7 +67,11 @@ def _components(name: str, a: np.ndarray, vector: bool) -> dict[str, np.ndarray]
 def content(path, split: str = "test", band: int | None = None, max_files: int | None = None) -> dict:
     """``{"band", "grid", "fields": {name: {"state": fraction, "increment": fraction}}}`` for the dataset folder
     ``path`` (its ``split``; ``max_files``: the first trajectories only), ``band`` defaulting to the analysis band
-    limit of the grid with half the rows (module docstring). A fraction is NaN for a field without variance."""
+    limit of the grid with half the rows (module docstring). A fraction is NaN for a field without variance.
+
+    Raises:
+        FileNotFoundError: the split lists no trajectory (or the folder lacks ``dataset.yaml``/``splits.json``).
+        ValueError: ``band`` is outside ``2..`` the grid's band limit."""
     meta = load_metadata(path)
     grid = SphereGrid(int(meta["nlat"]), int(meta["nlon"]), str(meta["grid"]))
     band = analysis_lmax(grid.nlat // 2, grid.grid) if band is None else int(band)

@@ -25,8 +25,8 @@ def per_seed_table(agg: dict, datasets: list[str], models: list[str], cols: dict
         "## Per seed, VRMSE",
         "",
         "Each seed's test VRMSE (area-weighted, mean over the fields), next step and 1:20; ✗ = a failed seed (its "
-        "rollout blew up within the window, or it lies outside the 95 % t prediction interval of the other seeds; "
-        "`benchmarks/leaderboard/stats.py`), whose column is ranked by the median.",
+        "rollout blew up within the window, or it lies outside the 95 % t prediction interval of the other seeds "
+        "and 50 % from their median; `benchmarks/leaderboard/stats.py`), whose column is ranked by the median.",
         "",
         "| dataset | model | next step per seed | 1:20 per seed |",
         "|---|---|---|---|",
