@@ -2,7 +2,7 @@
 
 docs/ARCHITECTURE.md §5. Every layer is pointwise (1x1 maps) except the warps (which move information along
 great circles, :mod:`dandelion.warp`) and the spectral pooling between levels
-(:mod:`dandelion.pooling`); there is no spatial convolution. All weights are resolution-free:
+(:mod:`dandelion.spectral_pooling`); there is no spatial convolution. All weights are resolution-free:
 the grid-dependent tables (sampler row tables, quadrature weights, Legendre tables, node
 positions) are non-persistent buffers rebuilt for the grid the model is constructed on, so one
 state dict runs on any grid (build the model for the new grid and ``load_state_dict``).
@@ -17,7 +17,7 @@ up:      pointwise map to the narrower width, spectral zero-padding to level k, 
          the encoder's output at level k (skip), pointwise fuse, ``decoder_blocks[k]`` warp blocks
 head:    area-weighted norm, pointwise MLP -> out_channels
 spectral path (``spectral_lmax > 0``): a per-degree linear map of the input in the spherical-harmonic domain
-         (:class:`~dandelion.spectral_path.DegreeMixS2`, zero at initialisation), added before the head's norm
+         (:class:`~dandelion.degree_mixing.DegreeMixS2`, zero at initialisation), added before the head's norm
 
 A level may have zero blocks: ``encoder_blocks[0] = decoder_blocks[0] = 0`` leaves only pointwise maps on the
 data grid (lift, skip fuse, head) and runs every warp on the half-resolution grids below, which is how the
@@ -42,9 +42,9 @@ import torch.utils.checkpoint
 from .grid_guard import GridGuard
 from .kernels import Pointwise
 from .norm import AreaNormS2
-from .pooling import SpectralDownsample, SpectralUpsample, coarse_grid, pooling_band_limit
+from .spectral_pooling import SpectralDownsample, SpectralUpsample, coarse_grid, pooling_band_limit
 from .registry import register_preset_model
-from .spectral_path import spectral_path
+from .degree_mixing import spectral_path
 from .sphere import SphereGrid
 from .warp import TangentWarpS2
 
@@ -202,13 +202,13 @@ class Dandelion(GridGuard, nn.Module):
     pool_lmax : sequence of int, one per level except the bottom, optional
         Band limit (exclusive degree and order) of the spectral pooling between level ``k`` and
         ``k + 1``, both ways. Default: the largest both level grids resolve
-        (:func:`~dandelion.pooling.pooling_band_limit`), so the band limits double with the grid. Giving
+        (:func:`~dandelion.spectral_pooling.pooling_band_limit`), so the band limits double with the grid. Giving
         the band limits of the grid a model was trained on keeps its coarse levels at the trained
         degrees on a finer grid (zero-shot resolution transfer: the convention of SFNO's fixed
         ``lmax``, Bonev et al. 2023, arXiv:2306.03838). Not part of the state_dict.
     spectral_lmax : int
         Degrees (exclusive) of the spectral path, a per-degree linear map of the input in the spherical-harmonic
-        domain (:class:`~dandelion.spectral_path.DegreeMixS2`), zero-initialised, resolution-free (a grid resolving
+        domain (:class:`~dandelion.degree_mixing.DegreeMixS2`), zero-initialised, resolution-free (a grid resolving
         fewer degrees uses the first ones). 0 (default): no spectral path.
     spectral_into : str
         ``"head"`` (default): the path maps the input to the level-0 width and is added to the features entering

@@ -1,4 +1,4 @@
-"""Tests of dandelion.pooling: spectral down/up sampling between U-Net levels."""
+"""Tests of dandelion.spectral_pooling: spectral down/up sampling between U-Net levels."""
 
 import math
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch_harmonics import InverseRealSHT
 
-from dandelion.pooling import SpectralDownsample, SpectralUpsample, coarse_grid, pooling_band_limit
+from dandelion.spectral_pooling import SpectralDownsample, SpectralUpsample, coarse_grid, pooling_band_limit
 from dandelion.sphere import SphereGrid
 
 FINE = [

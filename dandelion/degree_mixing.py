@@ -18,7 +18,7 @@ matrices ``A_k`` at the degrees ``l_k = k (lmax - 1) / (K - 1)`` and the piecewi
 its neighbours instead of being moved by noise at the optimiser's full rate (docs/model.md, "Spectral path").
 
 The weights are resolution-free: ``weight`` has ``lmax`` rows (``K`` with anchors) whatever the grid; on a grid that
-resolves fewer degrees (:func:`dandelion.pooling.pooling_band_limit`) the first ones are used, on a finer
+resolves fewer degrees (:func:`dandelion.spectral_pooling.pooling_band_limit`) the first ones are used, on a finer
 grid the degrees ``>= lmax`` get no path (the fixed-``lmax`` convention of SFNO). The transforms are
 torch-harmonics' ``RealSHT`` / ``InverseRealSHT`` (orthonormal), run in float32 under autocast.
 """
@@ -31,7 +31,7 @@ import torch
 import torch.nn as nn
 from torch_harmonics import InverseRealSHT, RealSHT
 
-from .pooling import pooling_band_limit
+from .spectral_pooling import pooling_band_limit
 from .sphere import SphereGrid
 
 __all__ = ["DegreeMixS2", "SPECTRAL_INTO", "SPECTRAL_FROM", "spectral_path"]
