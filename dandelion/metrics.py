@@ -63,8 +63,8 @@ from dandelion.sphere import SphereGrid
 
 from .loss import area_weighted_mse, loss_weights
 from .metric_registry import METRICS, Metric, metric, metric_names, unregister_metric
-from .quadrature import _check_wet, area_weights, weighted_mean
 from .power_spectra import power_spectrum
+from .quadrature import _check_wet, area_weights, weighted_mean
 
 __all__ = [
     "WELL_EPS",

@@ -39,12 +39,12 @@ import torch
 import torch.nn as nn
 import torch.utils.checkpoint
 
+from .degree_mixing import spectral_path
 from .grid_guard import GridGuard
 from .kernels import Pointwise
 from .norm import AreaNormS2
-from .spectral_pooling import SpectralDownsample, SpectralUpsample, coarse_grid, pooling_band_limit
 from .registry import register_preset_model
-from .degree_mixing import spectral_path
+from .spectral_pooling import SpectralDownsample, SpectralUpsample, coarse_grid, pooling_band_limit
 from .sphere import SphereGrid
 from .warp import TangentWarpS2
 
