@@ -1,7 +1,7 @@
 """Plots of rollouts (``dandelion-report``): maps, error versus lead time, power spectra.
 
 Inputs are what ``dandelion-rollout`` writes in its output folder: ``metrics.json`` (per-lead metrics
-and spectra, :func:`dandelion.evaluation.rollout.rollout`) and ``sample_forecast.nc`` (one forecast
+and spectra, :func:`dandelion.evaluation.scoring.evaluate`) and ``sample_forecast.nc`` (one forecast
 with its truth, CF layout of :mod:`dandelion.export.forecasts`). Several rollout folders (one per
 model) give one error-versus-lead figure with a line per model.
 

@@ -1,4 +1,8 @@
-"""Rollout evaluation (``dandelion-rollout``): autoregressive forecasts on the test split, scored per lead time.
+"""Scoring of rollouts: autoregressive forecasts on a split, scored per lead time (what ``dandelion-rollout`` writes).
+
+Three modules take part in a rollout and each is named for its part: :mod:`dandelion.forecast` runs the
+autoregressive loop (``rollout``, ``iter_rollout``), this module scores what it produces (:func:`evaluate`,
+:func:`write_results`), and :mod:`dandelion.cli.rollout` is the ``dandelion-rollout`` job around both.
 
 ``dandelion-rollout checkpoint=RUN/best.pt dataset=galewsky dataset.path=DIR [n_steps=20 init_stride=1
 max_inits=null max_trajectories=null device=cuda output_dir=DIR save_forecasts=true]``
