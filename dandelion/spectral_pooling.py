@@ -28,7 +28,7 @@ from torch_harmonics.quadrature import precompute_latitudes
 
 from .sphere import SphereGrid
 
-__all__ = ["coarse_grid", "pooling_band_limit", "SpectralDownsample", "SpectralUpsample"]
+__all__ = ["coarse_grid", "pooling_band_limit", "SpectralResample", "SpectralDownsample", "SpectralUpsample"]
 
 
 def coarse_grid(grid: SphereGrid, k: int) -> SphereGrid:
@@ -75,7 +75,10 @@ def legendre_synthesis(grid: SphereGrid, band: int) -> torch.Tensor:
     return legpoly(band, band, torch.cos(colatitude), inverse=True).permute(0, 2, 1).contiguous()
 
 
-class _SpectralResample(nn.Module):
+class SpectralResample(nn.Module):
+    """Spectral resampling from ``grid_in`` to ``grid_out`` at band limit ``lmax`` (default :func:`pooling_band_limit`):
+    the common base of :class:`SpectralDownsample` and :class:`SpectralUpsample` (see those for the parameters)."""
+
     def __init__(self, grid_in: SphereGrid, grid_out: SphereGrid, lmax: int | None = None):
         super().__init__()
         band = pooling_band_limit(grid_in, grid_out) if lmax is None else int(lmax)
@@ -106,7 +109,7 @@ class _SpectralResample(nn.Module):
 
 
 class _Resample(torch.autograd.Function):
-    """``irfft(R_m rfft(x)_m)``: the fused ``isht(sht(x))`` of :class:`_SpectralResample` as one autograd node.
+    """``irfft(R_m rfft(x)_m)``: the fused ``isht(sht(x))`` of :class:`SpectralResample` as one autograd node.
 
     Forward: per order m, the analysis (quadrature weights times Legendre functions, (lmax,
     nlat_in)) and the synthesis (Legendre functions, (nlat_out, lmax)) are one matrix
@@ -139,7 +142,7 @@ class _Resample(torch.autograd.Function):
         return torch.fft.irfft(g, n=nlon_in, dim=-1, norm="forward"), None, None, None
 
 
-class SpectralDownsample(_SpectralResample):
+class SpectralDownsample(SpectralResample):
     """Spectral truncation from a fine grid to a coarse one.
 
     Parameters
@@ -158,7 +161,7 @@ class SpectralDownsample(_SpectralResample):
     """
 
 
-class SpectralUpsample(_SpectralResample):
+class SpectralUpsample(SpectralResample):
     """Spectral interpolation from a coarse grid to a fine one (degrees >= lmax are zero).
 
     Parameters
