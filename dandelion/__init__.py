@@ -1,9 +1,13 @@
 """Dandelion: machine learning of PDEs on the sphere.
 
-Subpackages: ``dandelion.solvers`` (numerical PDE solvers), ``dandelion.datasets`` (scenarios,
-generation, storage, torch datasets), ``dandelion.benchmarks`` (training, rollout, export, reports)
-and ``dandelion.configs`` (hydra configs). They live in the repository's top-level folders
-``solvers/``, ``datasets/``, ``benchmarks/`` and ``configs/``.
+The core (this package's modules: geometry, warps, spectral pooling, models, forecasts, metrics, checkpoints)
+and the jobs built on it: ``dandelion.training`` (training), ``dandelion.evaluation`` (rollouts scored per lead
+time), ``dandelion.export`` (netCDF and Zarr), ``dandelion.reporting`` (figures), ``dandelion.cli`` (the
+``dandelion-*`` entry points) and ``dandelion.api`` (the notebook facade). Installed beside them from the
+repository's top-level folders ``solvers/``, ``datasets/``, ``benchmarks/`` and ``configs/``:
+``dandelion.solvers`` (numerical PDE solvers), ``dandelion.datasets`` (scenarios, generation, storage, torch
+datasets), ``dandelion.benchmarks`` (the benchmark protocol: cells, leaderboard, transfer, budget and speed
+studies) and ``dandelion.configs`` (hydra configs). docs/ARCHITECTURE.md draws the layers.
 """
 
 __version__ = "0.1.0"  # before the submodule imports: dandelion.runtime records it

@@ -15,7 +15,7 @@ every cell ``(dataset, model, seed)``:
    of ``lr_ladder`` beyond it is trained too (:func:`sweep_lr`), so that the chosen rate is inside the
    sweep; every other seed trains once at the sweep seed's rate;
 4. that model is rolled out on the test split with ``dandelion-rollout``
-   (:func:`dandelion.evaluation.rollout.rollout`): next-step VRMSE and the 1:20 rollout VRMSE (mean
+   (:func:`dandelion.evaluation.scoring.evaluate`): next-step VRMSE and the 1:20 rollout VRMSE (mean
    over leads 1..20), area-weighted and the Well's unweighted definition, per field and averaged;
 5. the cell's result JSON ``results_dir/<dataset>/<model>/seed<k>.json`` is written atomically.
 
