@@ -93,7 +93,7 @@ def cell_sweep_cpu_seconds(cell: dict) -> float | None:
 
 
 def stability_summary(stability: dict | None) -> dict | None:
-    """What a cell keeps of a rollout's ``stability`` (:mod:`dandelion.evaluation.rollout`): the blow-up threshold,
+    """What a cell keeps of a rollout's ``stability`` (:mod:`dandelion.evaluation.scoring`): the blow-up threshold,
     the forecasts, how many blew up within the rollout and by each lead, and the first lead with one; None without
     it."""
     if not stability:
