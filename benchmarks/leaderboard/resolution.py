@@ -6,7 +6,8 @@ For every field of a dataset folder's trajectories (a split), :func:`content` re
 area-weighted variance above degree ``band`` (default: the analysis band limit of the grid with half the rows, 16
 for 64x128 -> 32x64), of the states and of the one-step increments ``x_{t+1} - x_t``, summed over frames (and
 levels). The variance of a frame is ``<f^2> - <f>^2`` with the grid's quadrature weights; the part below the band is
-``sum_{l=1}^{band-1} P(l)``, the angular power spectrum of :func:`dandelion.power_spectra.power_spectrum` (torch-harmonics
+``sum_{l=1}^{band-1} P(l)``, the angular power spectrum of
+:func:`dandelion.power_spectra.power_spectrum` (torch-harmonics
 ``RealSHT``, ``lmax`` = ``mmax`` = the grid's analysis band limit, orthonormal, so ``sum_l P(l) = <f^2>`` for a
 band-limited field); the fraction above is ``1 - below / variance``, so content the grid cannot analyse (above its own
 band limit) counts as above too. Vector fields are scored per component (u, v), like the leaderboard's VRMSE. On a
@@ -31,9 +32,9 @@ import torch
 
 from dandelion.datasets.folder import list_split, load_metadata
 from dandelion.datasets.storage import open_trajectory, read_field, read_mask
+from dandelion.power_spectra import power_spectrum
 from dandelion.quadrature import weighted_mean
 from dandelion.runtime import write_text_atomic
-from dandelion.power_spectra import power_spectrum
 from dandelion.sphere import SphereGrid, analysis_lmax
 
 __all__ = ["variance_split", "content", "content_table", "main"]
