@@ -7,8 +7,9 @@
   sources on a forge) are rewritten to a copy of the file under ``_repo/`` in the site (``on_files`` adds the copy;
   Markdown files are copied as they are, not rendered); a link to a folder becomes its path in code, and one to a
   folder of docs/ a link to its index page.
-* ``<!-- leaderboard-headline -->`` in a page is replaced by the headline table of
-  ``benchmarks/results/cpu/leaderboard.md``, so the site states the benchmark's current answer in its own words.
+* ``<!-- leaderboard-verdict -->`` and ``<!-- leaderboard-headline -->`` in a page are replaced by the verdict
+  paragraph and the headline table of ``benchmarks/results/cpu/leaderboard.md`` (both generated from the cells), so
+  the site states the benchmark's current answer in the leaderboard's own words and never a stale copy.
 """
 
 from __future__ import annotations
@@ -102,9 +103,10 @@ def _folder_index(page_src: str, match: re.Match) -> str:
     return match.group(0)
 
 
-def _headline() -> str:
+def _section(heading: str) -> str:
+    """The body of the leaderboard's section ``## <heading>...`` (up to the next ``## ``), its links relinked."""
     text = (_ROOT / _LEADERBOARD).read_text()
-    start = text.index("## Headline")
+    start = text.index(f"## {heading}")
     end = text.find("\n## ", start + 1)
     section = text[start : end if end > 0 else None].split("\n", 1)[1]
     return _LINK.sub(lambda m: _rewrite("benchmark.md", _relink(m)), section)
@@ -121,6 +123,7 @@ def _relink(match: re.Match) -> re.Match:
 
 def on_page_markdown(markdown, page, config, files):
     src = page.file.src_uri
-    if "<!-- leaderboard-headline -->" in markdown:
-        markdown = markdown.replace("<!-- leaderboard-headline -->", _headline())
+    for marker, heading in (("<!-- leaderboard-verdict -->", "Verdict"), ("<!-- leaderboard-headline -->", "Headline")):
+        if marker in markdown:
+            markdown = markdown.replace(marker, _section(heading))
     return _LINK.sub(lambda m: _rewrite(src, m), markdown)
