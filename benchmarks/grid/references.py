@@ -1,7 +1,7 @@
 """Reference forecasts of the benchmark: persistence and the pointwise linear autoregression.
 
 Neither is trained by gradient descent; both are scored by the same rollout code
-(:func:`dandelion.evaluation.rollout.evaluate`) on the same test forecasts as the cells, and shown as
+(:func:`dandelion.evaluation.scoring.evaluate`) on the same test forecasts as the cells, and shown as
 reference lines of the leaderboard (:mod:`dandelion.benchmarks.leaderboard.render`):
 
 * ``persistence``: the newest input frame as every forecast;
@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader
 
 from dandelion.benchmarks.grid.cells import REFERENCES, data_digest, metric_summaries, protocol_hash, reference_path
 from dandelion.datasets.torch_dataset import WindowDataset
-from dandelion.evaluation.rollout import evaluate
+from dandelion.evaluation.scoring import evaluate
 from dandelion.forecast import Forecaster, difference_window, nonzero_scale
 from dandelion.metrics import loss_weights, metric_names
 from dandelion.pointwise import Pointwise
