@@ -39,9 +39,9 @@ import torch.utils.checkpoint
 
 from .degree_mixing import spectral_path
 from .grid_guard import GridGuard
-from .kernels import Pointwise
 from .model_options import DandelionAblation, DandelionArchitecture, DandelionExecution, group_options, option_names
 from .norm import AreaNormS2
+from .pointwise import Pointwise
 from .registry import register_preset_model
 from .spectral_pooling import SpectralDownsample, SpectralUpsample, coarse_grid, pooling_band_limit
 from .sphere import SphereGrid

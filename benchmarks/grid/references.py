@@ -28,8 +28,8 @@ from dandelion.benchmarks.grid.cells import REFERENCES, data_digest, metric_summ
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.evaluation.scoring import evaluate
 from dandelion.forecast import Forecaster, difference_window, nonzero_scale
-from dandelion.kernels import Pointwise
 from dandelion.metrics import loss_weights, metric_names
+from dandelion.pointwise import Pointwise
 from dandelion.runtime import write_json_atomic
 
 __all__ = [
@@ -68,7 +68,7 @@ def fit_linear_ar(data: WindowDataset, batch_size: int = 32) -> tuple[Pointwise,
     the area weights (zero on land, :func:`dandelion.metrics.loss_weights`), through the normal
     equations in float64.
 
-    Returns the map as a :class:`~dandelion.kernels.Pointwise` (float32; input ``(B, n_features, nlat,
+    Returns the map as a :class:`~dandelion.pointwise.Pointwise` (float32; input ``(B, n_features, nlat,
     nlon)``, output ``(B, C, nlat, nlon)``) and a dict ``{"n_windows", "n_features"}``.
 
     Raises

@@ -8,7 +8,9 @@ Targets (each a module of its own, see there for what is measured and how):
 * ``target=solvers`` (:mod:`dandelion.benchmarks.speed.solvers`): seconds per simulated frame of
   every dataset's solver, and our Galewsky solver next to torch-harmonics' example solver;
 * ``target=profile`` (:mod:`dandelion.benchmarks.speed.profile`): Dandelion's time split by layer
-  category and the bytes its warps must move next to the measured memory bandwidth.
+  category and the bytes its warps must move next to the measured memory bandwidth;
+* ``target=roofline`` (:mod:`dandelion.benchmarks.speed.roofline`): FLOPs, bytes moved and saved activations of
+  one training step of any model at any grid, counted on the CPU (fake tensors), priced on an H200 and an H100.
 
 The primitives (clocks, training step, saved activations, peak memory) are in
 :mod:`dandelion.benchmarks.speed.measure`. Every JSON carries the machine (CPU model, cores, torch
@@ -23,6 +25,10 @@ unless ``output=PATH`` names the file. Use::
         'models.dtypes=[fp32,bf16]' models.disco_optimized_kernel=false models.largest_batch=true
     dandelion-bench target=solvers
     dandelion-bench target=profile 'profile.presets=[small]'
+    dandelion-bench target=roofline output=benchmarks/results/speed/roofline_paper_256x512_bf16_<date>.json
+
+Committed JSONs live in ``benchmarks/results/speed/`` (``<target>_<preset>_<nlat>x<nlon>_<dtype>_<date>.json``,
+GPU runs with the machine in the name); the rest stay in the run folder.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from omegaconf import DictConfig, OmegaConf
 from dandelion.benchmarks.speed.measure import DTYPES
 from dandelion.benchmarks.speed.models import bench_models
 from dandelion.benchmarks.speed.profile import bench_profile
+from dandelion.benchmarks.speed.roofline import DEVICES, bench_roofline
 from dandelion.benchmarks.speed.solvers import bench_solvers
 from dandelion.cli.common import check_choice, check_device, check_positive, run
 from dandelion.datasets.scenario import available_scenarios
@@ -52,6 +59,7 @@ TARGETS = {
     "models": (bench_models, "models"),
     "solvers": (bench_solvers, "solvers"),
     "profile": (bench_profile, "profile"),
+    "roofline": (bench_roofline, "roofline"),
 }
 
 #: What the numbers of every target mean (copied into each JSON).
@@ -147,6 +155,13 @@ def check(cfg, overrides=()) -> None:
         for key in ("dtypes", "largest_batch_dtypes"):
             for dtype in cfg.models.get(key) or []:
                 check_choice(dtype, DTYPES, f"models.{key}")
+    elif target == "roofline":
+        for name in cfg.roofline.get("names") or []:
+            check_choice(name, available_models(), "roofline.names")
+        check_choice(cfg.roofline.get("dtype", "bf16"), DTYPES, "roofline.dtype")
+        for dev in cfg.roofline.get("devices") or []:
+            check_choice(dev, tuple(DEVICES), "roofline.devices")
+        check_positive(cfg, [f"roofline.{k}" for k in ("nlat", "nlon", "batch", "in_channels", "out_channels")])
     elif target == "solvers":
         for name in cfg.solvers.get("scenarios") or []:
             check_choice(name, available_scenarios(), "solvers.scenarios")
@@ -155,7 +170,7 @@ def check(cfg, overrides=()) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Run ``dandelion-bench``.
 
-    ``dandelion-bench target=models|solvers|profile [device=..] [output=..] [models.*|solvers.*|profile.* overrides]``
+    ``dandelion-bench target=models|solvers|profile|roofline [device=..] [output=..] [<target section>.* overrides]``
     (``--help``).
     """
     run("dandelion-bench", "bench", _job, check=check, argv=argv)

@@ -258,7 +258,7 @@ def test_area_norm_resolution_independent():
 
 def test_pointwise_is_a_1x1_convolution():
     """Pointwise keeps Conv2d's parameters and state_dict and computes the same map."""
-    from dandelion.kernels import Pointwise
+    from dandelion.pointwise import Pointwise
 
     torch.manual_seed(0)
     p = Pointwise(5, 7).double()
