@@ -120,6 +120,11 @@ class WarpBlockS2(nn.Module):
         Groups of the block's area norm (1: one statistic over all channels).
     offset_gain : float
         Initial scale of the displacement MLP's last layer (:class:`~dandelion.warp.TangentWarpS2`).
+    cartesian : bool
+        Each head's displacement also follows a Cartesian vector linear in the features
+        (:class:`~dandelion.warp.TangentWarpS2`, ``cartesian``).
+    warp_kernel : str
+        The warp's sampling kernel (``auto``, ``eager``, ``triton``; :data:`~dandelion.warp.WARP_KERNELS`).
 
     Shapes: ``(B, channels, nlat, nlon)`` (and ``cond (B, cond_dim)``) -> same.
     """
@@ -135,6 +140,8 @@ class WarpBlockS2(nn.Module):
         compile_kernels: bool = False,
         norm_groups: int = 1,
         offset_gain: float = 0.1,
+        cartesian: bool = False,
+        warp_kernel: str = "auto",
     ):
         super().__init__()
         self.norm = AreaNormS2(grid, channels, groups=norm_groups, compile_kernels=compile_kernels)
@@ -143,7 +150,15 @@ class WarpBlockS2(nn.Module):
             nn.init.zeros_(self.film.weight)
             nn.init.zeros_(self.film.bias)
         self.warp = TangentWarpS2(
-            grid, channels, heads, offset_hidden, init_radius, compile_kernels=compile_kernels, offset_gain=offset_gain
+            grid,
+            channels,
+            heads,
+            offset_hidden,
+            init_radius,
+            compile_kernels=compile_kernels,
+            offset_gain=offset_gain,
+            kernel=warp_kernel,
+            cartesian=cartesian,
         )
         self.act = nn.GELU()
         self.out = _pointwise(channels, channels)
@@ -301,6 +316,8 @@ class Dandelion(GridGuard, nn.Module):
                 compile_kernels=self.compile_kernels,
                 norm_groups=self.ablation.norm_groups,
                 offset_gain=self.ablation.offset_gain,
+                cartesian=arch.cartesian_displacement,
+                warp_kernel=self.execution.warp_kernel,
             )
             for _ in range(n)
         )

@@ -60,6 +60,12 @@ class DandelionArchitecture:
         ``lmax``, Bonev et al. 2023, arXiv:2306.03838). Not part of the state_dict.
     cond_dim : int
         Number of scalar conditioning parameters for FiLM (0: off, the benchmark protocol).
+    cartesian_displacement : bool
+        Each warp head's displacement also follows a Cartesian 3-vector, a pointwise linear function of its features
+        (zero at initialisation), projected onto the tangent plane (:class:`~dandelion.warp.TangentWarpS2`,
+        ``cartesian``): "read upstream by -dt * velocity" is then linear in the Cartesian vector channels the data
+        pipeline feeds every model. Default False (the presets as benchmarked in v2; docs/model.md, "Displacements
+        in the data's frame", has the measurements deciding whether the presets take it).
 
     Raises
     ------
@@ -76,6 +82,7 @@ class DandelionArchitecture:
     offset_ratio: float = 0.5
     pool_lmax: Sequence[int] | None = None
     cond_dim: int = 0
+    cartesian_displacement: bool = False
 
     def __post_init__(self):
         multipliers = _ints(self.multipliers, "multipliers")
@@ -108,6 +115,7 @@ class DandelionArchitecture:
             )
         if pool is not None:
             object.__setattr__(self, "pool_lmax", tuple(int(b) for b in pool))
+        object.__setattr__(self, "cartesian_displacement", bool(self.cartesian_displacement))
 
     @property
     def levels(self) -> int:
@@ -144,14 +152,25 @@ class DandelionExecution:
         and gradients equal those of the eager model up to rounding (the eager default keeps zero displacement the
         identity bit for bit). Falls back to the eager kernels with a warning when compilation fails. Off by
         default.
+    warp_kernel : str
+        The warps' sampling kernel: ``auto`` (default: the fused Triton kernel on CUDA, the eager one elsewhere),
+        ``eager`` or ``triton`` (:data:`~dandelion.warp.WARP_KERNELS`); both equal to float32 rounding.
+
+    Raises
+    ------
+    ValueError
+        For a ``warp_kernel`` not in :data:`~dandelion.warp.WARP_KERNELS`.
     """
 
     checkpoint_blocks: bool = False
     compile_kernels: bool = False
+    warp_kernel: str = "auto"
 
     def __post_init__(self):
         object.__setattr__(self, "checkpoint_blocks", bool(self.checkpoint_blocks))
         object.__setattr__(self, "compile_kernels", bool(self.compile_kernels))
+        if self.warp_kernel not in ("auto", "eager", "triton"):
+            raise ValueError(f"warp_kernel={self.warp_kernel!r}: choose one of auto, eager, triton")
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,13 @@ class TangentWarpS2(nn.Module):
     MLP (``channels -> hidden -> GELU -> 2 per head``) giving ``(d_e, d_n)`` in radians. The heads are
     folded into the batch for one sampling call (docs/ARCHITECTURE.md §5).
 
+    With ``cartesian=True`` each head also predicts a Cartesian vector ``D_h(x)`` (a pointwise linear map,
+    ``channels -> 3 per head``, zero at initialisation) whose tangent projection ``(D_h . e, D_h . n)`` is added to
+    ``d_h``. The data's vector fields reach the network as Cartesian components (docs/ARCHITECTURE.md §3), so a
+    displacement that follows the flow (read upstream by ``-dt * velocity``) is then linear in the inputs; in the
+    local frame it needs products of the inputs with the position-dependent frame, which the narrow MLP
+    approximates poorly (docs/model.md, "Displacements in the data's frame").
+
     Parameters
     ----------
     grid : SphereGrid
@@ -55,6 +62,10 @@ class TangentWarpS2(nn.Module):
         Factor on the default initial weights of the displacement MLP's last layer (0.1: the heads start close
         to their ring of displacements; 1.0: PyTorch's default scale, input-dependent initial displacements as in
         Flower's reference code).
+    cartesian : bool
+        Add the Cartesian displacement term above (default False: the layer and its parameters are the stock ones;
+        with True, the stock parameters draw the same initial values, and at initialisation the layer computes
+        exactly what the stock layer computes).
     kernel : str
         The sampling kernel, one of :data:`WARP_KERNELS` (default ``auto``). The fused Triton kernel
         keeps the values in the autocast dtype and equals the eager path to float32 rounding; the eager path runs
@@ -75,6 +86,7 @@ class TangentWarpS2(nn.Module):
         compile_kernels: bool = False,
         offset_gain: float = 0.1,
         kernel: str = "auto",
+        cartesian: bool = False,
     ):
         super().__init__()
         if channels % heads:
@@ -93,9 +105,17 @@ class TangentWarpS2(nn.Module):
             h = torch.arange(heads, dtype=torch.float64)
             ang, rad = 2 * math.pi * h / heads, init_radius * (1 + h % 3)
             last.bias.copy_(torch.stack([rad * torch.cos(ang), rad * torch.sin(ang)], dim=1).reshape(-1))
+        self.cartesian = None
+        if cartesian:
+            with torch.random.fork_rng(devices=[]):  # draws nothing from the global generator: the other parameters
+                self.cartesian = Pointwise(channels, 3 * heads)  # initialise as in the stock layer
+            nn.init.zeros_(self.cartesian.weight)
+            nn.init.zeros_(self.cartesian.bias)
+            # (2, 3, nlat, nlon): the east and north unit vectors of every node, onto which D is projected
+            self.register_buffer("frame", torch.stack([grid.east, grid.north]).to(torch.float32), persistent=False)
 
     def extra_repr(self) -> str:
-        return f"channels={self.channels}, heads={self.heads}"
+        return f"channels={self.channels}, heads={self.heads}, cartesian={self.cartesian is not None}"
 
     def uses_triton(self, device: torch.device) -> bool:
         """Whether a forward on ``device`` runs the fused Triton kernel.
@@ -113,11 +133,17 @@ class TangentWarpS2(nn.Module):
     def displacements(self, x: torch.Tensor) -> torch.Tensor:
         """Per-head displacements ``(B*heads, 2, nlat, nlon)`` (east, north; radians) of the input ``x``.
 
-        The one place a head's displacement is formed: another source adds its ``(B*heads, 2, nlat, nlon)``
-        term here.
+        The one place a head's displacement is formed: the local MLP's ``(d_e, d_n)`` plus, with ``cartesian``, the
+        tangent projection of the head's Cartesian vector.
         """
         b, c, nlat, nlon = x.shape
-        return self.offset(x).reshape(b * self.heads, 2, nlat, nlon)
+        d = self.offset(x)
+        if self.cartesian is not None:
+            vec = self.cartesian(x).reshape(b, self.heads, 3, nlat, nlon)
+            d = d.reshape(b, self.heads, 2, nlat, nlon) + torch.einsum(
+                "bhkij,fkij->bhfij", vec, self.frame.to(vec.dtype)
+            )
+        return d.reshape(b * self.heads, 2, nlat, nlon)
 
     def warp(self, values: torch.Tensor, d_east: torch.Tensor, d_north: torch.Tensor) -> torch.Tensor:
         """Sample ``values (B, channels, nlat, nlon)`` with per-head displacements ``(B*heads, nlat, nlon)``.
