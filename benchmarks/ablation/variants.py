@@ -67,6 +67,17 @@ VARIANTS: dict[str, dict] = {
         "overrides": {"fixed_displacements": True},
         "what": "Dandelion small with every warp frozen at its initial displacement stencil (nothing learned where)",
     },
+    "cartesian": {
+        "model": "dandelion",
+        "overrides": {"cartesian_displacement": True},
+        "what": "Dandelion small plus each warp head's Cartesian displacement term (a pointwise linear 3-vector per head, "
+        "zero at initialisation, projected onto the tangent plane; issue #67)",
+    },
+    "fast_cartesian": {
+        "model": "dandelion_fast",
+        "overrides": {"cartesian_displacement": True},
+        "what": "the cost-matched Dandelion plus each warp head's Cartesian displacement term",
+    },
     "fast_spectral_path": {
         "model": "dandelion_fast",
         "overrides": {"spectral_lmax": 32, "spectral_into": "head"},
