@@ -70,8 +70,8 @@ VARIANTS: dict[str, dict] = {
     "cartesian": {
         "model": "dandelion",
         "overrides": {"cartesian_displacement": True},
-        "what": "Dandelion small plus each warp head's Cartesian displacement term (a pointwise linear 3-vector per head, "
-        "zero at initialisation, projected onto the tangent plane; issue #67)",
+        "what": "Dandelion small plus each warp head's Cartesian displacement term (a pointwise linear "
+        "3-vector per head, zero at initialisation, projected onto the tangent plane; issue #67)",
     },
     "fast_cartesian": {
         "model": "dandelion_fast",
