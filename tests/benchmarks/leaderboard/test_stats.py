@@ -138,3 +138,16 @@ def test_a_column_is_saturated_only_when_every_model_loses_skill_by_mid_window()
     assert h == {"a": (10, 7)}
     both = {**fast, "b": _entry([_cell(k, 0.1, 0.5, curve=slow) for k in range(2)])}
     assert S.saturation(both, pers, 20) is None  # one model keeps its skill: the column is ranked
+
+
+@pytest.mark.parametrize(
+    "entries, n",
+    [
+        ([{"cells": [{"evaluation": {"n_steps": 12}}]}], 12),  # a shorter window than 20
+        ([{"cells": [{"evaluation": {"n_steps": 40}}]}], 20),  # 1:20 at most
+        ([{"cells": []}, {"cells": [{"evaluation": {"n_steps": 8}}]}], 8),  # the first cell found
+        ([{"next_step": {}}], 20),  # a summary without cells
+    ],
+)
+def test_summary_leads(entries, n):
+    assert S.summary_leads(entries) == n

@@ -99,3 +99,19 @@ def test_the_verdict_names_the_dataset_behind_each_gain_and_flags_its_caveat(fam
     plain = "\n".join(verdict_paragraph(family, datasets, models, cols))
     assert "gains on SFNO 1 (fam), holds 0" in plain and "caveat" not in plain
     assert math.isfinite(cols[("fam_64x128", "rollout_mean")]["stats"]["dandelion"]["mean"])
+
+
+def test_the_trend_plots_error_bars_are_the_tables_t_half_widths(family, tmp_path, monkeypatch):
+    bars = {}
+    plt = T.pyplot()
+    real = plt.Axes.errorbar
+
+    def spy(ax, x, y, yerr=None, **kw):
+        bars.setdefault(kw.get("label"), []).append((list(y), list(yerr)))
+        return real(ax, x, y, yerr=yerr, **kw)
+
+    monkeypatch.setattr(plt.Axes, "errorbar", spy)
+    T.plot_trend(family, T.families(family)["fam"], tmp_path / "trend.png", "fam")
+    s = H.columns(family, ["fam_32x64"], ["dandelion"])[("fam_32x64", "next_step")]["stats"]["dandelion"]
+    y, e = bars["dandelion"][0]  # next step: 32x64 first
+    assert y[0] == pytest.approx(s["mean"]) and e[0] == pytest.approx(half_width(s["std"], s["n"]))
