@@ -350,7 +350,8 @@ def render_markdown(
     L += [budget_line(cells), ""]
     L += [
         f"Test split; area-weighted VRMSE averaged over the fields (scalar fields and the u, v components of vector "
-        f"fields) and over seeds, lower is better. Each entry: next step (lead 1) / 1:{n20} (mean over leads "
+        f"fields) and over the seeds that did not fail (✗), lower is better. Each entry: next step (lead 1) / "
+        f"1:{n20} (mean over leads "
         f"1..{n20} of autoregressive rollouts); **bold** = the best model of the dataset for that lead summary, and "
         "every model whose difference from it the 95 % Student-t interval over seeds does not separate (a tie; "
         "t_0.975,n-1 with n the fewer seeds of the two), unless worse than persistence (†, never bold); ‡ = not "
