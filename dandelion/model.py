@@ -39,7 +39,14 @@ import torch.utils.checkpoint
 
 from .degree_mixing import spectral_path
 from .grid_guard import GridGuard
-from .model_options import DandelionAblation, DandelionArchitecture, DandelionExecution, group_options, option_names
+from .model_options import (
+    SMALL,
+    DandelionAblation,
+    DandelionArchitecture,
+    DandelionExecution,
+    group_options,
+    option_names,
+)
 from .norm import AreaNormS2
 from .pointwise import Pointwise
 from .registry import register_preset_model
@@ -64,9 +71,7 @@ PRESETS: dict[str, dict] = {
         decoder_blocks=(2, 2, 2),
         offset_ratio=0.5,
     ),
-    "small": dict(
-        width=32, multipliers=(1, 2, 4), heads=8, encoder_blocks=(1, 1, 2), decoder_blocks=(1, 1), offset_ratio=0.5
-    ),
+    "small": dict(SMALL),  # also DandelionArchitecture's defaults
     "tiny": dict(width=16, multipliers=(1, 2), heads=4, encoder_blocks=(1, 1), decoder_blocks=(1,), offset_ratio=0.5),
     # cost-matched (docs/model.md, "Cost-matched presets"): the data grid keeps only pointwise maps (lift, skip
     # fuse, head, at half the width); the warp levels of small/tiny run one level down, on half-resolution grids

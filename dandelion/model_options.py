@@ -18,23 +18,47 @@ every key a preset may override (the registry's ``extra``, derived here rather t
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["DandelionArchitecture", "DandelionExecution", "DandelionAblation", "group_options", "option_names"]
+from .registry import did_you_mean
+
+__all__ = [
+    "SMALL",
+    "DandelionArchitecture",
+    "DandelionExecution",
+    "DandelionAblation",
+    "group_options",
+    "option_names",
+]
+
+#: The ``small`` preset (:data:`dandelion.model.PRESETS` holds it under that name), which is also what
+#: :class:`DandelionArchitecture` builds without arguments: the one copy of these numbers.
+SMALL: dict = dict(
+    width=32, multipliers=(1, 2, 4), heads=8, encoder_blocks=(1, 1, 2), decoder_blocks=(1, 1), offset_ratio=0.5
+)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
 def _ints(value, name: str) -> tuple[int, ...]:
+    """``value`` as a tuple of ints. Raises ValueError naming ``name`` for a non-sequence or any entry that is not
+    an integer (a float such as 1.5 or 2.0, a bool): a float would be truncated silently."""
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise ValueError(f"{name} must be a sequence of integers, got {value!r}")
+    bad = [v for v in value if not _is_int(v)]
+    if bad:
+        raise ValueError(f"{name} must hold integers, got {list(value)!r}: {bad[0]!r} is not one; give whole numbers")
     return tuple(int(v) for v in value)
 
 
 @dataclass(frozen=True)
 class DandelionArchitecture:
-    """The network's shape: the hyper-parameters of the presets (:data:`dandelion.model.PRESETS`) and two more.
+    """The network's shape: the hyper-parameters of the presets (:data:`dandelion.model.PRESETS`) and two more;
+    the defaults are the ``small`` preset (:data:`SMALL`).
 
     Parameters
     ----------
@@ -70,16 +94,17 @@ class DandelionArchitecture:
     Raises
     ------
     ValueError
-        For a width or heads below 1, no level, block counts that are negative or not one per level (one fewer on
-        the way up), or a ``pool_lmax`` that is not one positive integer per pooling.
+        For a width or heads that is not an integer or is below 1, multipliers or block counts with a
+        non-integer entry (a float is never truncated), no level, block counts that are negative or not one per
+        level (one fewer on the way up), or a ``pool_lmax`` that is not one positive integer per pooling.
     """
 
-    width: int = 32
-    multipliers: Sequence[int] = (1, 2, 4)
-    heads: int = 8
-    encoder_blocks: Sequence[int] = (1, 1, 2)
-    decoder_blocks: Sequence[int] = (1, 1)
-    offset_ratio: float = 0.5
+    width: int = SMALL["width"]
+    multipliers: Sequence[int] = SMALL["multipliers"]
+    heads: int = SMALL["heads"]
+    encoder_blocks: Sequence[int] = SMALL["encoder_blocks"]
+    decoder_blocks: Sequence[int] = SMALL["decoder_blocks"]
+    offset_ratio: float = SMALL["offset_ratio"]
     pool_lmax: Sequence[int] | None = None
     cond_dim: int = 0
     cartesian_displacement: bool = False
@@ -91,6 +116,9 @@ class DandelionArchitecture:
         object.__setattr__(self, "encoder_blocks", encoder)
         object.__setattr__(self, "decoder_blocks", decoder)
         levels = len(multipliers)
+        for name in ("width", "heads"):
+            if not _is_int(getattr(self, name)):
+                raise ValueError(f"{name} must be an integer, got {getattr(self, name)!r}")
         if int(self.width) < 1 or int(self.heads) < 1:
             raise ValueError(f"width={self.width} and heads={self.heads} must both be >= 1")
         if levels < 1:
@@ -252,8 +280,7 @@ def group_options(
     known = option_names()
     unknown = sorted(set(options) - set(known))
     if unknown:
-        close = {u: difflib.get_close_matches(u, known, n=1) for u in unknown}
-        hint = "".join(f" (did you mean {c[0]!r} for {u!r}?)" for u, c in close.items() if c)
+        hint = did_you_mean(unknown, known)
         raise TypeError(f"Dandelion got unknown option(s) {unknown}{hint}; the options are {sorted(known)}")
     out = []
     for group, cls in _GROUPS.items():

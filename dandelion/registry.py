@@ -17,6 +17,7 @@ __all__ = [
     "register_model",
     "register_preset_model",
     "resolve_preset",
+    "did_you_mean",
     "preset_keys",
     "build_model",
     "available_models",
@@ -46,6 +47,13 @@ def register_model(name: str):
     return deco
 
 
+def did_you_mean(unknown, known) -> str:
+    """`` (did you mean 'KNOWN' for 'UNKNOWN'?)`` for each name of ``unknown`` with a close name in ``known``
+    (:func:`difflib.get_close_matches`), joined; ``""`` when none is close."""
+    close = {u: difflib.get_close_matches(u, sorted(known), n=1) for u in unknown}
+    return "".join(f" (did you mean {c[0]!r} for {u!r}?)" for u, c in close.items() if c)
+
+
 def resolve_preset(name: str, presets: dict[str, dict], preset: str, overrides: dict, extra=()) -> dict:
     """The hyper-parameters of ``presets[preset]`` with ``overrides`` applied.
 
@@ -63,8 +71,7 @@ def resolve_preset(name: str, presets: dict[str, dict], preset: str, overrides: 
     allowed = set(cfg) | set(extra)
     unknown = sorted(set(overrides) - allowed)
     if unknown:
-        close = {u: difflib.get_close_matches(u, sorted(allowed), n=1) for u in unknown}
-        hint = "".join(f" (did you mean {c[0]!r} for {u!r}?)" for u, c in close.items() if c)
+        hint = did_you_mean(unknown, allowed)
         raise ValueError(f"{name}: unknown override(s) {unknown}{hint}; the {preset!r} preset has {sorted(allowed)}")
     cfg.update(overrides)
     return cfg

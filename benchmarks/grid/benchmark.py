@@ -291,12 +291,11 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
             for k, v in _run_record(best).items()
             if k in ("valid_over_train", "train_cpu_seconds", "train_threads")
         },
-        # the CPU-seconds of every run of the sweep, recorded once: on the sweep seed's cell (null on the seeds that
-        # reused its rate; records.cell_sweep_cpu_seconds)
+        # the CPU-seconds of every run of the sweep, recorded once: on the sweep seed's cell (lr_selection.sweep_seed;
+        # null on the seeds that reused its rate; records.cell_sweep_cpu_seconds)
         "sweep_cpu_seconds": _sum_known([_run_record(r)["train_cpu_seconds"] for r in sweep])
         if sweep_seed == int(seed)
         else None,
-        "sweep_cpu_seconds_on_seed": sweep_seed,
         "trainer": OmegaConf.to_container(s.trainer, resolve=True),
         "trainer_resolved": trainer_resolved,
         "target": str(trainer_resolved.get("target", "frame")),

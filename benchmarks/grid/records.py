@@ -9,8 +9,9 @@ Every run record of a cell (each ``sweep`` entry, the selected ``run``) and the 
 * ``train_threads``: ``torch.get_num_threads()`` during the training (a list where resumed parts differed).
 
 The cell's top level holds the selected run's values, and ``sweep_cpu_seconds``: the CPU-seconds of every run of the
-learning-rate sweep, recorded once, on the cell of the seed that ran it (``sweep_cpu_seconds_on_seed``; null on the
-cells of the seeds that reused its rate: :func:`cell_sweep_cpu_seconds`), and ``stability`` (:func:`stability_summary`:
+learning-rate sweep, recorded once, on the cell of the seed that ran it (``lr_selection.sweep_seed``; null on the
+cells of the seeds that reused its rate, and copied into every seed's cell by cells made before 2026-12-07:
+:func:`cell_sweep_cpu_seconds` counts it on the sweep seed's cell only), and ``stability`` (:func:`stability_summary`:
 how many test forecasts blew up, by lead). Cells made before these fields existed lack them: readers use
 :func:`cell_valid_over_train` (recomputed from the kept curve) and :func:`cell_cpu_seconds` (None: missing), never a
 rewritten cell file. The budget study (:mod:`dandelion.benchmarks.budget.report`) uses the same ratio.
@@ -83,9 +84,9 @@ def cell_cpu_seconds(cell: dict) -> float | None:
 
 def cell_sweep_cpu_seconds(cell: dict) -> float | None:
     """The CPU-seconds of the learning-rate sweep this cell ran itself: its ``sweep_cpu_seconds`` when the cell is the
-    sweep seed's (``sweep_cpu_seconds_on_seed``, else ``lr_selection.sweep_seed``, equals its seed), else None (the
-    sweep is counted on that seed's cell), so that a sum over cells counts every sweep once."""
-    on = cell.get("sweep_cpu_seconds_on_seed", (cell.get("lr_selection") or {}).get("sweep_seed", cell.get("seed")))
+    sweep seed's (``lr_selection.sweep_seed`` equals its seed; a cell without ``lr_selection`` swept for itself), else
+    None (the sweep is counted on that seed's cell), so that a sum over cells counts every sweep once."""
+    on = (cell.get("lr_selection") or {}).get("sweep_seed", cell.get("seed"))
     v = cell.get("sweep_cpu_seconds")
     if on is None or int(on) != int(cell.get("seed", -1)) or v is None or not math.isfinite(float(v)):
         return None

@@ -2,7 +2,7 @@
 the statistics of :mod:`dandelion.benchmarks.leaderboard.stats`, and the table that shows it.
 
 :func:`columns` computes, per column, each model's statistics (:func:`~dandelion.benchmarks.leaderboard.stats.
-column_stats`: Student-t intervals, failed seeds and the median they switch the column to), the best models
+column_stats`: Student-t intervals over the seeds that did not fail, and the failed ones), the best models
 (:func:`best_within_spread`), the two reference floors (persistence: a model worse than it is never best, marked
 †; linear AR: a model that does not beat it is marked ‡ and counted in the verdict) and, for the 1:N summary, the
 skill horizons of a saturated column, which is not ranked. :func:`headline_table` renders it; the verdict paragraph
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from dandelion.benchmarks.grid.cells import REFERENCES
-from dandelion.benchmarks.leaderboard.stats import column_stats, differ, saturation
+from dandelion.benchmarks.leaderboard.stats import column_stats, differ, saturation, summary_leads
 from dandelion.reporting.numbers import fmt_value
 
 __all__ = ["PARTS", "bold_best", "best_within_spread", "columns", "headline_table", "horizon_table", "reference_value"]
@@ -55,13 +55,6 @@ def reference_value(refs: dict, name: str, part: str, metric: str = "vrmse", fie
     return value if math.isfinite(value) else math.inf
 
 
-def _n_leads(agg: dict, d: str, default: int = 20) -> int:
-    for e in agg[d].values():
-        for c in e.get("cells") or []:
-            return min(default, int((c.get("evaluation") or {}).get("n_steps", default)))
-    return default
-
-
 def columns(agg: dict, datasets: list[str], models: list[str], metric: str = "vrmse") -> dict:
     """``(dataset key, part) -> {"stats", "best", "persistence", "linear_ar", "horizons", "n_leads"}``: the
     column statistics (model -> :func:`~dandelion.benchmarks.leaderboard.stats.column_stats`), the best models (empty
@@ -71,7 +64,7 @@ def columns(agg: dict, datasets: list[str], models: list[str], metric: str = "vr
     for d in datasets:
         entries = {m: agg[d][m] for m in models if m in agg[d]}
         refs = next(iter(agg[d].values())).get("references") or {}
-        n = _n_leads(agg, d)
+        n = summary_leads(agg[d].values())
         for p in PARTS:
             stats = column_stats(entries, p, metric, "mean", n)
             floor = reference_value(refs, "persistence", p, metric)
@@ -95,7 +88,7 @@ def _lead(h: int | None, n: int) -> str:
 
 
 def entry_text(col: dict, m: str) -> str:
-    """One model's entry of a column: its centre (mean, or median when the column has a failed seed) with † (worse
+    """One model's entry of a column: its centre (the mean of its seeds that did not fail) with † (worse
     than persistence), ‡ (does not beat linear AR) and ✗k (k failed seeds), bold when best; in a saturated column
     ``h P,V`` instead (its skill horizon: first lead past persistence, past VRMSE 1)."""
     s = col["stats"][m]
@@ -114,8 +107,8 @@ def entry_text(col: dict, m: str) -> str:
 
 def headline_table(agg: dict, datasets: list[str], models: list[str], metric: str = "vrmse") -> list[str]:
     """One row per dataset, one column per model, then the references in italics (persistence; linear AR where any
-    dataset has it): ``next step / 1:N`` of the field-averaged ``metric`` (:func:`entry_text`; mean over seeds, the
-    median in a column with a failed seed). **Bold**: the best of the row for that lead summary and every model
+    dataset has it): ``next step / 1:N`` of the field-averaged ``metric`` (:func:`entry_text`; mean over the seeds that
+    did not fail). **Bold**: the best of the row for that lead summary and every model
     tied with it within the t interval (:func:`best_within_spread`; never a reference, never a model worse than
     persistence); a saturated 1:N column shows skill horizons and nothing bold."""
     refs = [r for r in REFERENCES if any(r in (agg[d][next(iter(agg[d]))].get("references") or {}) for d in datasets)]

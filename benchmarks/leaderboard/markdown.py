@@ -32,7 +32,7 @@ from dandelion.benchmarks.leaderboard.headline import (
     reference_value,
 )
 from dandelion.benchmarks.leaderboard.seeds import per_seed_table
-from dandelion.benchmarks.leaderboard.stats import half_width
+from dandelion.benchmarks.leaderboard.stats import OUTLIER_MARGIN, half_width, summary_leads
 from dandelion.benchmarks.leaderboard.training_table import training_table
 from dandelion.benchmarks.leaderboard.trend import trend_section
 from dandelion.benchmarks.leaderboard.verdict import VERDICT, verdict_paragraph
@@ -117,8 +117,10 @@ def _persistence(refs: dict, part: str, metric: str, field: str = "mean") -> flo
 
 
 def _cell(s: dict, bold: bool, failed: int = 0) -> str:
-    """``mean ± half-width of the 95 % t interval`` over seeds (``± n/a`` with one seed), ✗k for k failed seeds."""
-    if s["n"] == 0:
+    """``mean ± half-width of the 95 % t interval`` over seeds (``± n/a`` with one seed, and for a model whose every
+    seed failed, centred on its median: :func:`~dandelion.benchmarks.leaderboard.stats.column_stats`), ✗k for k
+    failed seeds; ``–`` without a value."""
+    if not math.isfinite(s["mean"]):
         return "–"
     txt = fmt_mean_std(s["mean"], half_width(s["std"], s["n"])) + (f" ✗{failed}" if failed else "")
     return f"**{txt}**" if bold else txt
@@ -152,8 +154,8 @@ def _table(agg: dict, metric: str, datasets: list[str], models: list[str]) -> li
             if m not in agg[d] or metric not in agg[d][m][part]:
                 row.append("–")
                 continue
-            col = ranked[(d, part)]
-            row.append(_cell(agg[d][m][part][metric]["mean"], m in col["best"], col["stats"][m].get("failed", 0)))
+            col = ranked[(d, part)]  # print what the bold ranks: the kept seeds' mean, interval and ✗k
+            row.append(_cell(col["stats"][m], m in col["best"], col["stats"][m].get("failed", 0)))
         lines.append("| " + " | ".join(row) + " |")
     return lines
 
@@ -341,21 +343,25 @@ def render_markdown(
             models.append(c["model"])
     if REFERENCE_MODEL in models:
         models = [REFERENCE_MODEL] + [m for m in models if m != REFERENCE_MODEL]
-    n20 = min(20, cells[0]["evaluation"].get("n_steps", 20))
+    n20 = summary_leads(e for d in datasets for e in agg[d].values())
     cols = columns(agg, datasets, models)
     L = [f"# Dandelion benchmark leaderboard, scale `{scale}`", ""]
     L += verdict_paragraph(agg, datasets, models, cols, trend_notes)
     L += [budget_line(cells), ""]
     L += [
         f"Test split; area-weighted VRMSE averaged over the fields (scalar fields and the u, v components of vector "
-        f"fields) and over seeds, lower is better. Each entry: next step (lead 1) / 1:{n20} (mean over leads "
+        f"fields) and over the seeds that did not fail (✗), lower is better. Each entry: next step (lead 1) / "
+        f"1:{n20} (mean over leads "
         f"1..{n20} of autoregressive rollouts); **bold** = the best model of the dataset for that lead summary, and "
         "every model whose difference from it the 95 % Student-t interval over seeds does not separate (a tie; "
         "t_0.975,n-1 with n the fewer seeds of the two), unless worse than persistence (†, never bold); ‡ = not "
-        "better than linear AR (still ranked, counted in the verdict); ✗k = k failed seeds (a rollout that blew up "
-        "within the window, or an outlier: beyond the t prediction interval of the other seeds and 50 % from their "
-        "median), and the column "
-        f"shows and ranks each model's median over seeds; `h P,V` = a saturated 1:{n20} column (every model past "
+        "better than linear AR (still ranked, counted in the verdict); ✗k = k failed seeds, left out: the entry, "
+        "its interval and its tie test are the mean, spread and count of the model's other seeds (every seed "
+        "failed: their median, no interval); the other models of the column keep their own means (a failed seed: a "
+        "rollout that blew up within the window, or an outlier, decided by the margin: more than "
+        f"{OUTLIER_MARGIN:.0%} from the other seeds' median, and outside their t prediction interval; the rule was "
+        "fixed on 2026-12-07 before any v3 cell, `benchmarks/leaderboard/stats.py`); `h P,V` = a saturated "
+        f"1:{n20} column (every model past "
         f"persistence or VRMSE 1 by lead {n20 // 2}), not ranked: the model's skill horizon, the first lead where its "
         f"VRMSE exceeds persistence's (P) and 1 (V), '>{n20}' if never; – = no cell (a model the scale does not "
         "train at that grid, or a pending cell). *persistence*: the last input frame as every forecast; *linear "
@@ -385,8 +391,9 @@ def render_markdown(
     L += per_seed_table(agg, datasets, models, cols)  # every seed's headline values (seeds.py)
     L += [
         'Below: mean ± the half-width of the 95 % Student-t interval over seeds (t_0.975,n-1 s / sqrt(n); "± n/a" '
-        "with one seed); **bold** as in the headline (the t tie rule; a column with a failed seed, ✗, ranked by the "
-        "median; a saturated 1:20 column of the area-weighted VRMSE not ranked); the per-field tables rank means.",
+        "with one seed), over the seeds that did not fail (✗k: k failed seeds left out, as in the headline); "
+        "**bold** as in the headline (the t tie rule; a saturated 1:20 column of the area-weighted VRMSE not "
+        "ranked); the per-field tables rank the means over all seeds.",
         "",
     ]
     if references:

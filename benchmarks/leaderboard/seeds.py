@@ -1,4 +1,4 @@
-"""The leaderboard's per-seed table: every seed's headline score, so that a reader can check each mean, median and
+"""The leaderboard's per-seed table: every seed's headline score, so that a reader can check each mean and
 interval, and see which seed failed (:mod:`dandelion.benchmarks.leaderboard.stats`)."""
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ def per_seed_table(agg: dict, datasets: list[str], models: list[str], cols: dict
         "",
         "Each seed's test VRMSE (area-weighted, mean over the fields), next step and 1:20; ✗ = a failed seed (its "
         "rollout blew up within the window, or it lies outside the 95 % t prediction interval of the other seeds "
-        "and 50 % from their median; `benchmarks/leaderboard/stats.py`), whose column is ranked by the median.",
+        "and more than 50 % from their median; `benchmarks/leaderboard/stats.py`), left out of its model's mean and "
+        "interval in the tables.",
         "",
         "| dataset | model | next step per seed | 1:20 per seed |",
         "|---|---|---|---|",

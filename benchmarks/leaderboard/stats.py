@@ -9,15 +9,24 @@ saturated lead summaries.
   say so rather than call one.
 * **Failed seeds.** A seed fails a column when its rollout blew up within the window (the cell's recorded
   ``stability`` count, :data:`dandelion.evaluation.UNSTABLE_VRMSE`; a cell made before the count was recorded: its
-  mean VRMSE curve passing that threshold, which needs at least one forecast past it) or when it is an outlier: with
-  three or more seeds, outside the 95 % t prediction interval of the other seeds, ``|x - mean_o| > t_{0.975, n-2}
-  s_o sqrt(1 + 1 / (n - 1))``, and more than :data:`OUTLIER_MARGIN` (50 %) away from their median. The interval
-  alone is not enough at three seeds: two seeds that happen to agree to 0.5 % make a third 5 % away an "outlier"
-  (on the v2 cells it flagged 18 columns for 2-12 % deviations); the margin keeps the seeds that trained
-  differently (v2: chained turbulence 32x64 Dandelion seed 1, 78 % above the others' median at the next step),
-  above the largest ordinary spread of the v2 cells (30 %, shock caps 32x64 DISCO 1:20). With two seeds no
-  outlier can be named (no spread of the others). A column with a failed seed is ranked by each model's median over
-  seeds; the spread of the tie rule is then the spread of the seeds that did not fail.
+  mean VRMSE curve passing that threshold, which needs at least one forecast past it) or when it is an outlier.
+* **The outlier rule** (:func:`outliers`), fixed on 2026-12-07 before any v3 cell was run: with three or more seeds,
+  a seed is an outlier when it is **more than** :data:`OUTLIER_MARGIN` **(50 %) away from the median of the other
+  seeds** and also outside their 95 % t prediction interval, ``|x - mean_o| > t_{0.975, n-2} s_o sqrt(1 + 1 /
+  (n - 1))``. The 50 % margin is the decision; the interval only keeps a seed inside the others' scatter from being
+  named when they are themselves that far apart. The interval alone would decide nothing useful at three seeds: two
+  seeds that happen to agree make any third one an "outlier". Measured on the v2 cells (``benchmarks/results/cpu``,
+  2026-12-07: :func:`outliers` with ``margin=0`` over every model and column with three seeds), the interval alone
+  flags 20 cases: 19 seeds 1.0-32.7 % from the others' median (18 of them under 12 %; the largest, Held-Suarez 32x64
+  S2 transformer 1:20), which the margin keeps, and the one seed that trained apart (chained turbulence 32x64
+  Dandelion seed 1, next step, 78 % above the others' median), which it names. With two seeds no outlier can be
+  named (no spread of the others).
+* **Centre of a column entry.** A failed seed is left out of its model's entry and counted (✗k): the entry is the
+  mean of the kept seeds, and its t interval and tie test use the same kept seeds (their sample std and count), so
+  the centre is the quantity whose standard error the test uses. The other models of the column keep their own
+  means: a failure is one model's, and it does not change how the others are summarised. (Not the median of all
+  seeds: with three seeds it is one seed's value, whose standard error is not ``s / sqrt(n)``; the median is kept
+  only where no seed is left, every seed failed.)
 * **Saturation.** A 1:N summary (mean over leads 1..N) is saturated when every model's skill horizon, the first lead
   where its VRMSE (median over seeds) exceeds persistence's or exceeds 1, falls in the first half of the window
   (lead ``<= N // 2``): the summary then averages blown-up errors, and it is not ranked; the horizons are reported
@@ -42,6 +51,7 @@ __all__ = [
     "outliers",
     "blown_up",
     "column_stats",
+    "summary_leads",
     "skill_horizon",
     "saturation",
 ]
@@ -111,15 +121,25 @@ def _summary(values: list[float]) -> dict:
     return {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if v.size > 1 else math.nan, "n": int(v.size)}
 
 
+def summary_leads(entries, default: int = 20) -> int:
+    """N of the 1:N lead summary: ``min(default, n_steps)`` of the first cell's ``evaluation`` among ``entries``
+    (aggregated entries, :func:`~dandelion.benchmarks.leaderboard.markdown.aggregate`, each with its ``cells``);
+    ``default`` without cells. Every cell of a scale shares the protocol, so the first one speaks for all."""
+    for e in entries:
+        for c in e.get("cells") or []:
+            return min(default, int((c.get("evaluation") or {}).get("n_steps", default)))
+    return default
+
+
 def column_stats(entries: dict, part: str, metric: str = "vrmse", field: str = "mean", n_leads: int = 20) -> dict:
     """The statistics one leaderboard column ranks: model -> ``{"mean", "std", "n", "failed", "failed_seeds",
     "median", "values"}`` (``values``: one per cell, in the cells' order). ``entries``: model -> aggregated entry
-    (:func:`~dandelion.benchmarks.leaderboard.markdown.aggregate`)
-    whose ``cells`` carry the per-seed values; ``part``: ``next_step`` | ``rollout_mean`` (a blow-up fails a seed
-    only there, within ``n_leads``). Without a failed seed in the column, ``mean``/``std``/``n`` are over all seeds;
-    with one (in any model), ``mean`` is each model's median over all its seeds and ``std``/``n`` are over the seeds
-    that did not fail (the module docstring). Entries without cells (a summary only) pass their summary through."""
-    out, any_failed = {}, False
+    (:func:`~dandelion.benchmarks.leaderboard.markdown.aggregate`) whose ``cells`` carry the per-seed values;
+    ``part``: ``next_step`` | ``rollout_mean`` (a blow-up fails a seed only there, within ``n_leads``).
+    ``mean``/``std``/``n`` are over the seeds that did not fail (all seeds when none did; the module docstring),
+    each model on its own; ``median`` is over all seeds (the centre only when every seed failed). Entries without
+    cells (a summary only) pass their summary through."""
+    out = {}
     for m, e in entries.items():
         s = (e.get(part) or {}).get(metric, {}).get(field)
         if s is None:
@@ -133,23 +153,16 @@ def column_stats(entries: dict, part: str, metric: str = "vrmse", field: str = "
         bad = set(outliers(values))
         if part == "rollout_mean":
             bad |= {i for i, c in enumerate(cells) if (blown_up(c, n_leads) or 0) > 0}
-        any_failed |= bool(bad)
-        kept = [v for i, v in enumerate(values) if i not in bad]
+        kept = _summary([v for i, v in enumerate(values) if i not in bad])
         med = float(np.median([v if math.isfinite(v) else math.inf for v in values]))
         out[m] = {
-            **_summary(values),
+            **kept,
+            "mean": kept["mean"] if kept["n"] else med,
             "failed": len(bad),
             "failed_seeds": [cells[i].get("seed", i) for i in sorted(bad)],
             "median": med,
             "values": values,
-            "kept": _summary(kept),
         }
-    if any_failed:
-        for s in out.values():
-            if "kept" in s:
-                s.update(mean=s["median"], std=s["kept"]["std"], n=s["kept"]["n"], by_median=True)
-    for s in out.values():
-        s.pop("kept", None)
     return out
 
 

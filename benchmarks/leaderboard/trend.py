@@ -2,13 +2,16 @@
 to the next, per dataset trained at two or more grids.
 
 For every dataset (the ``dataset`` name of its cells) with keys at two or more grids, :func:`trend_table` gives one
-row per model and grid: next-step and 1:20 VRMSE (mean ± the half-width of its 95 % Student-t interval over seeds)
-and the ratio of the mean to SFNO's at the same grid. :func:`verdict` says whether a warp model's lead over SFNO
-grows, shrinks or holds from the coarsest to the finest grid, judged against the seed spread: the ratio
-``r = model / SFNO`` at each grid carries a relative uncertainty ``sqrt((s_m / m)^2 / n_m + (s_s / s)^2 / n_s)``
-(standard errors of the two means, first-order propagation); the change of ``r`` is called real when it exceeds
-``t_{0.975, n - 1}`` times the combined uncertainty of the two ratios, ``n`` the fewest seeds of the four means
-(Student's t, :mod:`~dandelion.benchmarks.leaderboard.stats`: 12.7 with two seeds, 4.30 with three), else the lead
+row per model and grid: next-step and 1:20 VRMSE, the headline's statistics of that column
+(:func:`~dandelion.benchmarks.leaderboard.stats.column_stats`: the mean of the seeds that did not fail ± the
+half-width of its 95 % Student-t interval over them, ✗k for k failed seeds), and the ratio of that mean to SFNO's at
+the same grid. Every number of the trend (ratios, their errors, the seed counts) uses those same statistics.
+:func:`verdict` says whether a warp model's lead over SFNO grows, shrinks or holds from the coarsest to the finest
+grid, judged against the seed spread: the ratio ``r = model / SFNO`` at each grid carries a relative uncertainty
+``sqrt((s_m / m)^2 / n_m + (s_s / s)^2 / n_s)`` (standard errors of the two means, first-order propagation); the
+change of ``r`` is called real when it exceeds ``t_{0.975, n - 1}`` times the combined uncertainty of the two
+ratios, ``n`` the fewest seeds of the four means (Student's t, :mod:`~dandelion.benchmarks.leaderboard.stats`: 12.7
+with two seeds, 4.30 with three), else the lead
 "holds". A lower ratio at the finer grid is a growing lead (or a shrinking deficit: the sentence says which side of
 1 the ratios are on, judged against the seed spread too: ahead, behind, or level with SFNO). With one seed the
 spread is unknown and the verdict is "no spread".
@@ -19,7 +22,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from dandelion.benchmarks.leaderboard.stats import half_width, saturation, t_critical
+from dandelion.benchmarks.leaderboard.stats import column_stats, half_width, saturation, summary_leads, t_critical
 from dandelion.reporting.numbers import fmt_mean_std
 from dandelion.reporting.plotting import pyplot, save_figure
 
@@ -40,9 +43,11 @@ BASELINE = "sfno"
 PARTS = (("next_step", "next step"), ("rollout_mean", "1:20"))
 
 
-def _stat(entry: dict, part: str) -> tuple[float, float, int]:
-    s = entry[part]["vrmse"]["mean"]
-    return float(s["mean"]), float(s["std"]), int(s["n"])
+def _stat(entry: dict, part: str) -> tuple[float, float, int, int]:
+    """``(centre, std, n, failed)`` of one model's field-averaged VRMSE for ``part``: the headline's column statistics
+    (:func:`~dandelion.benchmarks.leaderboard.stats.column_stats`: the seeds that did not fail, and how many did)."""
+    s = column_stats({"m": entry}, part, n_leads=summary_leads([entry]))["m"]
+    return float(s["mean"]), float(s["std"]), int(s["n"]), int(s["failed"])
 
 
 def families(agg: dict) -> dict[str, list[str]]:
@@ -63,8 +68,8 @@ def _ratio(agg: dict, key: str, model: str, part: str) -> tuple[float, float, in
     without both (the error is NaN with a single seed on either side)."""
     if model not in agg[key] or BASELINE not in agg[key] or "vrmse" not in agg[key][model][part]:
         return None
-    m, sm, nm = _stat(agg[key][model], part)
-    b, sb, nb = _stat(agg[key][BASELINE], part)
+    m, sm, nm, _ = _stat(agg[key][model], part)
+    b, sb, nb, _ = _stat(agg[key][BASELINE], part)
     if not (math.isfinite(m) and math.isfinite(b)) or b <= 0 or m <= 0:
         return None
     rel = math.sqrt((sm / m) ** 2 / nm + (sb / b) ** 2 / nb) if nm > 1 and nb > 1 else math.nan
@@ -76,8 +81,7 @@ def saturated(agg: dict, key: str) -> bool:
     saturation`, against the persistence reference's curve in its entries' ``references``); False without curves."""
     e0 = next(iter(agg[key].values()))
     pers = (((e0.get("references") or {}).get("persistence") or {}).get("curves") or {}).get("vrmse", {}).get("mean")
-    n = min(20, int(((e0.get("cells") or [{}])[0].get("evaluation") or {}).get("n_steps", 20)))
-    return saturation(agg[key], pers, n) is not None
+    return saturation(agg[key], pers, summary_leads(agg[key].values())) is not None
 
 
 def verdict(agg: dict, keys: list[str], model: str, part: str) -> dict | None:
@@ -138,9 +142,10 @@ def trend_table(agg: dict, keys: list[str]) -> list[str]:
                 if "vrmse" not in e[part]:
                     row += ["–", "–"]
                     continue
-                mean, std, n = _stat(e, part)
+                mean, std, n, failed = _stat(e, part)
                 r = _ratio(agg, k, m, part)
-                row += [fmt_mean_std(mean, half_width(std, n)), "–" if r is None else f"{r[0]:.3f}"]
+                txt = fmt_mean_std(mean, half_width(std, n)) + (f" ✗{failed}" if failed else "")
+                row += [txt, "–" if r is None else f"{r[0]:.3f}"]
             lines.append("| " + " | ".join(row) + " |")
     return lines
 
@@ -217,8 +222,9 @@ def trend_section(agg: dict, plots: dict | None = None, notes: dict | None = Non
     L = [
         "## Resolution trend",
         "",
-        "Each model's area-weighted VRMSE (mean ± the half-width of its 95 % Student-t interval over seeds, "
-        "t_0.975,n-1 s / sqrt(n)) at every grid it was trained at, and the ratio of its mean to SFNO's at the same "
+        "Each model's area-weighted VRMSE at every grid it was trained at, as in the headline: the mean of the "
+        "seeds that did not fail ± the half-width of its 95 % Student-t interval over them (t_0.975,n-1 s / sqrt(n)), "
+        "✗k for k failed seeds left out, and the ratio of its mean to SFNO's at the same "
         "grid (below 1: ahead of SFNO). A warp model's lead over SFNO *grows* when its ratio falls from the coarse "
         "to the fine grid by more than t_0.975,n-1 times the combined standard error of the two ratios (n: the "
         "fewest seeds of the four means; 12.7 with two seeds, 4.30 with three), *shrinks* when it rises by more, "
@@ -267,7 +273,8 @@ def trend_section(agg: dict, plots: dict | None = None, notes: dict | None = Non
 
 def plot_trend(agg: dict, keys: list[str], path, title: str) -> Path:
     """Next-step (left) and 1:20 (right) VRMSE against grid, one line per model trained at two or more of the
-    dataset's grids (error bars: sample std over seeds), log axes."""
+    dataset's grids (centre and error bars: the mean of the seeds that did not fail and the half-width of its
+    95 % t interval, as in the tables; none with one seed), log axes."""
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.6))
     models = sorted({m for k in keys for m in agg[k]}, key=lambda m: (m not in WARP_MODELS + (BASELINE,), m))
@@ -278,7 +285,7 @@ def plot_trend(agg: dict, keys: list[str], path, title: str) -> Path:
             if len(ks) < 2:
                 continue
             x = [agg[k][m]["nlat"] for k in ks]
-            y, e = zip(*[_stat(agg[k][m], part)[:2] for k in ks])
+            y, e = zip(*[(c, half_width(s, n)) for c, s, n, _ in (_stat(agg[k][m], part) for k in ks)])
             e = [0.0 if not math.isfinite(v) else v for v in e]
             ax.errorbar(x, y, yerr=e, marker="o", ms=4, capsize=3, color=f"C{i}", label=m)
         ax.set_xscale("log", base=2)

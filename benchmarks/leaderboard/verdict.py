@@ -4,7 +4,8 @@
 
 Per grid it says which model is best or tied in how many columns (and where it is best alone), which columns are
 saturated (not ranked), in which the best model does not beat the linear-AR reference, and which seeds failed; then
-the resolution trend's counts, and the datasets whose caveats (``trend_notes.yaml``) change what a count means.
+the resolution trend's counts, naming the dataset behind each gain or loss and marking those whose caveats
+(``trend_notes.yaml``) change what the verdict means.
 """
 
 from __future__ import annotations
@@ -70,12 +71,7 @@ def _grid_sentence(agg: dict, grid: str, keys: list[str], models: list[str], col
             f" {len(saturated)} saturated column{are} not ranked (every model past persistence or VRMSE 1 by "
             f"mid-window; skill horizons instead): {', '.join(saturated)}."
         )
-    floors = [
-        f"{_name(agg, d)} {_LABEL[p]}"
-        for d, p in ranked
-        if cols[(d, p)]["best"]
-        and all(cols[(d, p)]["stats"][m]["mean"] >= cols[(d, p)]["linear_ar"] for m in cols[(d, p)]["best"])
-    ]
+    floors = [f"{_name(agg, d)} {_LABEL[p]}" for d, p in ranked if _under_linear_ar(cols[(d, p)])]
     if floors:
         text += (
             f" In {len(floors)} of the ranked columns the best model does not beat linear AR (‡): {', '.join(floors)}."
@@ -89,32 +85,48 @@ def _grid_sentence(agg: dict, grid: str, keys: list[str], models: list[str], col
         if s.get("failed")
     ]
     if failed:
-        text += f" Failed seeds (✗, their columns ranked by the median): {'; '.join(failed)}."
+        text += f" Failed seeds (✗, left out of their model's mean and interval): {'; '.join(failed)}."
     return text
 
 
+def _named(word: str, names: list[str], notes: dict) -> str:
+    """``"<word> k"``, then the ``k`` datasets in brackets, each with "caveat" when it has a trend note."""
+    if not names:
+        return f"{word} 0"
+    return f"{word} {len(names)} (" + ", ".join(n + (" (caveat)" if notes.get(n) else "") for n in names) + ")"
+
+
 def _trend_sentence(agg: dict, notes: dict) -> str:
+    """The trend's counts per warp model and lead summary; a gain or a loss names its datasets (marked "caveat" where
+    ``notes``, the trend notes, say the count does not mean a resolution effect), the holds are only counted."""
     fams = families(agg)
     if not fams:
         return ""
     counts = []
     for m in WARP_MODELS:
         for part, label in TREND_PARTS:
-            words = [v["word"] for keys in fams.values() if (v := verdict(agg, keys, m, part)) is not None]
-            if words:
-                c = {w: words.count(w) for w in ("grows", "holds", "shrinks", "no spread", "saturated")}
-                counts.append(
-                    f"{m} {label}: gains on SFNO {c['grows']}, holds {c['holds']}, loses ground {c['shrinks']}"
-                    + (f", no spread {c['no spread']}" if c["no spread"] else "")
-                    + (f", saturated (not judged) {c['saturated']}" if c["saturated"] else "")
-                )
+            words = {n: v["word"] for n, keys in fams.items() if (v := verdict(agg, keys, m, part)) is not None}
+            if not words:
+                continue
+            by = {w: [n for n, x in words.items() if x == w] for w in ("grows", "holds", "shrinks", "no spread")}
+            by["saturated"] = [n for n, x in words.items() if x == "saturated"]
+            counts.append(
+                f"{m} {label}: {_named('gains on SFNO', by['grows'], notes)}, holds {len(by['holds'])}, "
+                + _named("loses ground", by["shrinks"], notes)
+                + (f", no spread {len(by['no spread'])}" if by["no spread"] else "")
+                + (f", saturated (not judged) {len(by['saturated'])}" if by["saturated"] else "")
+            )
     text = (
         f"Resolution trend over the {len(fams)} datasets trained at two grids (a warp model's ratio to SFNO, judged "
-        "against the t interval of its change): " + "; ".join(counts) + "."
+        "against the t interval of its change; each gain or loss names its dataset): " + "; ".join(counts) + "."
     )
     caveats = [n for n in fams if notes.get(n)]
     if caveats:
-        text += f" Caveats that change what a count means: {', '.join(caveats)} (below the trend tables)."
+        text += (
+            " A dataset marked caveat has a note below its trend table that changes what its verdict means (a "
+            "finer grid that adds little resolved content, two grids in different regimes, a chosen rate at the "
+            f"edge of its bracket): {', '.join(caveats)}."
+        )
     return text
 
 
@@ -131,9 +143,10 @@ def verdict_paragraph(agg: dict, datasets: list[str], models: list[str], cols: d
     if trend:
         L += [trend, ""]
     L += [
-        "Bold ties and trend verdicts are judged with 95 % Student-t intervals over seeds (t_0.975,n-1: 12.7 with "
-        "two seeds, 4.30 with three), so no two-seed comparison is called a gain or a loss unless that interval "
-        "separates it; the columns' statistics, floors and failed seeds are in `benchmarks/leaderboard/stats.py`.",
+        "Bold ties and trend verdicts are judged with 95 % Student-t intervals over seeds (t_0.975,n-1: "
+        f"{t_critical(1):#.3g} with two seeds, {t_critical(2):#.3g} with three), so no two-seed comparison is called "
+        "a gain or a loss unless that interval separates it; the columns' statistics, floors and failed seeds are "
+        "in `benchmarks/leaderboard/stats.py`.",
         "",
     ]
     return L

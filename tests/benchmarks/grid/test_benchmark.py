@@ -62,7 +62,8 @@ def _check_cell_schema(rec, model):
     assert {"torch", "torch_harmonics", "dandelion"} <= set(rec["versions"])
     assert rec["machine"]["cores"] >= 1
     # the sweep ran on this seed (the sweep seed): its cost is recorded here, once; the rollout's blow-ups by lead
-    assert rec["sweep_cpu_seconds_on_seed"] == 0 and rec["sweep_cpu_seconds"] == pytest.approx(
+    assert "sweep_cpu_seconds_on_seed" not in rec  # the sweep seed is lr_selection's, named once
+    assert rec["lr_selection"]["sweep_seed"] == 0 and rec["sweep_cpu_seconds"] == pytest.approx(
         B._sum_known([r["train_cpu_seconds"] for r in rec["sweep"]])
     )
     assert len(rec["stability"]["unstable_by_lead"]) == 3 and rec["stability"]["n_forecasts"] > 0

@@ -63,13 +63,13 @@ def test_run_records_and_cells_carry_the_cost_fields():
 @pytest.mark.parametrize(
     "cell, seconds",
     [
-        ({"seed": 0, "sweep_cpu_seconds": 600.0, "sweep_cpu_seconds_on_seed": 0}, 600.0),
-        ({"seed": 1, "sweep_cpu_seconds": None, "sweep_cpu_seconds_on_seed": 0}, None),
+        ({"seed": 0, "sweep_cpu_seconds": 600.0, "lr_selection": {"sweep_seed": 0}}, 600.0),
+        ({"seed": 1, "sweep_cpu_seconds": None, "lr_selection": {"sweep_seed": 0}}, None),
         # a cell written before the fix copied the sweep's cost into every seed: only the sweep seed's counts
         ({"seed": 1, "sweep_cpu_seconds": 600.0, "lr_selection": {"sweep_seed": 0}}, None),
         ({"seed": 0, "sweep_cpu_seconds": 600.0, "lr_selection": {"sweep_seed": 0}}, 600.0),
         ({"seed": 2, "sweep_cpu_seconds": 90.0}, 90.0),  # each seed swept for itself (sweep_seed null)
-        ({"seed": 0, "sweep_cpu_seconds": None, "sweep_cpu_seconds_on_seed": 0}, None),  # cost unknown
+        ({"seed": 0, "sweep_cpu_seconds": None, "lr_selection": {"sweep_seed": 0}}, None),  # cost unknown
     ],
 )
 def test_a_sweep_is_counted_once_on_its_seeds_cell(cell, seconds):

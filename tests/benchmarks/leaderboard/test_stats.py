@@ -1,5 +1,5 @@
 """The leaderboard's statistics: Student-t intervals (cross-checked against scipy's own interval and t-test),
-failed seeds (blow-ups, outliers) and the median they switch a column to, skill horizons and saturated columns."""
+failed seeds (blow-ups, outliers) left out of their model's mean, skill horizons and saturated columns."""
 
 import math
 
@@ -87,16 +87,26 @@ def _entry(cells):
     return {"cells": cells, "next_step": summ("next_step"), "rollout_mean": summ("rollout_mean")}
 
 
-def test_a_failed_seed_switches_the_column_to_medians():
+def test_a_failed_seed_is_left_out_of_its_models_mean_and_nowhere_else():
+    """The centre, std and n of an entry are one sample's (the kept seeds'), the sample the t test describes: the
+    failed seed of ``a`` leaves ``a``'s mean and interval, and ``b`` (no failure, median 0.26 != mean 0.27) keeps
+    its mean over all seeds."""
     a = _entry([_cell(0, 0.1856, 1.0), _cell(1, 0.3359, 1.0), _cell(2, 0.1912, 1.0)])
-    b = _entry([_cell(0, 0.26, 1.0), _cell(1, 0.27, 1.0), _cell(2, 0.25, 1.0)])
+    b = _entry([_cell(0, 0.25, 1.0), _cell(1, 0.26, 1.0), _cell(2, 0.30, 1.0)])
     col = S.column_stats({"a": a, "b": b}, "next_step")
     assert col["a"]["failed"] == 1 and col["a"]["failed_seeds"] == [1]
-    assert col["a"]["mean"] == pytest.approx(0.1912)  # the median of the three seeds
-    assert col["a"]["n"] == 2 and col["a"]["std"] == pytest.approx(np.std([0.1856, 0.1912], ddof=1))
-    assert col["b"]["mean"] == pytest.approx(0.26) and col["b"]["n"] == 3  # every model of the column: medians
-    plain = S.column_stats({"b": b}, "next_step")
-    assert plain["b"]["mean"] == pytest.approx(0.26) and "by_median" not in plain["b"]
+    kept = [0.1856, 0.1912]
+    assert col["a"]["mean"] == pytest.approx(np.mean(kept)) and col["a"]["median"] == pytest.approx(0.1912)
+    assert col["a"]["n"] == 2 and col["a"]["std"] == pytest.approx(np.std(kept, ddof=1))
+    assert col["b"]["mean"] == pytest.approx(0.27) and col["b"]["n"] == 3 and col["b"]["failed"] == 0
+    assert S.column_stats({"b": b}, "next_step")["b"] == col["b"]  # the other model is summarised on its own
+
+
+def test_a_model_whose_every_seed_failed_is_centred_on_its_median():
+    curve = [0.5] * 10 + [40.0] * 10
+    e = _entry([_cell(k, 0.1, 4.0 + k, curve=curve) for k in range(3)])
+    s = S.column_stats({"m": e}, "rollout_mean")["m"]
+    assert s["failed"] == 3 and s["n"] == 0 and s["mean"] == pytest.approx(5.0)
 
 
 def test_a_blow_up_fails_a_seed_only_in_the_rollout_column():
@@ -128,3 +138,16 @@ def test_a_column_is_saturated_only_when_every_model_loses_skill_by_mid_window()
     assert h == {"a": (10, 7)}
     both = {**fast, "b": _entry([_cell(k, 0.1, 0.5, curve=slow) for k in range(2)])}
     assert S.saturation(both, pers, 20) is None  # one model keeps its skill: the column is ranked
+
+
+@pytest.mark.parametrize(
+    "entries, n",
+    [
+        ([{"cells": [{"evaluation": {"n_steps": 12}}]}], 12),  # a shorter window than 20
+        ([{"cells": [{"evaluation": {"n_steps": 40}}]}], 20),  # 1:20 at most
+        ([{"cells": []}, {"cells": [{"evaluation": {"n_steps": 8}}]}], 8),  # the first cell found
+        ([{"next_step": {}}], 20),  # a summary without cells
+    ],
+)
+def test_summary_leads(entries, n):
+    assert S.summary_leads(entries) == n

@@ -6,6 +6,7 @@ import pytest
 from dandelion.benchmarks.leaderboard import headline as H
 from dandelion.benchmarks.leaderboard import markdown as MD
 from dandelion.benchmarks.leaderboard.seeds import per_seed_table
+from dandelion.benchmarks.leaderboard.stats import t_critical
 from dandelion.benchmarks.leaderboard.verdict import verdict_paragraph
 
 FAST = [0.6 + 0.1 * k for k in range(1, 21)]  # past VRMSE 1 at lead 5
@@ -69,22 +70,24 @@ def test_the_headline_marks_floors_failures_and_saturated_columns(board):
     }
     # saturated 1:20: skill horizons (past persistence 1.3 at lead 8, past 1 at lead 5), nothing bold
     assert rows["sat_64x128"][:2] == ["**0.1005‡** / h 8,5", "0.2005‡ / h 8,5"]
-    # a failed seed: b's median (0.21) is shown and ranks first; a is separated from it at the next step
-    assert rows["ok_32x64"][:2] == ["0.3010 / **0.1010**", "**0.2100 ✗1** / 0.3010"]
+    # a failed seed: b's kept seeds' mean (0.20, 0.21: 0.205) is shown and ranks first; a is separated from it
+    assert rows["ok_32x64"][:2] == ["0.3010 / **0.1010**", "**0.2050 ✗1** / 0.3010"]
 
 
 def test_the_verdict_counts_from_the_same_columns(board):
     agg, datasets, models, cols = board
     text = "\n".join(verdict_paragraph(agg, datasets, models, cols))
     assert text.index("At 64x128") < text.index("At 32x64")  # finest grid first
+    t1, t2 = f"{t_critical(1):#.3g}", f"{t_critical(2):#.3g}"  # scipy's 12.7 and 4.30, not typed in
     assert (
-        "At 64x128 (1 dataset, 2 seeds per model, t_0.975,1 = 12.7), of 1 ranked column, a is best or tied in 1" in text
+        f"At 64x128 (1 dataset, 2 seeds per model, t_0.975,1 = {t1}), of 1 ranked column, a is best or tied in 1"
+        in text
     )
     assert "1 saturated column is not ranked" in text and ": sat 1:20." in text
     assert "the best model does not beat linear AR (‡): sat next" in text
     assert "a is best or tied in 1 (alone: ok 1:20); b is best or tied in 1 (alone: ok next)" in text
-    assert "Failed seeds (✗, their columns ranked by the median): ok_32x64 b next (seed 1)" in text
-    assert "12.7 with two seeds, 4.30 with three), so no two-seed comparison is called a gain or a loss" in text
+    assert "Failed seeds (✗, left out of their model's mean and interval): ok_32x64 b next (seed 1)" in text
+    assert f"{t1} with two seeds, {t2} with three), so no two-seed comparison is called a gain or a loss" in text
 
 
 def test_per_seed_table_lists_every_seed_and_marks_the_failed_one(board):
