@@ -73,3 +73,35 @@ def test_oracle_refuses_a_window_it_does_not_know(folder):
     x = torch.zeros(1, 4 * data.layout.n_channels, *data.grid.shape)
     with pytest.raises(ValueError, match="not one of the split's"):
         model(x)
+
+
+def test_the_oracle_is_a_reference_column_of_the_leaderboard(tmp_path):
+    """With a cell and an oracle record for a dataset, the headline table shows the oracle beside persistence."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from dandelion.benchmarks.grid.cells import cell_path, reference_path
+    from dandelion.benchmarks.leaderboard import markdown as MD
+    from dandelion.benchmarks.leaderboard import render as LB
+
+    spec = importlib.util.spec_from_file_location(
+        "leaderboard_order", Path(__file__).parents[1] / "leaderboard" / "test_order.py"
+    )
+    order = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(order)  # its synthetic cell (a test helper, not the code under test)
+    key = "transport_32x64"
+    path = cell_path(tmp_path, key, "dandelion", 0)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(order._cell(key, "dandelion", 0, 0.02, 0.5)))
+    for name, (nxt, r20) in {"persistence": (0.12, 0.69), "oracle": (0.024, 0.145)}.items():
+        rec = {"protocol_hash": "p" + key[:3], "next_step": order._summary(nxt), "rollout_mean": order._summary(r20)}
+        reference_path(tmp_path, key, name).write_text(json.dumps(rec))
+    LB.leaderboard(OmegaConf.create({"scale": "cpu", "results_dir": str(tmp_path), "plots": False}))
+    table = [line for line in (tmp_path / "leaderboard.md").read_text().split(MD.HEADLINE)[1].splitlines()]
+    header = next(line for line in table if line.startswith("| dataset"))
+    assert "*exact semi-Lagrangian oracle*" in header and "*persistence*" in header
+    row = next(line for line in table if line.startswith(f"| {key}"))
+    assert "*0.02400* / *0.1450*" in row
