@@ -127,17 +127,20 @@ def _step(out: torch.Tensor, last: torch.Tensor, n_channels: int, increment_scal
 
 
 def forcing_channels(layout: ChannelLayout, metadata) -> torch.Tensor | None:
-    """Channel indices (long tensor) of the forcing fields (``metadata["forcing_fields"]``, scalar 2-D fields), or None.
+    """Channel indices (long tensor) of the forcing fields (``metadata["forcing_fields"]``: scalar 2-D fields, or
+    vector fields, which give their three Cartesian channels ``<name>_x, _y, _z``), or None.
 
-    Raises ``ValueError`` for a forcing field that is not a scalar channel of ``layout``."""
+    Raises ``ValueError`` for a forcing field that is not a field of ``layout``."""
     names = list((metadata or {}).get("forcing_fields") or [])
-    missing = [n for n in names if n not in layout.channels]
+    vectors = {n: [f"{n}_{c}" for c in "xyz"] for n in names if all(f"{n}_{c}" in layout.channels for c in "xyz")}
+    missing = [n for n in names if n not in layout.channels and n not in vectors]
     if missing:
         raise ValueError(
-            f"forcing_fields {missing} of dataset.yaml are not scalar channels of the layout {layout.channels}: fix "
-            "dataset.yaml"
+            f"forcing_fields {missing} of dataset.yaml are not scalar channels or vector fields of the layout "
+            f"{layout.channels}: fix dataset.yaml"
         )
-    return torch.tensor([layout.channels.index(n) for n in names], dtype=torch.long) if names else None
+    channels = [c for n in names for c in vectors.get(n, [n])]
+    return torch.tensor([layout.channels.index(c) for c in channels], dtype=torch.long) if names else None
 
 
 def rollout(

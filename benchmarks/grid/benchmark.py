@@ -68,7 +68,7 @@ from dandelion.benchmarks.grid.cells import (
 from dandelion.benchmarks.grid.lr_plan import sweep_plan
 from dandelion.benchmarks.grid.parallel import check_rates, train_rates
 from dandelion.benchmarks.grid.records import stability_summary
-from dandelion.benchmarks.grid.references import linear_ar_reference, persistence_reference
+from dandelion.benchmarks.grid.references import references_of
 from dandelion.benchmarks.grid.runs import (
     _benchmark_command,
     _device,
@@ -364,9 +364,14 @@ def benchmark(cfg) -> dict:
         if cfg.get("dry_run"):
             print(f"  {c['dataset']:<28} {c['model']:<10} seed {c['seed']}: {state} ({c['path']})")
             continue
-        for name, make in (("persistence", persistence_reference), ("linear_ar", linear_ar_reference)):
-            if stored_hash(reference_path(cfg.scale.results_dir, c["dataset"], name)) != c["protocol_hash"]:
-                make(cfg, c["dataset"], ensure_dataset(cfg, c["dataset"]))  # missing, or made under another protocol
+        refs = references_of(dataset_spec(cfg, c["dataset"])["dataset"])  # the oracle where the flow is declared
+        stale = [
+            n for n in refs if stored_hash(reference_path(cfg.scale.results_dir, c["dataset"], n)) != c["protocol_hash"]
+        ]
+        if stale:  # missing, or made under another protocol
+            path = ensure_dataset(cfg, c["dataset"])
+            for name in stale:
+                refs[name](cfg, c["dataset"], path)
         if c["finished"]:
             skipped += 1
             continue

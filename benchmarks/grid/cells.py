@@ -47,7 +47,11 @@ CELL_SCHEMA = "dandelion-benchmark-cell/1"
 
 #: The reference forecasts of every dataset (:mod:`dandelion.benchmarks.grid.references`), in the order the
 #: leaderboard shows them: name -> label.
-REFERENCES = {"persistence": "persistence (reference)", "linear_ar": "linear AR (reference)"}
+REFERENCES = {
+    "persistence": "persistence (reference)",
+    "linear_ar": "linear AR (reference)",
+    "oracle": "exact semi-Lagrangian oracle (reference)",  # only where the scenario declares its flow (grid/oracle.py)
+}
 
 
 def fmt_value(v) -> str:

@@ -13,7 +13,10 @@ reference lines of the leaderboard (:mod:`dandelion.benchmarks.leaderboard.rende
   train window, solved with a ridge of 1e-8 of the mean diagonal). It is the simplest model that uses
   the input window, a lower bar than any network should clear at the next step; rolled out, it shows how
   much of a network's lead over persistence a linear extrapolation already gives. It has no spatial
-  mixing, so it is the same map on any grid.
+  mixing, so it is the same map on any grid;
+* ``oracle``: for a dataset whose scenario declares its flow (:class:`~dandelion.benchmarks.grid.oracle.FlowScenario`,
+  e.g. ``transport``), one exact semi-Lagrangian step per frame with the package's sampler
+  (:mod:`dandelion.benchmarks.grid.oracle`); :func:`references_of` lists it only there.
 
 Each record is written atomically to ``results_dir/<dataset>/<name>.json`` with the scale's
 :func:`~dandelion.benchmarks.grid.cells.protocol_hash`.
@@ -25,6 +28,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from dandelion.benchmarks.grid.cells import REFERENCES, data_digest, metric_summaries, protocol_hash, reference_path
+from dandelion.benchmarks.grid.oracle import dataset_flow, declares_flow, oracle_forecaster
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.evaluation.scoring import evaluate
 from dandelion.forecast import Forecaster, difference_window, nonzero_scale
@@ -37,6 +41,8 @@ __all__ = [
     "REFERENCES",
     "persistence_reference",
     "linear_ar_reference",
+    "oracle_reference",
+    "references_of",
     "fit_linear_ar",
     "reference_path",
 ]
@@ -171,3 +177,31 @@ def linear_ar_reference(cfg, key: str, data_path) -> dict:
         layer, data.layout, n_in, name="linear_ar", target="increment", inputs="differences", wet=data.wet
     )
     return _evaluate_reference(cfg, key, "linear_ar", model, data, extra={"fit": {**info, "split": "train"}})
+
+
+def oracle_reference(cfg, key: str, data_path) -> dict:
+    """Scores of the exact semi-Lagrangian oracle (:mod:`dandelion.benchmarks.grid.oracle`) on the evaluation split
+    of the dataset at ``data_path``, written to ``results_dir/<key>/oracle.json``. Returns the record.
+
+    Raises
+    ------
+    ValueError
+        If the dataset's scenario declares no flow (the oracle does not apply: :func:`references_of`)."""
+    e = cfg.scale.evaluation
+    n_in = int(cfg.scale.trainer.n_in)
+    data = WindowDataset(data_path, e.get("split", "test"), n_in=n_in, n_out=1)
+    flow = dataset_flow(data.metadata)
+    if flow is None:
+        raise ValueError(f"the dataset at {data_path} ({data.metadata.get('name')}) declares no flow: no oracle")
+    model = oracle_forecaster(flow, data, n_in, int(e.n_steps))
+    return _evaluate_reference(cfg, key, "oracle", model, data)
+
+
+def references_of(scenario: str) -> dict:
+    """``{name: function(cfg, key, data_path)}`` of the references that apply to datasets of the scenario named
+    ``scenario`` (a dataset config group, e.g. ``transport``): persistence and linear AR always, the oracle where the
+    scenario declares its flow (:func:`~dandelion.benchmarks.grid.oracle.declares_flow`)."""
+    refs = {"persistence": persistence_reference, "linear_ar": linear_ar_reference}
+    if declares_flow(scenario):
+        refs["oracle"] = oracle_reference
+    return refs

@@ -1,6 +1,6 @@
-"""Recompute the persistence and linear-AR references of benchmark datasets on the data now on disk and
-compare them with the committed reference JSONs: a check that a regenerated dataset is the one the committed
-cells were scored on (identical references need identical test and train splits).
+"""Recompute the persistence and linear-AR references (and the oracle where it applies) of benchmark datasets on
+the data now on disk and compare them with the committed reference JSONs: a check that a regenerated dataset is
+the one the committed cells were scored on (identical references need identical test and train splits).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/grid/verify_references.py held_suarez_32x64 [KEY ...] [--write]
         [--equivalent-within=TOL] [--scale=cpu] [--transfer]
@@ -33,7 +33,7 @@ from dandelion.benchmarks.grid.cells import (
     load_cells,
     max_relative_difference,
 )
-from dandelion.benchmarks.grid.references import linear_ar_reference, persistence_reference
+from dandelion.benchmarks.grid.references import references_of
 from dandelion.datasets.folder import is_complete
 from dandelion.runtime import machine, write_json_atomic
 
@@ -76,9 +76,10 @@ def main(argv: list[str]) -> int:
         cfg.scale.results_dir = tempfile.mkdtemp()
     bad = 0
     for key in keys:
-        path = B.dataset_spec(cfg, key)["path"]
+        spec = B.dataset_spec(cfg, key)
+        path = spec["path"]
         worst, old_digests = {}, set()
-        for name, fn in (("persistence", persistence_reference), ("linear_ar", linear_ar_reference)):
+        for name, fn in references_of(spec["dataset"]).items():  # the oracle too where the scenario has a flow
             old = json.loads((committed / key / f"{name}.json").read_text())
             new = fn(cfg, key, path)
             worst[name] = max_relative_difference(old, new)

@@ -38,6 +38,14 @@ CF_NAMES: dict[str, dict[str, tuple]] = {
         "h": (None, "advected tracer (non-dimensional)"),
         "velocity": ((None, "eastward velocity (non-dimensional)"), (None, "northward velocity (non-dimensional)")),
     },
+    # non-dimensional exact transport by prescribed flows (docs/datasets/transport.md)
+    "transport": {
+        "h": (None, "advected tracer mixing ratio (non-dimensional)"),
+        "velocity": (
+            (None, "prescribed eastward velocity (non-dimensional)"),
+            (None, "prescribed northward velocity (non-dimensional)"),
+        ),
+    },
     # non-dimensional rotation-free shallow water (dam breaks)
     "shock_caps": {
         "h": (None, "fluid depth (non-dimensional)"),
