@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from dandelion.solvers import transport_flows as flows
-from dandelion.solvers.spectral import SpectralCore
+from dandelion.solvers.spectral_core import SpectralCore
 from dandelion.sphere import SphereGrid
 
 from .scenario import FieldSpec, Scenario, register_scenario

@@ -10,7 +10,7 @@ the truth like every model's. Its error is the sampler's interpolation error and
 from an exact transport, nothing learned: the bar a model that moves information along the flow should reach.
 
 The oracle needs each forecast's trajectory and time, which a model's window does not carry. Forecasts are made by
-:func:`dandelion.evaluation.rollout.evaluate` in batches of ``n_steps`` calls; at the first call of each batch the
+:func:`dandelion.evaluation.scoring.evaluate` in batches of ``n_steps`` calls; at the first call of each batch the
 oracle looks every window up (by its bytes) among the windows of the split's trajectories, which gives the trajectory
 and the time of its newest frame, and raises if one is not found; later calls advance the time by ``dt_frame``.
 """
@@ -116,7 +116,7 @@ class SemiLagrangianOracle(torch.nn.Module):
         if any(v is None for v in found):
             raise ValueError(
                 "the oracle was given a window that is not one of the split's at a forecast's first step: it must be "
-                "evaluated by dandelion.evaluation.rollout.evaluate with the n_steps it was built for "
+                "evaluated by dandelion.evaluation.scoring.evaluate with the n_steps it was built for "
                 f"({self.n_steps})"
             )
         params = [self.flow.parameters(tid) for tid, _ in found]

@@ -15,7 +15,7 @@ from dandelion.datasets.scenario import get_scenario
 from dandelion.datasets.transport import TransportSimulation, flow_parameters, initial_tracer
 from dandelion.datasets.verify import verify
 from dandelion.solvers import transport_flows as flows
-from dandelion.solvers.spectral import SpectralCore
+from dandelion.solvers.spectral_core import SpectralCore
 from dandelion.sphere import SphereGrid
 
 FLOWS = [0, 1, 2, 3, 4]

@@ -9,7 +9,7 @@ from dandelion.benchmarks.grid.oracle import SemiLagrangianOracle, dataset_flow,
 from dandelion.benchmarks.grid.references import Persistence, references_of
 from dandelion.datasets.generate import generate
 from dandelion.datasets.torch_dataset import WindowDataset
-from dandelion.evaluation.rollout import evaluate
+from dandelion.evaluation.scoring import evaluate
 from dandelion.forecast import Forecaster, forcing_channels
 
 
