@@ -62,8 +62,10 @@ def integrity_problems(root: str | os.PathLike) -> list[str]:
             p = root / rel
             if not p.is_file():
                 continue  # the dataset reader names a missing file with its own fix
-            if sizes and rel in sizes and p.stat().st_size != sizes[rel]:
-                problems.append(f"{p} has {p.stat().st_size} bytes, checksums.sha256 lists {sizes[rel]}")
+            size = p.stat().st_size
+            if sizes and rel in sizes and size != sizes[rel]:
+                how = "truncated" if size < sizes[rel] else "changed"
+                problems.append(f"{p} is {how} ({size} bytes where checksums.sha256 lists {sizes[rel]})")
                 continue
             try:
                 with h5py.File(p, "r") as f:
@@ -90,7 +92,8 @@ def check_folder(root: str | os.PathLike) -> None:
         more = f" (and {len(problems) - 2} more)" if len(problems) > 2 else ""
         raise CorruptFileError(
             f"dataset folder {root} was changed after generation: {'; '.join(problems[:2])}{more}: run "
-            f"dandelion-verify {root} and regenerate the folder (or restore its files)"
+            f"dandelion-verify {root}, then delete the files it names and rerun the dandelion-generate command that "
+            "made the folder (it regenerates missing files), or restore them"
         )
 
 

@@ -76,6 +76,9 @@ __all__ = [
 
 CONFIG_MODULE = "dandelion.configs"
 
+#: ``${pid:}`` in a configuration: this process's id (train.yaml's default run_dir, unique per process).
+OmegaConf.register_new_resolver("pid", os.getpid, replace=True)
+
 #: Flags of hydra's own command line; with any of them the arguments go to hydra unchecked.
 HYDRA_FLAGS = (
     "--cfg",

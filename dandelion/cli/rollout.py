@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dandelion.checkpoint import load_model
+from dandelion.checkpoint import load_checkpoint, load_model
 from dandelion.cli.common import (
     UsageError,
     check_checkpoint,
@@ -18,6 +18,7 @@ from dandelion.cli.common import (
     require,
     run,
 )
+from dandelion.datasets.integrity import check_checkpoint_data
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.evaluation.definitions import DEFINITIONS, check_definitions
 from dandelion.evaluation.rollout import (
@@ -51,6 +52,8 @@ def rollout(cfg) -> dict:
         raise ValueError("no checkpoint given: pass checkpoint=RUN_DIR/best.pt")
     device = cfg.get("device", "cpu")
     data = WindowDataset(cfg.dataset.path, cfg.get("split", "test"), n_in=4, n_out=1)
+    extra = load_checkpoint(cfg.checkpoint).get("extra", {})
+    check_checkpoint_data(cfg.checkpoint, extra, data.path, bool(cfg.get("allow_other_data", False)), "rollout")
     model = load_model(
         cfg.checkpoint,
         device=device,

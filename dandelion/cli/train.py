@@ -116,6 +116,7 @@ def build_trainer(cfg) -> Trainer:
         device=c.get("device", "auto"),
         resume=c.get("resume"),
         config=c,
+        allow_other_data=bool(c.get("allow_other_data", False)),
     )
     name, found = dataset.get("name"), trainer.train_sets[0].metadata.get("name")
     if name and str(name) != str(found):
