@@ -62,20 +62,20 @@ def integrity_problems(root: str | os.PathLike) -> list[str]:
             p = root / rel
             if not p.is_file():
                 continue  # the dataset reader names a missing file with its own fix
-            size = p.stat().st_size
-            if sizes and rel in sizes and size != sizes[rel]:
-                how = "truncated" if size < sizes[rel] else "changed"
-                problems.append(f"{p} is {how} ({size} bytes where checksums.sha256 lists {sizes[rel]})")
-                continue
             try:
                 with h5py.File(p, "r") as f:
                     stored = f.attrs.get("trajectory_id")
             except (OSError, RuntimeError, KeyError):
-                continue  # a damaged file: the reader names it with storage.damaged_file_message
+                stored = None  # damaged: the size below, or the reader's storage.damaged_file_message, names it
             if stored is not None and int(stored) != int(tid):
                 where = next((s for s in SPLITS if int(stored) in map(int, splits.get(s, []))), None)
                 hint = f" (a file of the {where} split)" if where else ""
                 problems.append(f"{p} holds trajectory {int(stored)}{hint}, not {tid}")
+                continue
+            size = p.stat().st_size
+            if sizes and rel in sizes and size != sizes[rel]:
+                how = "truncated" if size < sizes[rel] else "changed"
+                problems.append(f"{p} is {how} ({size} bytes where checksums.sha256 lists {sizes[rel]})")
     return problems
 
 
