@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import resource
 import shutil
 from pathlib import Path
 
@@ -24,6 +25,8 @@ __all__ = ["DiskFullError", "free_bytes", "check_free_space", "disk_error", "rem
 _FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 _REFUSED = {errno.EROFS, errno.EACCES, errno.EPERM}
 _WORDS_FULL = ("no space left", "disk quota", "file too large", "file size limit")
+#: What torch's checkpoint writer says when a write fails (it drops the errno).
+_WORDS_STREAM = ("iostream error", "unexpected pos", "file write failed")
 
 
 class DiskFullError(OSError):
@@ -70,15 +73,29 @@ def disk_error(err: BaseException, path, what: str = "output") -> OSError | None
     """The one-line error for ``err`` raised while writing ``path``: :class:`DiskFullError` (no space, quota, size
     limit) or ``PermissionError`` (read-only or refused), each naming the path and the free space; None when ``err`` is
     neither (a bug or a damaged input)."""
-    if not isinstance(err, OSError | RuntimeError):
+    chain = []
+    while isinstance(err, BaseException) and err not in chain:
+        chain.append(err)
+        err = err.__cause__ or err.__context__
+    chain = [e for e in chain if isinstance(e, OSError | RuntimeError)]
+    if not chain:
         return None
-    code = getattr(err, "errno", None)
-    text = " ".join(str(err).split()).lower()
+    code = next((e.errno for e in chain if getattr(e, "errno", None)), None)
+    text = " ".join(" ".join(str(e).split()).lower() for e in chain)
     try:
-        free = format_bytes(free_bytes(path))
+        free_n = free_bytes(path)
+        free = format_bytes(free_n)
     except OSError:
-        free = "unknown"
-    if code in _FULL or any(w in text for w in _WORDS_FULL):
+        free_n, free = None, "unknown"
+    if free_n is not None and free_n < _NEARLY_FULL and ("hdf error" in text or "write failed" in text):
+        code = errno.ENOSPC  # netCDF's "HDF error" drops the errno: a nearly full disk is the cause
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY and any(w in text for w in _WORDS_STREAM):  # torch's zip writer: no errno
+        return DiskFullError(
+            f"{what} {path} could not be written: the file size limit (ulimit -f) is {format_bytes(limit)} "
+            f"({free} free): raise the limit or choose another folder (the partial file was removed)"
+        )
+    if code in _FULL or any(w in text for w in _WORDS_FULL + _WORDS_STREAM):
         return DiskFullError(
             f"{what} {path}: the disk is full or over a size limit ({free} free): free some space or choose another "
             "folder (the partial file was removed; complete files are untouched)"
@@ -89,6 +106,8 @@ def disk_error(err: BaseException, path, what: str = "output") -> OSError | None
         )
     return None
 
+
+_NEARLY_FULL = 1_000_000  # bytes
 
 _TEMP = re.compile(r"^\..+\.(\d+)\.tmp$")
 

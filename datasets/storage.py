@@ -342,18 +342,31 @@ class TrajectoryWriter:
         if self.n_written != len(self.times):
             self.abort()
             raise ValueError(f"{self.path}: only {self.n_written} of {len(self.times)} frames were written")
+        try:
+            self.file.flush()  # a full disk fails here, not in close (where h5py crashes on a failed flush)
+        except BaseException:
+            self.abort()
+            raise
         self.file.close()
         self.file = None
         os.replace(self.tmp, self.path)
         return self.path
 
     def abort(self) -> None:
-        """Close and delete the temporary file (the final name is never touched)."""
+        """Close and delete the temporary file (the final name is never touched). Never raises for the close: a file
+        HDF5 cannot flush (a full disk) is closed as far as it goes and its temporary name removed, so that the other
+        writers of a batch are aborted too and no open handle is left for the interpreter's exit (where h5py's
+        clean-up of a failed file crashed the process)."""
         if self.file is not None:
+            # the file is discarded: emptying it first gives a full disk back the room HDF5's closing flush needs
+            with contextlib.suppress(OSError):
+                os.truncate(self.tmp, 0)
+            f, self.file, self.datasets = self.file, None, {}
             try:
-                self.file.close()
+                f.close()
+            except (OSError, RuntimeError):
+                pass  # the temporary file is removed below; the error that made the caller abort is raised there
             finally:
-                self.file = None
                 self.tmp.unlink(missing_ok=True)
 
     def __enter__(self):

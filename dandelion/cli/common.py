@@ -30,6 +30,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from dandelion.disk import DiskFullError
 from dandelion.locks import note_state, noted_state
 from dandelion.runtime import DamagedFileError
 
@@ -114,6 +115,7 @@ USER_ERRORS = (
     PermissionError,
     ImportError,
     DamagedFileError,
+    DiskFullError,
 )
 
 #: Exit status of a job stopped with Ctrl-C (128 + SIGINT, as a shell reports it).

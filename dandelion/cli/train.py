@@ -74,7 +74,7 @@ from dandelion.cli.common import (
 from dandelion.forecast import INPUTS, TARGETS
 from dandelion.locks import OutputLock, noting_state
 from dandelion.registry import available_models, import_plugins
-from dandelion.runtime import plain
+from dandelion.runtime import check_writable, plain
 from dandelion.training.options import TrainOptions
 from dandelion.training.trainer import Trainer
 
@@ -175,6 +175,7 @@ def check(cfg, overrides=()) -> None:
     check_dataset_folder(path, name=explicit_choice(list(overrides), "dataset"))
     check_device(cfg.get("device", "auto"))
     if is_set(cfg, "run_dir") and int(os.environ.get("RANK", "0")) == 0:  # rank 0 locks it (train)
+        check_writable(Path(str(cfg.run_dir)) / "config.yaml", "run_dir")  # a read-only folder: one line
         check_unlocked(cfg.run_dir, "dandelion-train")  # another training is writing it now
     if is_set(cfg, "resume"):
         check_checkpoint(cfg.resume, key="resume")

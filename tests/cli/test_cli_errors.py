@@ -203,7 +203,7 @@ def test_export_refuses_an_existing_file_before_any_model_call(make_tiny_dataset
     def forbidden(*args, **kwargs):
         raise AssertionError("the model or data was touched before the output check")
 
-    for name in ("load_model", "WindowDataset", "forecast", "import_plugins"):
+    for name in ("load_model", "WindowDataset", "stream_forecasts", "import_plugins"):
         monkeypatch.setattr(export, name, forbidden)
     argv = [f"checkpoint={ckpt}", f"dataset.path={data}", f"output={target}"]
     err = _fails(export.main, argv, capsys)

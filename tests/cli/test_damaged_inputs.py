@@ -135,7 +135,6 @@ def test_damaged_rollout_outputs_are_named_by_report(tmp_path, capsys, name):
     assert str(folder / name) in err and "rerun the dandelion-rollout" in err
 
 
-
 def _flip_middle(path, n: int = 64):
     """Flip ``n`` bytes in the middle of ``path`` (a damaged disk or copy, not a truncation)."""
     data = bytearray(path.read_bytes())
