@@ -269,15 +269,16 @@ def test_export_passes_max_trajectories_to_the_rollout(make_tiny_dataset, tmp_pa
     class Stop(Exception):
         pass
 
-    def fake_forecast(model, ds, **kwargs):
+    def fake_forecast(model, ds, path, **kwargs):
         seen.update(kwargs)
         raise Stop
 
     closed = []
-    dataset = types.SimpleNamespace(close=lambda: closed.append(True))
+    dataset = types.SimpleNamespace(close=lambda: closed.append(True), path=tmp_path)
     monkeypatch.setattr(export, "WindowDataset", lambda *a, **k: dataset)
     monkeypatch.setattr(export, "load_model", lambda *a, **k: None)
-    monkeypatch.setattr(export, "forecast", fake_forecast)
+    monkeypatch.setattr(export, "load_checkpoint", lambda *a, **k: {})  # the checkpoint of this test is a stub
+    monkeypatch.setattr(export, "stream_forecasts", fake_forecast)
     cfg = compose_config(
         "export",
         [
