@@ -434,10 +434,7 @@ def _run(
             except BaseException as err:
                 for w in writers.values():
                     w.abort()
-                wrapped = disk_error(err, root, "dataset folder")  # a full disk or a read-only folder: one line
-                if wrapped is not None:
-                    raise wrapped from err
-                raise
+                raise disk_error(err, root, "dataset folder") or err  # a full disk, a read-only folder: one line
     finally:
         bar.close()
 
