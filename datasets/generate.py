@@ -434,7 +434,7 @@ def _run(
             except BaseException as err:
                 for w in writers.values():
                     w.abort()
-                raise disk_error(err, root, "dataset folder") or err  # a full disk, a read-only folder: one line
+                raise disk_error(err, root, "dataset folder") or err from err  # a full disk, a read-only folder
     finally:
         bar.close()
 
