@@ -434,7 +434,8 @@ def _run(
             except BaseException as err:
                 for w in writers.values():
                     w.abort()
-                raise disk_error(err, root, "dataset folder") or err from err  # a full disk, a read-only folder
+                wrapped = disk_error(err, root, "dataset folder")  # a full disk or a read-only folder: one line
+                raise (wrapped or err) from (err if wrapped else err.__cause__)
     finally:
         bar.close()
 
