@@ -189,6 +189,9 @@ class _NetcdfWriter:
                 chunksizes=e["chunksizes"],  # one map per chunk
                 fill_value=e["_FillValue"],
             )
+            # each chunk (one map) is written whole in one call: a small cache keeps the memory of one batch, where
+            # netCDF's default (16 MB per variable) grows with the file up to that bound
+            v.set_var_chunk_cache(size=1 << 20)
             attrs = dict(var.attrs)
             coords = _coordinates(first, name)
             if coords:
