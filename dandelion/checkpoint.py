@@ -33,6 +33,7 @@ import torch
 import yaml
 
 from .channels import ChannelLayout
+from .disk import disk_error
 from .forecast import Forecaster
 from .grid_guard import allow_grid_change
 from .registry import build_model, unwrap_model
@@ -158,6 +159,11 @@ def save_checkpoint(
     try:
         torch.save(ckpt, tmp)
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as err:  # torch wraps a failed write of its zip writer in a RuntimeError
+        wrapped = disk_error(err, path, "checkpoint")  # a full disk, a size limit, a read-only folder: one line
+        if wrapped is not None:
+            raise wrapped from err
+        raise
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -6,7 +6,9 @@
     DIR/dataset.yaml             how the data was made (grid, band limits, fields, config, command, versions)
     DIR/stats.yaml               area-weighted statistics of the train split (:mod:`.statistics`)
     DIR/splits.json              trajectory ids per split
-    DIR/checksums.sha256         ``sha256sum`` format, paths relative to DIR
+    DIR/checksums.sha256         ``sha256sum`` format, paths relative to DIR, then one comment line per file
+                                 ``# size BYTES  relative/path`` (``sha256sum -c`` skips it; folders written
+                                 before sizes were recorded lack them)
 
 Small files are written atomically with :func:`dandelion.runtime.write_yaml_atomic` and
 :func:`dandelion.runtime.write_json_atomic`.
@@ -17,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +45,9 @@ __all__ = [
     "sha256_file",
     "write_checksums",
     "read_checksums",
+    "read_sizes",
+    "write_checksum_lines",
+    "data_fingerprint",
 ]
 
 #: Split folder names, in order.
@@ -256,24 +261,63 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
 
 
 def write_checksums(root: str | os.PathLike, relpaths: Iterable[str]) -> Path:
-    """Write ``root/checksums.sha256`` in ``sha256sum`` format (``HASH  relative/path``), atomically."""
+    """Write ``root/checksums.sha256`` in ``sha256sum`` format (``HASH  relative/path``) with each file's size
+    (module docstring), atomically."""
     root = Path(root)
-    lines = [f"{sha256_file(root / p)}  {p}" for p in relpaths]
+    return write_checksum_lines(root, {p: sha256_file(root / p) for p in relpaths})
+
+
+def write_checksum_lines(root: str | os.PathLike, digests: Mapping[str, str]) -> Path:
+    """Write ``root/checksums.sha256`` from ``{relative path: hex digest}``, with the files' sizes, atomically."""
+    root = Path(root)
+    lines = [f"{d}  {p}" for p, d in digests.items()]
+    lines += [f"{_SIZE_MARK} {(root / p).stat().st_size}  {p}" for p in digests]
     out = root / "checksums.sha256"
     write_text_atomic(out, "\n".join(lines) + "\n")
     return out
 
 
+_SIZE_MARK = "# size"
+
+
 def read_checksums(root: str | os.PathLike) -> dict[str, str]:
-    """``{relative path: hex digest}`` from ``root/checksums.sha256``. Raises ``FileNotFoundError``."""
+    """``{relative path: hex digest}`` from ``root/checksums.sha256`` (size lines skipped). Raises
+    ``FileNotFoundError``."""
+    out = {}
+    for line in _checksum_lines(root):
+        if line.strip() and not line.startswith("#"):
+            digest, rel = line.split(None, 1)
+            out[rel.strip().lstrip("*")] = digest
+    return out
+
+
+def read_sizes(root: str | os.PathLike) -> dict[str, int] | None:
+    """``{relative path: bytes}`` from ``root/checksums.sha256``'s size lines; ``None`` for a folder written before
+    sizes were recorded. Raises ``FileNotFoundError``."""
+    out = {}
+    for line in _checksum_lines(root):
+        if line.startswith(_SIZE_MARK + " "):
+            size, rel = line[len(_SIZE_MARK) :].split(None, 1)
+            out[rel.strip()] = int(size)
+    return out or None
+
+
+def data_fingerprint(root: str | os.PathLike) -> str | None:
+    """SHA-256 (16 hex digits) of a folder's ``checksums.sha256`` digests (every data file, the splits, the statistics
+    and ``dataset.yaml``), in path order: two folders share it only when they hold the same bytes. ``None`` for a
+    folder without the list (a folder in the Well's layout)."""
+    try:
+        digests = read_checksums(root)
+    except FileNotFoundError:
+        return None
+    text = "".join(f"{digests[p]}  {p}\n" for p in sorted(digests))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _checksum_lines(root) -> list[str]:
     p = Path(root) / "checksums.sha256"
     if not p.is_file():
         raise FileNotFoundError(
             f"{p} does not exist: generation has not finished; rerun the same dandelion-generate command"
         )
-    out = {}
-    for line in p.read_text().splitlines():
-        if line.strip():
-            digest, rel = line.split(None, 1)
-            out[rel.strip().lstrip("*")] = digest
-    return out
+    return p.read_text().splitlines()

@@ -48,10 +48,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from dandelion.disk import disk_error
 from dandelion.locks import LockHeldError, OutputLock, noting_state
 from dandelion.runtime import (
     ProcessGroup,
     check_device,
+    check_writable,
     plain,
     temp_leftovers,
     versions,
@@ -65,6 +67,7 @@ from .scenario import SanityBoundError, Scenario, get_scenario
 from .spinup import start_simulation
 from .statistics import compute_stats
 from .storage import CorruptFileError, TrajectoryWriter, open_trajectory, trajectory_filename
+from .value_checks import check_batch_space, check_frames, check_memory
 
 __all__ = ["generate", "check", "config_fingerprint", "build_scenario", "sweep_covered"]
 
@@ -110,6 +113,7 @@ def _prepare(cfg):
             f"dataset={dcfg.get('name')}: {err} (fix the dataset.* overrides; "
             "`dandelion-generate dataset=NAME --cfg job` shows them)"
         ) from err
+    check_frames(scenario)  # before the solver's own checks: a NaN frame interval fails them obscurely
     scenario.validate_time_step()  # an unsafe step is refused before anything is written
     root = Path(path).expanduser().resolve()
     device = check_device(cfg.get("device") or "cpu")
@@ -120,6 +124,7 @@ def _prepare(cfg):
     batch_size = 4 if batch_size is None else int(batch_size)
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size} must be a positive integer")
+    check_memory(scenario, batch_size, device)
     only = cfg.get("splits")
     if only is not None:
         bad = [x for x in only if x not in SPLITS]
@@ -173,6 +178,7 @@ def check(cfg) -> Path:
     Returns the dataset folder; raises ``ValueError`` naming the problem and the fix.
     """
     _cfg, _scenario, root, _device, _batch, resolved, fingerprint = _prepare(cfg)
+    check_writable(root / "dataset.yaml", "dataset.path")  # a read-only folder: one line, before any work
     _claim(root, {"fingerprint": fingerprint}, resolved, write=False)
     OutputLock.check_free(root, "dandelion-generate")  # a writer now: refused here, before any work
     return root
@@ -372,6 +378,7 @@ def _run(
     )
     try:
         for batch in todo:
+            check_batch_space(root, scenario, sum(i in missing for i in batch))
             clock = (time.process_time(), time.perf_counter())
             params = [scenario.parameters(i) for i in batch]
             tensors = {k: torch.tensor([p[k] for p in params], dtype=torch.float64, device=device) for k in params[0]}
@@ -424,10 +431,11 @@ def _run(
                 for w in writers.values():
                     w.close()
                 record_batch_cost(root, batch, clock)
-            except BaseException:
+            except BaseException as err:
                 for w in writers.values():
                     w.abort()
-                raise
+                wrapped = disk_error(err, root, "dataset folder")  # a full disk or a read-only folder: one line
+                raise (wrapped or err) from (err if wrapped else err.__cause__)
     finally:
         bar.close()
 

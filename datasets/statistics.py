@@ -17,7 +17,7 @@ import numpy as np
 
 from dandelion.sphere import SphereGrid
 
-from .storage import file_levels, is_surface, open_trajectory, read_field, read_mask
+from .storage import file_levels, is_surface, open_trajectory, read_field, read_mask, reading
 
 __all__ = ["WELL_STATS_KEYS", "FieldMoments", "stream_trajectory", "first_non_finite", "compute_stats"]
 
@@ -254,7 +254,7 @@ def compute_stats(files: Iterable[str | os.PathLike], fields: Mapping[str, Mappi
     acc: dict[str, FieldMoments] = {}
     grid_key = None
     for path in files:
-        with open_trajectory(path) as f:
+        with open_trajectory(path) as f, reading(path):
             key = (int(f.attrs["nlat"]), int(f.attrs["nlon"]), str(f.attrs["grid"]))
             levels = file_levels(f)
             lkey = None if levels is None else tuple(levels.tolist())

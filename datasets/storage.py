@@ -45,6 +45,7 @@ only (:meth:`TrajectoryWriter.write_frame` refuses a NaN or Inf).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -67,6 +68,8 @@ __all__ = [
     "temp_path",
     "temp_leftovers",
     "open_hdf5",
+    "reading",
+    "damaged_file_message",
     "open_trajectory",
     "read_fields",
     "read_field",
@@ -111,6 +114,35 @@ def open_hdf5(path: str | os.PathLike, fix: str) -> h5py.File:
     except OSError as e:
         why = " ".join(str(e).split())
         raise CorruptFileError(f"cannot open {path} (truncated or corrupt HDF5: {why[:160]}): {fix}") from e
+
+
+def damaged_file_message(path: str | os.PathLike, err: BaseException) -> str:
+    """One line for a trajectory file HDF5 cannot read: the file, h5py's words (shortened), the likely cause and the
+    fix (``dandelion-verify DIR`` on its dataset folder, then regenerate the file)."""
+    path = Path(path)
+    root = path.parent.parent if path.parent.name in ("train", "valid", "test") else path.parent
+    why = " ".join(str(err).split())[:160]
+    return (
+        f"cannot read {path} ({type(err).__name__}: {why}): the file is damaged (flipped or lost bytes on the disk or "
+        f"in a copy); check the folder with `dandelion-verify {root}` and regenerate the file (delete it and rerun "
+        "the dandelion-generate command that made the folder, which regenerates missing files)"
+    )
+
+
+@contextlib.contextmanager
+def reading(path: str | os.PathLike):
+    """Turn an h5py error raised while reading ``path`` (a damaged chunk: ``OSError``, a damaged B-tree or object
+    header: ``RuntimeError``, ``KeyError``) into :class:`CorruptFileError` with :func:`damaged_file_message`.
+
+    Every read of a trajectory's frames goes through it (training windows, statistics, rollout, export, resample), so
+    a damaged file stops a job with one line naming it. Errors that already name a file (:class:`CorruptFileError`)
+    pass unchanged."""
+    try:
+        yield
+    except DamagedFileError:
+        raise
+    except (OSError, RuntimeError, KeyError) as e:
+        raise CorruptFileError(damaged_file_message(path, e)) from e
 
 
 # ---------------------------------------------------------------------------------------------- writing
@@ -310,18 +342,31 @@ class TrajectoryWriter:
         if self.n_written != len(self.times):
             self.abort()
             raise ValueError(f"{self.path}: only {self.n_written} of {len(self.times)} frames were written")
+        try:
+            self.file.flush()  # a full disk fails here, not in close (where h5py crashes on a failed flush)
+        except BaseException:
+            self.abort()
+            raise
         self.file.close()
         self.file = None
         os.replace(self.tmp, self.path)
         return self.path
 
     def abort(self) -> None:
-        """Close and delete the temporary file (the final name is never touched)."""
+        """Close and delete the temporary file (the final name is never touched). Never raises for the close: a file
+        HDF5 cannot flush (a full disk) is closed as far as it goes and its temporary name removed, so that the other
+        writers of a batch are aborted too and no open handle is left for the interpreter's exit (where h5py's
+        clean-up of a failed file crashed the process)."""
         if self.file is not None:
+            # the file is discarded: emptying it first gives a full disk back the room HDF5's closing flush needs
+            with contextlib.suppress(OSError):
+                os.truncate(self.tmp, 0)
+            f, self.file, self.datasets = self.file, None, {}
             try:
-                self.file.close()
+                f.close()
+            except (OSError, RuntimeError):
+                pass  # the temporary file is removed below; the error that made the caller abort is raised there
             finally:
-                self.file = None
                 self.tmp.unlink(missing_ok=True)
 
     def __enter__(self):
@@ -423,7 +468,8 @@ def file_levels(f: h5py.File) -> np.ndarray | None:
 def read_field(d: h5py.Dataset, start: int | None = None, stop: int | None = None) -> np.ndarray:
     """Frames ``start:stop`` of one stored field (float32): ``(T, nlat, nlon[, 2])`` for 2-D and surface
     fields (a surface field's size-1 level axis is squeezed), ``(T, L, nlat, nlon[, 2])`` for level fields."""
-    a = d[0, start:stop]
+    with reading(d.file.filename):
+        a = d[0, start:stop]
     return a[:, 0] if is_surface(d) else a
 
 
@@ -431,7 +477,7 @@ def read_fields(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """All fields of a trajectory file as arrays: scalars ``(T, nlat, nlon)``, vectors ``(T, nlat, nlon, 2)``;
     in a leveled file, level fields ``(T, L, nlat, nlon[, 2])`` and surface fields squeezed to
     ``(T, nlat, nlon[, 2])``."""
-    with open_trajectory(path) as f:
+    with open_trajectory(path) as f, reading(path):
         out = {n: read_field(d) for n, d in f["t0_fields"].items()}
         out.update({n: read_field(d) for n, d in f["t1_fields"].items()})
     return out

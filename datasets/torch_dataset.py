@@ -25,8 +25,9 @@ from dandelion.channels import ChannelLayout
 from dandelion.sphere import SphereGrid
 
 from . import folder
+from .integrity import check_folder
 from .statistics import first_non_finite
-from .storage import open_trajectory, read_field, read_mask
+from .storage import open_trajectory, read_field, read_mask, reading
 from .well import WellFolder, is_well_folder, open_well_file
 
 __all__ = ["WindowDataset", "warn_small_split"]
@@ -85,6 +86,9 @@ class WindowDataset(torch.utils.data.Dataset):
         ``dataset.yaml`` missing from a file (names the field and the file), a file whose grid
         disagrees with ``dataset.yaml``, statistics lacking a field, a split too short for
         one window, or files whose masks differ or are missing in a ``masked: true`` dataset.
+    CorruptFileError
+        For a folder changed after generation (:func:`dandelion.datasets.integrity.check_folder`: a file holding
+        another trajectory, an id in two splits, a size unlike ``checksums.sha256``'s) or a damaged file.
     """
 
     def __init__(self, path, split: str, n_in: int = 4, n_out: int = 1, stride: int = 1, max_open_files: int = 128):
@@ -102,6 +106,7 @@ class WindowDataset(torch.utils.data.Dataset):
             problem = folder.completeness_problem(self.path) if (self.path / "dataset.yaml").is_file() else None
             if problem:
                 raise ValueError(problem)
+            check_folder(self.path)  # ids against names and splits, sizes against checksums.sha256: cheap
             self.metadata = folder.load_metadata(self.path)
             self.stats = folder.load_stats(self.path)
         self.grid = SphereGrid(int(self.metadata["nlat"]), int(self.metadata["nlon"]), str(self.metadata["grid"]))
@@ -135,11 +140,11 @@ class WindowDataset(torch.utils.data.Dataset):
         if self.well is not None:
             self.trajectory_ids = self.well.trajectory_ids(self.split)
             for f in self.files:
-                with open_well_file(f) as h:
+                with open_well_file(f) as h, reading(f):
                     self.well.check_file(h, f)
                     self.n_frames.append(int(h["dimensions/time"].shape[-1]))
         for f in self.files if self.well is None else []:
-            with open_trajectory(f) as h:
+            with open_trajectory(f) as h, reading(f):
                 self._check_file(h, f)
                 self.trajectory_ids.append(int(h.attrs["trajectory_id"]))
                 self.n_frames.append(int(h["dimensions/time"].shape[0]))
@@ -248,12 +253,13 @@ class WindowDataset(torch.utils.data.Dataset):
     def read_frames(self, file_index: int, start: int, stop: int) -> dict[str, np.ndarray]:
         """Raw fields of frames ``start:stop`` of one file: scalars (T, nlat, nlon), vectors (T, nlat, nlon, 2);
         level fields (T, L, nlat, nlon[, 2]); surface fields of a leveled file squeezed (T, nlat, nlon[, 2])."""
-        h = self._handle(file_index)
-        if self.well is not None:
-            out = self.well.read(h, self.samples[file_index], start, stop)
-        else:
-            out = {n: read_field(h["t0_fields"][n], start, stop) for n in self.layout.scalars}
-            out.update({n: read_field(h["t1_fields"][n], start, stop) for n in self.layout.vectors})
+        with reading(self.files[file_index]):  # a damaged chunk or B-tree: one line naming the file and the fix
+            h = self._handle(file_index)
+            if self.well is not None:
+                out = self.well.read(h, self.samples[file_index], start, stop)
+            else:
+                out = {n: read_field(h["t0_fields"][n], start, stop) for n in self.layout.scalars}
+                out.update({n: read_field(h["t1_fields"][n], start, stop) for n in self.layout.vectors})
         self._check_finite(out, file_index, start)
         return out
 
@@ -272,9 +278,10 @@ class WindowDataset(torch.utils.data.Dataset):
 
     def times(self, file_index: int) -> np.ndarray:
         """Frame times of one file (``dimensions/time``, units in ``metadata['time_units']``)."""
-        if self.well is not None:
-            return self.well.times(self._handle(file_index), self.samples[file_index])
-        return np.asarray(self._handle(file_index)["dimensions/time"][:], dtype=np.float64)
+        with reading(self.files[file_index]):
+            if self.well is not None:
+                return self.well.times(self._handle(file_index), self.samples[file_index])
+            return np.asarray(self._handle(file_index)["dimensions/time"][:], dtype=np.float64)
 
     def __getitem__(self, index: int) -> dict:
         """One window (class docstring). Raises ValueError naming the file, trajectory and frame of a NaN or Inf in

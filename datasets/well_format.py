@@ -32,9 +32,9 @@ from pathlib import Path
 
 import h5py
 
-from dandelion.runtime import write_text_atomic, write_yaml_atomic
+from dandelion.runtime import write_yaml_atomic
 
-from .folder import SPLITS, list_split, load_metadata, load_stats, read_checksums, sha256_file
+from .folder import SPLITS, list_split, load_metadata, load_stats, read_checksums, sha256_file, write_checksum_lines
 from .statistics import WELL_STATS_KEYS, FieldMoments, compute_stats, stream_trajectory
 from .storage import CorruptFileError, open_hdf5, open_trajectory, temp_path, write_boundary_conditions
 
@@ -157,5 +157,5 @@ def add_well_metadata(root) -> list[Path]:
     write_well_stats(root)
     if "stats.yaml" in digests:
         digests["stats.yaml"] = sha256_file(root / "stats.yaml")
-    write_text_atomic(root / "checksums.sha256", "".join(f"{d}  {r}\n" for r, d in digests.items()))
+    write_checksum_lines(root, digests)
     return changed

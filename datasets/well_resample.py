@@ -44,6 +44,7 @@ from dandelion.runtime import temp_leftovers, temp_path, write_yaml_atomic
 from dandelion.sphere import SphereGrid
 
 from .folder import RESAMPLE_MARK, completeness_problem
+from .storage import reading
 from .well import LATITUDE_NAMES, open_well_file, to_radians, well_split_files
 
 __all__ = ["resample_well_folder", "resample_well_file"]
@@ -199,7 +200,9 @@ def _resample_into(src: Path, tmp: Path, grid: SphereGrid) -> None:
                                 (slice(t0, min(n_frames, t0 + _BLOCK)),) if time_axis else ()
                             )
                             off = int(time_axis)  # the time block keeps its axis
-                            r = _interp_block(d[idx], off + lat_axis_sp, off + lon_axis_sp, colat, target, lon, lon_out)
+                            with reading(src):  # a damaged chunk of the source: one line naming it
+                                block = d[idx]
+                            r = _interp_block(block, off + lat_axis_sp, off + lon_axis_sp, colat, target, lon, lon_out)
                             out[idx] = r.astype(d.dtype)
 
 

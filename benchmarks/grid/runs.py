@@ -205,16 +205,32 @@ def _evaluate(cfg, key, checkpoint: Path, data_path: Path, out_dir: Path) -> tup
 
 def _read_curve(run_dir) -> list[dict]:
     """The validation curve of a training run: ``[{step, phase, train_loss, val_loss, val_vrmse}, ...]`` from its
-    ``metrics.jsonl`` (one record per epoch; empty when the file is missing)."""
+    ``metrics.jsonl`` (one record per epoch; empty when the file is missing).
+
+    Raises
+    ------
+    ValueError
+        For a file that records an epoch again after a complete record of it, or a step that does not grow (a file
+        appended to by a rerun of a killed run before the trainer rewrote it on resume): the curve would hold an epoch
+        twice. The message names the file and the fix."""
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():
         return []
-    out = []
+    out, done, last_step = [], set(), -1
     for line in path.read_text().splitlines():
         try:
             r = json.loads(line)
         except json.JSONDecodeError:
             continue  # a torn last line of a killed run
+        epoch, step = r.get("epoch"), r.get("step")
+        if epoch in done or (step is not None and step <= last_step):
+            raise ValueError(
+                f"{path} records epoch {epoch} (step {step}) twice: it was appended to by a rerun of a killed run; "
+                "resume the run once more (the trainer rewrites metrics.jsonl to its checkpoint's history), or retrain"
+            )
+        if r.get("epoch_complete", True):
+            done.add(epoch)
+        last_step = step if step is not None else last_step
         out.append({k: r.get(k) for k in ("step", "phase", "train_loss", "val_loss", "val_vrmse")})
     return out
 

@@ -27,8 +27,10 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from dandelion.disk import DiskFullError
 from dandelion.locks import note_state, noted_state
 from dandelion.runtime import DamagedFileError
+from dandelion.threads import set_cpu_threads
 
 from .checks import (
     UsageError,
@@ -107,6 +109,7 @@ USER_ERRORS = (
     PermissionError,
     ImportError,
     DamagedFileError,
+    DiskFullError,
 )
 
 #: Exit status of a job stopped with Ctrl-C (128 + SIGINT, as a shell reports it).
@@ -303,6 +306,8 @@ def run(prog: str, name: str, job, *, check=None, argv: list[str] | None = None)
     @hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name=name, version_base="1.3")
     def _app(cfg: DictConfig) -> None:
         with guard(prog, debug, name=name, overrides=argv, in_job=True):
+            # torch threads: threads=, OMP_NUM_THREADS, else the usable cores less the loader workers
+            set_cpu_threads(cfg.get("threads"), workers=(cfg.get("trainer") or {}).get("num_workers", 0))
             job(cfg)
 
     saved, saved_env = sys.argv, os.environ.get("HYDRA_FULL_ERROR")

@@ -5,9 +5,7 @@ The hydra job around :mod:`dandelion.export.forecasts` (configs/export.yaml).
 
 from __future__ import annotations
 
-import numpy as np
-
-from dandelion.checkpoint import load_model
+from dandelion.checkpoint import load_checkpoint, load_model
 from dandelion.cli.common import (
     UsageError,
     check_checkpoint,
@@ -20,14 +18,10 @@ from dandelion.cli.common import (
     require,
     run,
 )
+from dandelion.datasets.integrity import check_checkpoint_data
 from dandelion.datasets.torch_dataset import WindowDataset
-from dandelion.export.forecasts import (
-    CONVENTIONS,
-    FORMATS,
-    WB2_NAMES,
-    write_forecast,
-)
-from dandelion.forecast import forecast
+from dandelion.export.forecasts import CONVENTIONS, FORMATS, WB2_NAMES
+from dandelion.export.stream import stream_forecasts
 from dandelion.locks import OutputLock
 from dandelion.registry import import_plugins
 
@@ -70,15 +64,19 @@ def _export(cfg, output, overwrite: bool) -> dict:
     """The body of :func:`export`, run while the output's lock is held."""
     ds = WindowDataset(cfg.dataset.path, cfg.get("split", "test"), n_in=4, n_out=1)
     try:
+        extra = load_checkpoint(cfg.checkpoint).get("extra", {})
+        check_checkpoint_data(cfg.checkpoint, extra, ds.path, bool(cfg.get("allow_other_data", False)), "export")
         model = load_model(
             cfg.checkpoint,
             device=cfg.get("device", "cpu"),
             dataset=ds,
             allow_resolution_change=bool(cfg.get("allow_resolution_change", False)),
         )
-        fc = forecast(
+        chunks = cfg.get("chunks")
+        out, n = stream_forecasts(  # written batch by batch: memory of one batch, not of the file
             model,
             ds,
+            output,
             n_steps=int(cfg.n_steps),
             init_stride=int(cfg.get("init_stride", 1)),
             max_inits=cfg.get("max_inits"),
@@ -86,20 +84,13 @@ def _export(cfg, output, overwrite: bool) -> dict:
             max_trajectories=cfg.get("max_trajectories"),
             batch_size=int(cfg.get("batch_size", 8)),
             amp=bool(cfg.get("amp", False)),
-        )
-        chunks = cfg.get("chunks")
-        chunks = {str(k): int(v) for k, v in chunks.items()} if chunks else None
-        out = write_forecast(
-            fc,
-            output,
-            overwrite=overwrite,
             include_truth=bool(cfg.get("include_truth", False)),
             format=str(cfg.get("format", "netcdf")),
             convention=str(cfg.get("convention", "cf")),
-            chunks=chunks,
+            chunks={str(k): int(v) for k, v in chunks.items()} if chunks else None,
+            overwrite=overwrite,
         )
-        n = int(np.prod([len(fc.trajectory), len(fc.init_time)]))
-        print(f"wrote {n} forecasts of {len(fc.lead_time)} steps to {out}")
+        print(f"wrote {n} forecasts of {int(cfg.n_steps)} steps to {out}")
         return {"path": str(out), "n_forecasts": n}
     finally:
         ds.close()

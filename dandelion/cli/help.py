@@ -6,15 +6,20 @@
 
 from __future__ import annotations
 
+import os
 from importlib import resources
 
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 __all__ = ["CONFIG_MODULE", "compose_config", "help_text"]
 
 CONFIG_MODULE = "dandelion.configs"
+
+#: ``${pid:}`` in a configuration: this process's id (train.yaml's default run_dir, unique per process). Registered
+#: here, where every configuration is composed (the jobs and their ``--help``/``--cfg`` paths alike).
+OmegaConf.register_new_resolver("pid", os.getpid, replace=True)
 
 
 def compose_config(name: str, overrides: list[str] | None = None, return_hydra_config: bool = False) -> DictConfig:

@@ -40,6 +40,7 @@ from dandelion.datasets.generate import generate
 from dandelion.registry import available_models
 from dandelion.reporting.figures import plot_error_vs_lead
 from dandelion.runtime import device_name, write_json_atomic, write_text_atomic
+from dandelion.threads import set_cpu_threads
 
 __all__ = ["compose_quickstart", "quickstart", "check", "main"]
 
@@ -265,6 +266,7 @@ def main(argv: list[str] | None = None) -> None:
         cfg = compose_quickstart(argv, fast=fast)
         check(cfg)
     with guard(PROG, debug, in_job=True):
+        set_cpu_threads(cfg.get("threads"), workers=cfg.trainer.get("num_workers", 0))  # no oversubscription
         quickstart(cfg)
     print(f"quickstart done in {(time.perf_counter() - t0) / 60:.1f} min")
 

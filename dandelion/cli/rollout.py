@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dandelion.checkpoint import load_model
+from dandelion.checkpoint import load_checkpoint, load_model
 from dandelion.cli.common import (
     UsageError,
     check_checkpoint,
@@ -18,6 +18,7 @@ from dandelion.cli.common import (
     require,
     run,
 )
+from dandelion.datasets.integrity import check_checkpoint_data
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.evaluation.definitions import DEFINITIONS, check_definitions
 from dandelion.evaluation.scoring import (
@@ -51,6 +52,8 @@ def rollout(cfg) -> dict:
         raise ValueError("no checkpoint given: pass checkpoint=RUN_DIR/best.pt")
     device = cfg.get("device", "cpu")
     data = WindowDataset(cfg.dataset.path, cfg.get("split", "test"), n_in=4, n_out=1)
+    extra = load_checkpoint(cfg.checkpoint).get("extra", {})
+    check_checkpoint_data(cfg.checkpoint, extra, data.path, bool(cfg.get("allow_other_data", False)), "rollout")
     model = load_model(
         cfg.checkpoint,
         device=device,
@@ -60,7 +63,7 @@ def rollout(cfg) -> dict:
     out_dir = Path(cfg.get("output_dir") or Path(cfg.checkpoint).parent / f"rollout_{data.split}")
     fc_path = out_dir / "forecasts.nc"
     save_fc = bool(cfg.get("save_forecasts", False))
-    _check_output(out_dir, save_fc, bool(cfg.get("overwrite", False)))
+    _check_output(out_dir, save_fc, bool(cfg.get("overwrite", False)), bool(cfg.get("sample", True)))
     ev = evaluate(
         model,
         data,
@@ -78,12 +81,13 @@ def rollout(cfg) -> dict:
         definitions=_definitions(cfg),
     )
     results = ev["results"]
-    paths = write_results(results, out_dir)
-    if save_fc:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    if save_fc:  # reached with overwrite=true or an unfinished folder (_check_output): the rerun completes it
         paths["forecasts"] = write_forecast(
             ev["forecast"],
             fc_path,
-            overwrite=bool(cfg.get("overwrite", False)),
+            overwrite=True,
             include_truth=bool(cfg.get("include_truth", False)),
         )
     if "sample" in ev:
@@ -101,6 +105,7 @@ def rollout(cfg) -> dict:
             paths["maps"] = report.plot_maps(
                 paths["sample"], out_dir / "maps.png", leads=tuple(cfg.get("map_leads", [1, 5, 20]))
             )
+    paths.update(write_results(results, out_dir))  # metrics.json last: it marks a finished folder
     s = results["summary"]
     n20 = next(k for k in s if k.startswith("mean_1_"))
     print(
@@ -138,7 +143,12 @@ def check(cfg, overrides=()) -> None:
     except ValueError as e:
         raise UsageError(str(e)) from None
     out_dir = Path(str(cfg.get("output_dir") or ckpt.parent / f"rollout_{'valid' if split == 'val' else split}"))
-    _check_output(out_dir, bool(cfg.get("save_forecasts", False)), bool(cfg.get("overwrite", False)))
+    _check_output(
+        out_dir,
+        bool(cfg.get("save_forecasts", False)),
+        bool(cfg.get("overwrite", False)),
+        bool(cfg.get("sample", True)),
+    )
 
 
 def _definitions(cfg) -> tuple[str, ...]:
@@ -148,13 +158,17 @@ def _definitions(cfg) -> tuple[str, ...]:
     return check_definitions([d] if isinstance(d, str) else list(d or []))
 
 
-def _check_output(out_dir: Path, save_forecasts: bool, overwrite: bool) -> None:
+def _check_output(out_dir: Path, save_forecasts: bool, overwrite: bool, sample: bool = True) -> None:
     """The rollout's results do not replace an earlier rollout's unless ``overwrite``, and ``out_dir`` is writable.
 
-    Raises FileExistsError for existing results and PermissionError for a folder that refuses new files."""
-    names = ["metrics.json"] + (["forecasts.nc"] if save_forecasts else [])
+    A folder counts as finished only when every file the rollout writes is there (``metrics.json``, written last;
+    ``forecasts.nc`` with ``save_forecasts``; ``sample_forecast.nc`` with ``sample``): a rollout killed before the end
+    is completed by the rerun.
+
+    Raises FileExistsError for finished results and PermissionError for a folder that refuses new files."""
+    names = ["metrics.json"] + (["forecasts.nc"] if save_forecasts else []) + (["sample_forecast.nc"] if sample else [])
     found = [n for n in names if (out_dir / n).exists()]
-    if found and not overwrite:
+    if len(found) == len(names) and not overwrite:
         raise FileExistsError(
             f"{out_dir} already holds the results of a rollout ({', '.join(found)}): choose another output_dir "
             "or pass overwrite=true to replace them"

@@ -74,7 +74,7 @@ from dandelion.cli.common import (
 from dandelion.forecast import INPUTS, TARGETS
 from dandelion.locks import OutputLock, noting_state
 from dandelion.registry import available_models, import_plugins
-from dandelion.runtime import plain
+from dandelion.runtime import check_writable, plain
 from dandelion.training.options import TrainOptions
 from dandelion.training.trainer import Trainer
 
@@ -116,6 +116,7 @@ def build_trainer(cfg) -> Trainer:
         device=c.get("device", "auto"),
         resume=c.get("resume"),
         config=c,
+        allow_other_data=bool(c.get("allow_other_data", False)),
     )
     name, found = dataset.get("name"), trainer.train_sets[0].metadata.get("name")
     if name and str(name) != str(found):
@@ -187,6 +188,7 @@ def check(cfg, overrides=()) -> None:
     check_dataset_folder(path, name=explicit_choice(list(overrides), "dataset"))
     check_device(cfg.get("device", "auto"))
     if is_set(cfg, "run_dir") and int(os.environ.get("RANK", "0")) == 0:  # rank 0 locks it (train)
+        check_writable(Path(str(cfg.run_dir)) / "config.yaml", "run_dir")  # a read-only folder: one line
         check_unlocked(cfg.run_dir, "dandelion-train")  # another training is writing it now
     if is_set(cfg, "resume"):
         check_checkpoint(cfg.resume, key="resume")

@@ -155,9 +155,19 @@ def forecasts_to_xarray(
     lead_dims = ["init_time", "lead_time"]
     if trajectory is not None:
         lead_dims = ["trajectory"] + lead_dims
-    n_lead_axes = len(lead_dims)
     expected = ([len(np.asarray(trajectory).reshape(-1))] if trajectory is not None else []) + [len(init), len(lead)]
 
+    coords = _space_coords(grid, trajectory, levels)
+    coords.update(_time_coords(init, lead, time_units))
+    if wet is not None:
+        wet = np.asarray(_to_numpy(wet), dtype=bool)
+        coords["land_mask"] = _land_mask(wet, grid)
+    data_vars = _data_vars(forecast, truth, fields, dataset, grid, lead_dims, expected, levels, wet)
+    return xr.Dataset(data_vars=data_vars, coords=coords, attrs=_global_attrs(grid, attrs))
+
+
+def _space_coords(grid: SphereGrid, trajectory, levels) -> dict:
+    """``lat`` (ascending), ``lon``, and ``trajectory`` and ``level`` where given, with their CF attributes."""
     lat_deg = np.rad2deg(grid.lat.numpy())[::-1].copy()  # ascending
     lon_deg = np.rad2deg(grid.lon.numpy()) % 360.0
     coords = {
@@ -172,6 +182,32 @@ def forecasts_to_xarray(
             {"units": "degrees_east", "standard_name": "longitude", "long_name": "longitude", "axis": "X"},
         ),
     }
+    if trajectory is not None:
+        coords["trajectory"] = (
+            "trajectory",
+            np.asarray(trajectory, dtype=np.int64).reshape(-1),
+            {"long_name": "trajectory id in the dataset", "units": "1", "cf_role": "trajectory_id"},
+        )
+    if levels is not None:
+        coords["level"] = (
+            "level",
+            np.asarray(levels, dtype=np.float64),
+            {
+                "units": "hPa",
+                "standard_name": "air_pressure",
+                "long_name": "pressure level",
+                "axis": "Z",
+                "positive": "down",
+            },
+        )
+
+    return coords
+
+
+def _time_coords(init: np.ndarray, lead: np.ndarray, time_units: str) -> dict:
+    """``init_time``, ``lead_time`` and ``valid_time`` (datetimes and timedeltas for ``time_units="s"``, floats for
+    ``"nondimensional"``), with their CF attributes."""
+    coords = {}
     if time_units == "s":
         init_c = EPOCH + _seconds_to_timedelta(init)
         lead_c = _seconds_to_timedelta(lead)
@@ -213,42 +249,34 @@ def forecasts_to_xarray(
             init[:, None] + lead[None, :],
             {"standard_name": "time", "units": "1", "long_name": "valid time of the forecast (non-dimensional)"},
         )
-    if trajectory is not None:
-        coords["trajectory"] = (
-            "trajectory",
-            np.asarray(trajectory, dtype=np.int64).reshape(-1),
-            {"long_name": "trajectory id in the dataset", "units": "1", "cf_role": "trajectory_id"},
-        )
-    if levels is not None:
-        coords["level"] = (
-            "level",
-            np.asarray(levels, dtype=np.float64),
-            {
-                "units": "hPa",
-                "standard_name": "air_pressure",
-                "long_name": "pressure level",
-                "axis": "Z",
-                "positive": "down",
-            },
-        )
+    return coords
 
-    if wet is not None:
-        wet = np.asarray(_to_numpy(wet), dtype=bool)
-        if wet.shape != grid.shape:
-            raise ValueError(
-                f"wet mask of shape {wet.shape} does not fit the {grid.nlat}x{grid.nlon} grid: pass WindowDataset.wet"
-            )
-        coords["land_mask"] = (
-            ("lat", "lon"),
-            wet[::-1].astype(np.int8),
-            {
-                "standard_name": "sea_binary_mask",
-                "long_name": "ocean mask (1 = wet, 0 = land)",
-                "units": "1",
-                "flag_values": np.array([0, 1], dtype=np.int8),
-                "flag_meanings": "land sea",
-            },
+
+def _land_mask(wet: np.ndarray, grid: SphereGrid) -> tuple:
+    """The ``land_mask`` coordinate (CF ``sea_binary_mask``, rows north to south flipped to ascending latitude).
+    Raises ValueError for a mask that does not fit the grid."""
+    if wet.shape != grid.shape:
+        raise ValueError(
+            f"wet mask of shape {wet.shape} does not fit the {grid.nlat}x{grid.nlon} grid: pass WindowDataset.wet"
         )
+    return (
+        ("lat", "lon"),
+        wet[::-1].astype(np.int8),
+        {
+            "standard_name": "sea_binary_mask",
+            "long_name": "ocean mask (1 = wet, 0 = land)",
+            "units": "1",
+            "flag_values": np.array([0, 1], dtype=np.int8),
+            "flag_meanings": "land sea",
+        },
+    )
+
+
+def _data_vars(forecast, truth, fields, dataset, grid, lead_dims, expected, levels, wet) -> dict:
+    """The data variables (forecast, then ``<variable>_truth``): one per scalar field and vector component, in float32,
+    latitude ascending, land NaN on a masked dataset, with units, long and CF standard names. Raises ValueError for
+    a field not in ``fields`` or shapes that do not match."""
+    n_lead_axes = len(lead_dims)
     data_vars = {}
     sources = [("", forecast)] + ([("_truth", truth)] if truth is not None else [])
     for suffix, arrays in sources:
@@ -293,6 +321,11 @@ def forecasts_to_xarray(
                 comp = comp if wet is None else np.where(wet, comp, np.float32(np.nan))
                 data_vars[var + suffix] = (dims, np.ascontiguousarray(comp[..., ::-1, :]), var_attrs)
 
+    return data_vars
+
+
+def _global_attrs(grid: SphereGrid, attrs) -> dict:
+    """CF-1.8 global attributes: title, grid, source, our comment on the axes; ``attrs`` added as plain values."""
     global_attrs = {
         "Conventions": "CF-1.8",
         "title": "Dandelion forecasts",
@@ -309,7 +342,7 @@ def forecasts_to_xarray(
         global_attrs[k] = (
             v if isinstance(v, (str, int, float, np.integer, np.floating)) and not isinstance(v, bool) else str(v)
         )
-    return xr.Dataset(data_vars=data_vars, coords=coords, attrs=global_attrs)
+    return global_attrs
 
 
 def export_forecasts(forecast: dict, path, *, overwrite: bool = False, **kwargs) -> Path:

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dandelion.disk import disk_error
 from dandelion.runtime import is_zarr_store, temp_path
 
 __all__ = [
@@ -116,6 +117,11 @@ def write_netcdf(ds: xr.Dataset, path, overwrite: bool = False) -> Path:
     try:
         ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=_encoding(ds))
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as err:  # a full disk ("NetCDF: HDF error"), a read-only folder: one line
+        wrapped = disk_error(err, path)
+        if wrapped is not None:
+            raise wrapped from err
+        raise
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -11,8 +11,9 @@ import torch.nn as nn
 
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.registry import unwrap_model
+from dandelion.runtime import DamagedFileError
 
-__all__ = ["model_spec", "model_channels", "open_windows", "check_same_data", "config_record"]
+__all__ = ["model_spec", "model_channels", "open_windows", "check_same_data", "config_record", "worker_errors"]
 
 _SPEC_KEYS = ("name", "preset", "overrides")
 
@@ -129,3 +130,17 @@ def config_record(trainer, model, device, resume) -> dict:
         "run_dir": str(trainer.run_dir),
         "plugins": [],
     }
+
+
+def worker_errors(batches):
+    """Iterate a DataLoader's ``batches``, re-raising a data error of a worker process (a damaged file, a non-finite
+    frame: :class:`~dandelion.runtime.DamagedFileError`, ``ValueError``) as its own one line: torch wraps it in
+    "Caught ... in DataLoader worker process N. Original Traceback ...", whose last line is the error itself."""
+    try:
+        yield from batches
+    except (DamagedFileError, ValueError) as err:
+        text = str(err).strip()
+        if "Original Traceback" not in text:
+            raise
+        last = text.splitlines()[-1]
+        raise type(err)(last.split(": ", 1)[1] if ": " in last else last) from None

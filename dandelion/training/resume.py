@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 
 from dandelion.checkpoint import load_checkpoint, model_state, rng_state, save_checkpoint, set_rng_state
+from dandelion.datasets.integrity import check_checkpoint_data
 from dandelion.training.schedule import replan
 
 __all__ = ["save", "resume", "replan_schedule"]
@@ -44,6 +45,7 @@ def save(trainer, name: str) -> Path:
             "history": trainer.history,
             "world_size": trainer.dist.world_size,
             "dataset_path": str(trainer.data_path),
+            "data_fingerprint": trainer.data_fingerprint,  # compared on resume and rollout (datasets.integrity)
             "rng_per_rank": per_rank,
             **cost,  # train_cpu_seconds (None: unknown, an older checkpoint was resumed), train_threads
         }
@@ -70,11 +72,14 @@ def resume(trainer, path: Path) -> None:
     Raises
     ------
     ValueError
-        If the checkpoint's model spec, ``target``, ``inputs`` or grid differ from the trainer's (naming the fix), or
-        its plan differs and ``resume_schedule`` refuses the re-plan (:func:`replan_schedule`).
+        If the checkpoint was trained on other data and ``trainer.allow_other_data`` is false
+        (:func:`dandelion.datasets.integrity.check_checkpoint_data`), if the checkpoint's model spec, ``target``,
+        ``inputs`` or grid differ from the trainer's (naming the fix), or its plan differs and ``resume_schedule``
+        refuses the re-plan (:func:`replan_schedule`).
     """
     ckpt = load_checkpoint(path, map_location="cpu")
     extra = ckpt.get("extra", {})
+    check_checkpoint_data(path, extra, trainer.data_path, trainer.allow_other_data, "resume")
     spec, mine = extra.get("model_spec"), trainer.model_spec
     keys = ("name", "preset", "in_channels", "out_channels")
     if (

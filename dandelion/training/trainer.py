@@ -21,21 +21,30 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import torch
-import yaml
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm.auto import tqdm
 
+from dandelion.datasets.folder import data_fingerprint
 from dandelion.datasets.torch_dataset import warn_small_split
 from dandelion.forecast import forcing_channels, nonzero_scale, rollout
-from dandelion.metrics import area_weighted_mse, loss_weights, vrmse
+from dandelion.metrics import area_weighted_mse, loss_weights
 from dandelion.registry import build_model, count_parameters, unwrap_model
-from dandelion.runtime import ProcessGroup, write_json_atomic, write_text_atomic
+from dandelion.runtime import ProcessGroup, write_json_atomic
 from dandelion.training.cost import TrainCost
-from dandelion.training.inputs import check_same_data, config_record, model_channels, model_spec, open_windows
+from dandelion.training.inputs import (
+    check_same_data,
+    config_record,
+    model_channels,
+    model_spec,
+    open_windows,
+    worker_errors,
+)
 from dandelion.training.options import TrainOptions, as_options
 from dandelion.training.resume import resume as resume_from
 from dandelion.training.resume import save as save_state
-from dandelion.training.schedule import EpochSampler, WarmupCosine, phases, validation_indices
+from dandelion.training.run_files import append_metrics, default_run_dir, open_run_dir, short_plan_warning
+from dandelion.training.schedule import EpochSampler, WarmupCosine, phases
+from dandelion.training.validation import validate as validate_trainer
 
 __all__ = ["Trainer", "parameter_hash"]
 
@@ -71,11 +80,14 @@ class Trainer:
     options : :class:`~dandelion.training.options.TrainOptions`, a mapping of them, or None (the defaults, the
         benchmark protocol of ``configs/trainer/default.yaml``); ``**option_overrides`` replace single options
         (``lr=2e-3``, ``finetune={"epochs": 0}``).
-    run_dir : the run directory (default ``outputs/train/<date_time>``; required under torchrun, so that every rank
-        agrees). Receives ``config.yaml``, ``metrics.jsonl``, ``best.pt``, ``last.pt``, ``result.json``.
+    run_dir : the run directory (default ``outputs/train/<date_time>_<pid>``; required under torchrun, so that every
+        rank agrees). Receives ``config.yaml``, ``metrics.jsonl``, ``best.pt``, ``last.pt``, ``result.json``.
     seed : model initialisation and the data order (a pure function of seed and epoch).
     device : ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"`` (:func:`dandelion.runtime.resolve_device`).
-    resume : a ``last.pt`` to continue exactly (same model, data and options).
+    resume : a ``last.pt`` to continue exactly (same model, data and options); its ``metrics.jsonl`` is rewritten to
+        the checkpoint's history (:func:`dandelion.training.run_files.rewrite_metrics`).
+    allow_other_data : resume a checkpoint trained on another dataset folder (fine-tuning on new data); without it a
+        checkpoint whose data fingerprint (:func:`dandelion.datasets.folder.data_fingerprint`) differs is refused.
     config : the record written as ``config.yaml`` and into checkpoints (``dandelion-train`` passes its resolved
         configuration); default: dataset, model, options, seed, device, resume and run_dir in the layout of
         ``train.yaml``.
@@ -104,6 +116,7 @@ class Trainer:
         device="auto",
         resume=None,
         config: Mapping | None = None,
+        allow_other_data: bool = False,
         **option_overrides,
     ):
         self.options = o = as_options(options, option_overrides)
@@ -174,6 +187,10 @@ class Trainer:
                 f"no training steps planned (epochs={o.epochs}, max_steps={o.max_steps}): "
                 "raise trainer.epochs or max_steps"
             )
+        finetune_start = self.phases[0]["epochs"] * self.batches_per_epoch[0] if len(self.phases) > 1 else None
+        for key, stop in (("max_steps", o.max_steps), ("stop_at_step", o.stop_at_step)):
+            if self.dist.main and stop is not None:
+                short_plan_warning(o.warmup_for(self.total_steps), finetune_start, int(stop), f"trainer.{key}")
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, WarmupCosine(o.warmup_for(self.total_steps), self.total_steps, o.min_lr_ratio)
         )
@@ -202,26 +219,15 @@ class Trainer:
         self.best_val = math.inf
         self.history: list[dict] = []
         self.cost = TrainCost()  # CPU-seconds of fit, summed over resumes (dandelion.training.cost)
+        self.data_fingerprint = data_fingerprint(self.data_path)  # recorded in checkpoints, compared on resume
+        self.allow_other_data = bool(allow_other_data)
         if resume:
             resume_from(self, Path(str(resume)))
 
-        run_dir = run_dir or f"outputs/train/{time.strftime('%Y-%m-%d_%H-%M-%S')}"
+        run_dir = run_dir or default_run_dir()
         self.run_dir = Path(self.dist.broadcast(str(run_dir)))  # rank 0's choice, for all ranks
         self.config = dict(config) if config is not None else config_record(self, model, device, resume)
-        self.writer = None
-        if self.dist.main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            text = yaml.safe_dump(self.config, default_flow_style=False, allow_unicode=True, sort_keys=False)
-            write_text_atomic(self.run_dir / "config.yaml", text)
-            if o.tensorboard:
-                try:  # deferred: tensorboard is an optional dependency, needed only with tensorboard=True
-                    from torch.utils.tensorboard import SummaryWriter
-                except ImportError as err:
-                    raise ImportError(
-                        "trainer.tensorboard=true needs the tensorboard package: pip install tensorboard, "
-                        "or set trainer.tensorboard=false"
-                    ) from err
-                self.writer = SummaryWriter(str(self.run_dir / "tensorboard"))
+        self.writer = open_run_dir(self, resumed=bool(resume))
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, name: str) -> Path:
@@ -282,53 +288,9 @@ class Trainer:
         self.step += 1
         return float(loss.detach())
 
-    @torch.no_grad()
     def validate(self, epoch: int = 0) -> dict:
-        """Next-step loss (area-weighted MSE in the target's units: normalised frames, or normalised
-        increments for ``target=increment``) and area-weighted VRMSE (of the frames) on the valid split.
-
-        VRMSE: :func:`dandelion.metrics.vrmse` per sample and channel (normalised units,
-        area-weighted), averaged. Sharded across ranks without padding and summed, so every rank
-        gets the value over the whole split (or, with ``trainer.val_max_batches``, over the windows
-        :func:`~dandelion.training.schedule.validation_indices` picks by ``trainer.val_subset`` after ``epoch``).
-        """
-        model = self.bare_model  # no DDP collectives during evaluation
-        model.eval()
-        o = self.options
-        indices = validation_indices(
-            len(self.valid_set),
-            max_batches=o.val_max_batches,
-            batch_size=o.batch_size,
-            rank=self.dist.rank,
-            world_size=self.dist.world_size,
-            subset=o.val_subset,
-            epoch=epoch,
-        )
-        w64 = self.grid.weights.to(self.device)
-        sums = [0.0, 0.0, 0.0]  # loss * n, vrmse sum, n
-        for batch in self._loader(self.valid_set, indices):
-            x, y = batch["x"].to(self.device), batch["y"][:, 0].to(self.device)
-            with self._autocast():
-                pred = rollout(
-                    model,
-                    x,
-                    1,
-                    y.shape[1],
-                    self.increment_scale,
-                    self.input_scale,
-                    self.wet,
-                    None if self.forcing is None else (self.forcing, y[:, None]),
-                )[:, 0].float()
-            n = x.shape[0]
-            sq = (pred - y) ** 2 if self.wet is None else torch.where(self.wet, (pred - y) ** 2, 0.0)
-            sums[0] += float((sq * self.weights).mean((-3, -2, -1)).sum())
-            sums[1] += float(vrmse(pred.double(), y.double(), w64, wet=self.wet)[:, self.scored].mean(-1).sum())
-            sums[2] += n
-        total = self.dist.all_sum(sums)
-        model.train()
-        if total[2] == 0:
-            return {"val_loss": math.nan, "val_vrmse": math.nan}
-        return {"val_loss": total[0] / total[2], "val_vrmse": total[1] / total[2]}
+        """Next-step loss and area-weighted VRMSE on the valid split: :func:`dandelion.training.validation.validate`."""
+        return validate_trainer(self, epoch)
 
     def _stop_reason(self, t_start: float, check_time: bool = True) -> str | None:
         o = self.options
@@ -362,91 +324,21 @@ class Trainer:
         train_cpu_seconds and train_threads (:meth:`dandelion.training.cost.TrainCost.summary`: process CPU-seconds of
         the whole run, its resumed parts included; None after resuming a checkpoint older than the count). When
         ``max_minutes`` cuts the plan, rank 0 prints a warning "stopped early at step N of M" (and logs it). The
-        records of ``metrics.jsonl`` are in :attr:`history`.
+        records of ``metrics.jsonl`` are in :attr:`history`. A damaged data file found mid-run stops it with the
+        reader's one-line error (:func:`dandelion.datasets.storage.damaged_file_message`); the checkpoints of the
+        epochs before stay as they were.
         """
         t_start = time.perf_counter()
         self.cost.start()
         reason = self._stop_reason(t_start, check_time=False)
         train_loss, val = self._last_train_loss(), {}
-        epoch_offsets = [0]
-        for p in self.phases:
-            epoch_offsets.append(epoch_offsets[-1] + p["epochs"])
-        for pi, phase in enumerate(self.phases):
+        for phase_index, e in self._remaining_epochs():
             if reason:
                 break
-            ds, n_batches = self.train_sets[pi], self.batches_per_epoch[pi]
-            for e in range(epoch_offsets[pi], epoch_offsets[pi + 1]):
-                if e < self.epoch:
-                    continue
-                start = self.batch_in_epoch if e == self.epoch else 0
-                self.epoch, self.batch_in_epoch = e, start
-                bs = self.options.batch_size
-                sampler = EpochSampler(
-                    len(ds),
-                    seed=self.seed,
-                    epoch=e,
-                    rank=self.dist.rank,
-                    world_size=self.dist.world_size,
-                    start=start * bs,
-                    stop=n_batches * bs,
-                )
-                bar = tqdm(
-                    total=n_batches,
-                    initial=start,
-                    desc=f"{phase['name']} epoch {e}",
-                    disable=not (self.dist.main and self.options.progress),
-                    leave=False,
-                    dynamic_ncols=True,
-                )
-                t0, seen, losses = time.perf_counter(), 0, []
-                for batch in self._loader(ds, sampler):
-                    loss = self.train_step(batch)
-                    self.batch_in_epoch += 1
-                    losses.append(loss)
-                    seen += batch["x"].shape[0] * self.dist.world_size
-                    rate = seen / max(1e-9, time.perf_counter() - t0)
-                    bar.update(1)
-                    bar.set_postfix(
-                        loss=f"{loss:.4g}", lr=f"{self.scheduler.get_last_lr()[0]:.3g}", samples_s=f"{rate:.3g}"
-                    )
-                    if self.writer is not None:
-                        self.writer.add_scalar("train/loss", loss, self.step)
-                        self.writer.add_scalar("train/lr", self.scheduler.get_last_lr()[0], self.step)
-                    reason = self._stop_reason(t_start)
-                    if reason:
-                        break
-                bar.close()
-                if losses:
-                    train_loss = float(sum(losses) / len(losses))
-                finished = self.batch_in_epoch >= n_batches
-                if finished:  # the epoch is complete: the next one starts at its first batch
-                    self.epoch, self.batch_in_epoch = e + 1, 0
-                val = self.validate(e)
-                record = {
-                    "epoch": e,
-                    "phase": phase["name"],
-                    "step": self.step,
-                    "train_loss": train_loss,
-                    "lr": self.scheduler.get_last_lr()[0],
-                    "samples_per_s": seen / max(1e-9, time.perf_counter() - t0),
-                    "epoch_complete": finished,
-                    **val,
-                }
-                self.history.append(record)
-                if self.dist.main:
-                    log.info("%s", json.dumps(record))
-                    with open(self.run_dir / "metrics.jsonl", "a") as fh:
-                        fh.write(json.dumps(record) + "\n")
-                    if self.writer is not None:
-                        for k in ("val_loss", "val_vrmse"):
-                            self.writer.add_scalar(f"valid/{k[4:]}", val[k], self.step)
-                improved = val["val_loss"] < self.best_val
-                if improved:
-                    self.best_val = val["val_loss"]
-                    self.save("best.pt")
-                self.save("last.pt")
-                if reason:
-                    break
+            losses, seen, seconds, reason = self._train_epoch(phase_index, e, t_start)
+            if losses:
+                train_loss = float(sum(losses) / len(losses))
+            val = self._end_epoch(phase_index, e, train_loss, seen / max(1e-9, seconds))
         if not val:  # nothing was trained in this call (e.g. resumed a finished run): still report and checkpoint
             last = self.epoch if self.batch_in_epoch else max(self.epoch - 1, 0)  # the last validation's epoch
             val = self.validate(last)
@@ -456,6 +348,94 @@ class Trainer:
         self.dist.barrier()
         if self.writer is not None:
             self.writer.close()
+        return self._finish(t_start, reason, train_loss, val)
+
+    def _remaining_epochs(self):
+        """``(phase index, epoch)`` of every epoch of the plan from the current one on, in order."""
+        first = 0
+        for pi, phase in enumerate(self.phases):
+            for e in range(first, first + phase["epochs"]):
+                if e >= self.epoch:
+                    yield pi, e
+            first += phase["epochs"]
+
+    def _train_epoch(self, phase_index: int, e: int, t_start: float) -> tuple[list[float], int, float, str | None]:
+        """Train epoch ``e`` of phase ``phase_index`` from the batch reached (a resume continues mid-epoch) until its
+        end or a stop reason; returns the batch losses, the samples seen (all ranks), the seconds and the reason."""
+        ds, n_batches = self.train_sets[phase_index], self.batches_per_epoch[phase_index]
+        start = self.batch_in_epoch if e == self.epoch else 0
+        self.epoch, self.batch_in_epoch = e, start
+        bs = self.options.batch_size
+        sampler = EpochSampler(
+            len(ds),
+            seed=self.seed,
+            epoch=e,
+            rank=self.dist.rank,
+            world_size=self.dist.world_size,
+            start=start * bs,
+            stop=n_batches * bs,
+        )
+        bar = tqdm(
+            total=n_batches,
+            initial=start,
+            desc=f"{self.phases[phase_index]['name']} epoch {e}",
+            disable=not (self.dist.main and self.options.progress),
+            leave=False,
+            dynamic_ncols=True,
+        )
+        t0, seen, losses, reason = time.perf_counter(), 0, [], None
+        for batch in worker_errors(self._loader(ds, sampler)):
+            loss = self.train_step(batch)
+            self.batch_in_epoch += 1
+            losses.append(loss)
+            seen += batch["x"].shape[0] * self.dist.world_size
+            bar.update(1)
+            lr = self.scheduler.get_last_lr()[0]
+            bar.set_postfix(
+                loss=f"{loss:.4g}", lr=f"{lr:.3g}", samples_s=f"{seen / max(1e-9, time.perf_counter() - t0):.3g}"
+            )
+            if self.writer is not None:
+                self.writer.add_scalar("train/loss", loss, self.step)
+                self.writer.add_scalar("train/lr", lr, self.step)
+            reason = self._stop_reason(t_start)
+            if reason:
+                break
+        bar.close()
+        return losses, seen, time.perf_counter() - t0, reason
+
+    def _end_epoch(self, phase_index: int, e: int, train_loss: float, samples_per_s: float) -> dict:
+        """Validate after epoch ``e``, record it (:attr:`history`, ``metrics.jsonl``, tensorboard) and write
+        ``best.pt`` (when the validation loss improved) and ``last.pt``; returns the validation numbers."""
+        finished = self.batch_in_epoch >= self.batches_per_epoch[phase_index]
+        if finished:  # the epoch is complete: the next one starts at its first batch
+            self.epoch, self.batch_in_epoch = e + 1, 0
+        val = self.validate(e)
+        record = {
+            "epoch": e,
+            "phase": self.phases[phase_index]["name"],
+            "step": self.step,
+            "train_loss": train_loss,
+            "lr": self.scheduler.get_last_lr()[0],
+            "samples_per_s": samples_per_s,
+            "epoch_complete": finished,
+            **val,
+        }
+        self.history.append(record)
+        if self.dist.main:
+            log.info("%s", json.dumps(record))
+            append_metrics(self.run_dir, record)
+            if self.writer is not None:
+                for k in ("val_loss", "val_vrmse"):
+                    self.writer.add_scalar(f"valid/{k[4:]}", val[k], self.step)
+        if val["val_loss"] < self.best_val:
+            self.best_val = val["val_loss"]
+            self.save("best.pt")
+        self.save("last.pt")
+        return val
+
+    def _finish(self, t_start: float, reason: str | None, train_loss: float, val: dict) -> dict:
+        """The result of :meth:`fit` (its docstring), written as ``result.json`` by rank 0, with the warning of a run
+        cut by ``max_minutes``."""
         result = {
             "run_dir": str(self.run_dir),
             "best": str(self.run_dir / "best.pt"),
@@ -474,9 +454,7 @@ class Trainer:
         }
         self.cost.stop()
         if self.dist.main:
-            write_json_atomic(
-                self.run_dir / "result.json", result
-            )  # atomic: the benchmark reuses a run with a result.json
+            write_json_atomic(self.run_dir / "result.json", result)  # atomic: the benchmark reuses a run with one
             if reason == "max_minutes":  # the plan was cut by the wall clock: the numbers depend on the machine
                 msg = (
                     f"stopped early at step {self.step} of {self.total_steps}: "

@@ -203,7 +203,7 @@ def test_export_refuses_an_existing_file_before_any_model_call(make_tiny_dataset
     def forbidden(*args, **kwargs):
         raise AssertionError("the model or data was touched before the output check")
 
-    for name in ("load_model", "WindowDataset", "forecast", "import_plugins"):
+    for name in ("load_model", "WindowDataset", "stream_forecasts", "import_plugins"):
         monkeypatch.setattr(export, name, forbidden)
     argv = [f"checkpoint={ckpt}", f"dataset.path={data}", f"output={target}"]
     err = _fails(export.main, argv, capsys)
@@ -269,15 +269,16 @@ def test_export_passes_max_trajectories_to_the_rollout(make_tiny_dataset, tmp_pa
     class Stop(Exception):
         pass
 
-    def fake_forecast(model, ds, **kwargs):
+    def fake_forecast(model, ds, path, **kwargs):
         seen.update(kwargs)
         raise Stop
 
     closed = []
-    dataset = types.SimpleNamespace(close=lambda: closed.append(True))
+    dataset = types.SimpleNamespace(close=lambda: closed.append(True), path=tmp_path)
     monkeypatch.setattr(export, "WindowDataset", lambda *a, **k: dataset)
     monkeypatch.setattr(export, "load_model", lambda *a, **k: None)
-    monkeypatch.setattr(export, "forecast", fake_forecast)
+    monkeypatch.setattr(export, "load_checkpoint", lambda *a, **k: {})  # the checkpoint of this test is a stub
+    monkeypatch.setattr(export, "stream_forecasts", fake_forecast)
     cfg = compose_config(
         "export",
         [

@@ -7,6 +7,7 @@ import pytest
 import tiny_well
 import torch
 from cli_result import one_line_error
+from small_generation import generate_folder
 from tiny_checkpoint import pointwise_checkpoint
 
 from dandelion.checkpoint import load_checkpoint
@@ -90,7 +91,8 @@ def test_truncated_trajectory_file_is_one_line_for_train_rollout_and_export(run,
         if (split == "train") != (main is train.main):
             continue  # training reads the train and valid splits, rollout and export the test split
         err = _fails(main, argv, capsys)
-        assert str(bad) in err and "truncated or corrupt HDF5" in err and "dandelion-generate" in err
+        # the folder's size list names the truncation before HDF5 is asked (datasets/integrity.py)
+        assert str(bad) in err and "truncated" in err and "dandelion-generate" in err
     assert not (tmp_path / "again" / "last.pt").exists()
 
 
@@ -131,3 +133,29 @@ def test_damaged_rollout_outputs_are_named_by_report(tmp_path, capsys, name):
         (folder / "sample_forecast.nc").unlink()
     err = _fails(report.main, [f"rollouts=[{folder}]", f"output_dir={tmp_path / 'out'}"], capsys)
     assert str(folder / name) in err and "rerun the dandelion-rollout" in err
+
+
+def _flip_middle(path, n: int = 64):
+    """Flip ``n`` bytes in the middle of ``path`` (a damaged disk or copy, not a truncation)."""
+    data = bytearray(path.read_bytes())
+    mid = len(data) // 2
+    data[mid : mid + n] = bytes(b ^ 0xFF for b in data[mid : mid + n])
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_trajectory_file_with_flipped_bytes_is_one_line_for_train_rollout_and_export(tmp_path, capsys, split):
+    """64 bytes flipped in the middle of a generated file (a frame's chunk): each job exits 2 with one line naming
+    the file and ``dandelion-verify``, not h5py's traceback; the folder's checksums list still matches the sizes."""
+    data = generate_folder(tmp_path / "data", {"name": "solid_body", "n_frames": 8})
+    ckpt = pointwise_checkpoint(data, tmp_path / "run" / "best.pt")
+    bad = _flip_middle(sorted((data / split).glob("*.h5"))[0])
+    jobs = _jobs(data, ckpt, tmp_path)
+    jobs[train.main] = [a for a in jobs[train.main] if not a.startswith("resume=")] + ["dataset=solid_body"]
+    for main, argv in jobs.items():
+        if (split == "train") != (main is train.main):
+            continue
+        err = _fails(main, argv, capsys)
+        assert str(bad) in err and "dandelion-verify" in err and "regenerate" in err, err
+    assert not (tmp_path / "roll" / "metrics.json").exists() and not (tmp_path / "fc.nc").exists()

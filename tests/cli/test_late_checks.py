@@ -49,7 +49,7 @@ def test_export_to_a_place_that_refuses_files_is_refused_before_the_rollout(run,
         raise AssertionError("the rollout ran before the output was checked")
 
     monkeypatch.setattr("dandelion.runtime.tempfile.mkstemp", refuse)
-    monkeypatch.setattr(export, "forecast", forbidden)
+    monkeypatch.setattr(export, "stream_forecasts", forbidden)
     err = one_line_error(export.main, [f"checkpoint={ckpt}", f"dataset.path={data}", f"output={target}"], capsys)
     assert f"output={target}" in err and str(target.parent) in err and "writable" in err
 

@@ -228,8 +228,13 @@ def test_checksums_round_trip(tmp_path):
     (tmp_path / "x").write_text("hello")
     folder.write_checksums(tmp_path, ["x"])
     assert folder.read_checksums(tmp_path) == {"x": hashlib.sha256(b"hello").hexdigest()}
-    line = (tmp_path / "checksums.sha256").read_text()
-    assert line == f"{hashlib.sha256(b'hello').hexdigest()}  x\n"  # sha256sum format
+    lines = (tmp_path / "checksums.sha256").read_text().splitlines()
+    assert lines[0] == f"{hashlib.sha256(b'hello').hexdigest()}  x"  # sha256sum format
+    assert lines[1:] == ["# size 5  x"] and folder.read_sizes(tmp_path) == {"x": 5}  # a comment for sha256sum -c
+    (tmp_path / "checksums.sha256").write_text(lines[0] + "\n")  # a folder written before sizes were recorded
+    assert folder.read_sizes(tmp_path) is None and folder.read_checksums(tmp_path) == {
+        "x": hashlib.sha256(b"hello").hexdigest()
+    }
 
 
 def test_a_mask_of_the_wrong_shape_is_a_damaged_file(make_tiny_dataset, tmp_path):
