@@ -36,12 +36,20 @@ def on_config(config):
     tree.mkdir(parents=True, exist_ok=True)
     wanted = {p.name: p for p in (_ROOT / "dandelion").iterdir() if p.name != "__pycache__"}
     wanted.update({name: _ROOT / folder for name, folder in _MOVED_FOLDERS.items()})
+    # tolerant of another build doing the same at the same time (two test runs, `mkdocs serve` beside a build):
+    # stale links are removed if still there, new ones are made under a private name and renamed into place
     for entry in tree.iterdir():
+        if entry.name.startswith("."):  # another build's link on its way into place
+            continue
         if entry.name not in wanted or not entry.is_symlink() or entry.resolve() != wanted[entry.name].resolve():
-            entry.unlink()
+            entry.unlink(missing_ok=True)
     for name, target in wanted.items():
-        if not (tree / name).exists():
-            (tree / name).symlink_to(target)
+        link = tree / name
+        if not (link.is_symlink() and link.resolve() == target.resolve()):
+            tmp = tree / f".{name}.{os.getpid()}.tmp"
+            tmp.unlink(missing_ok=True)
+            tmp.symlink_to(target)
+            os.replace(tmp, link)
     return config
 
 
