@@ -197,7 +197,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel compile jobs (MAX_JOBS)")
     ap.add_argument("--install", action="store_true", help="replace the installed CPU-only modules")
     ap.add_argument("--timeout-s", type=float, default=3600.0, help="limit of the compilation")
+    ap.add_argument("--dry-run", action="store_true", help="find the sources and write the plan; compile nothing")
     args = ap.parse_args(argv)
+    if args.dry_run:
+        out = Path(args.out).resolve()
+        out.mkdir(parents=True, exist_ok=True)
+        specs = extension_specs(package_dir())
+        (out / "extensions.json").write_text(json.dumps(specs, indent=1))
+        n = sum(len(e["sources"]) for e in specs)
+        (out / "build.json").write_text(json.dumps({"dry_run": True, "ok": True, "sources": n}, indent=1))
+        print(f"torch-harmonics CUDA kernels: {len(specs)} extensions, {n} sources found (dry run) -> {out}")
+        return 0
     if shutil.which("nvcc") is None and not os.environ.get("CUDA_HOME"):
         print(
             "build_torch_harmonics_cuda: error: nvcc not found: install the CUDA toolkit or set CUDA_HOME",
@@ -212,6 +222,13 @@ def main(argv: list[str] | None = None) -> int:
     (out / "extensions.json").write_text(json.dumps(specs, indent=1))
     (out / "setup_kernels.py").write_text(SETUP)
     env = dict(os.environ, TORCH_CUDA_ARCH_LIST=args.arch, MAX_JOBS=str(args.jobs))
+    if "CUDA_HOME" not in env:  # torch guesses it from nvcc's folder: wrong where nvcc is a wrapper (/usr/local/bin)
+        nvcc = Path(shutil.which("nvcc") or "nvcc").resolve()
+        for home in (nvcc.parent.parent, Path("/usr/local/cuda")):
+            if (home / "include" / "cuda_runtime.h").exists():
+                env["CUDA_HOME"] = str(home)
+                break
+    record["cuda_home"] = env.get("CUDA_HOME")
     cmd = [sys.executable, str(out / "setup_kernels.py"), str(out / "extensions.json"), "build_ext"]
     cmd += ["--build-lib", str(out / "lib"), "--build-temp", str(out / "tmp")]
     t0 = time.perf_counter()
