@@ -140,6 +140,11 @@ class MicroBatchPlan:
         }
 
 
+def _balanced(batch: int, m: int) -> int:
+    """The smallest micro-batch that needs no more micro-batches than ``m`` does (16 at most 11: 2 of 8, not 11 + 5)."""
+    return math.ceil(batch / math.ceil(batch / m)) if m >= 1 else m
+
+
 def plan_micro_batch(
     batch: int,
     per_sample_bytes: int | None,
@@ -148,7 +153,8 @@ def plan_micro_batch(
     checkpointed_bytes: Callable[[], int] | None = None,
     what: str = "the model",
 ) -> MicroBatchPlan:
-    """The largest micro-batch ``m <= batch`` with ``m * per_sample_bytes <= budget_bytes``.
+    """The micro-batch: the fewest micro-batches of at most ``m`` samples, ``m`` the largest with
+    ``m * per_sample_bytes <= budget_bytes``, made equal (16 samples at ``m = 11``: two of 8).
 
     Where one sample does not fit and ``checkpointed_bytes`` is given (a function counting the saved bytes per sample
     with block checkpointing on), it is called and the plan made again with checkpointing on.
@@ -162,13 +168,13 @@ def plan_micro_batch(
     batch = int(batch)
     if per_sample_bytes is None or budget_bytes is None:
         return MicroBatchPlan(batch, batch, per_sample_bytes, budget_bytes, reason="no memory budget: one batch")
-    m = min(batch, int(budget_bytes // max(1, per_sample_bytes)))
+    m = _balanced(batch, min(batch, int(budget_bytes // max(1, per_sample_bytes))))
     if m >= 1:
         why = "the whole batch fits" if m == batch else f"{math.ceil(batch / m)} micro-batches of <= {m}"
         return MicroBatchPlan(batch, m, per_sample_bytes, budget_bytes, reason=why)
     if checkpointed_bytes is not None:
         ck = int(checkpointed_bytes())
-        m = min(batch, int(budget_bytes // max(1, ck)))
+        m = _balanced(batch, min(batch, int(budget_bytes // max(1, ck))))
         if m >= 1:
             why = f"block checkpointing on ({per_sample_bytes / 2**20:.0f} -> {ck / 2**20:.0f} MiB per sample)"
             return MicroBatchPlan(batch, m, ck, budget_bytes, checkpoint_blocks=True, reason=why)

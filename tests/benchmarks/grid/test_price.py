@@ -6,7 +6,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from dandelion.benchmarks.grid import benchmark as B
-from dandelion.benchmarks.grid.price import dataset_channels, price_cells, run_seconds, runs_of_cell
+from dandelion.benchmarks.grid.price import dataset_channels, run_seconds, runs_of_cell
 from dandelion.benchmarks.speed.roofline import DEVICES, roofline_model
 
 
