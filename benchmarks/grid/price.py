@@ -163,7 +163,7 @@ def print_price(cfg, grid: list[dict]) -> dict:
     p = price_cells(cfg, grid)
     tr = resolved_trainer(cfg)
     print(
-        f"[price] scale={cfg.scale.name}: estimated {p['device']}-hours (batch {tr['batch_size']}, "
+        f"[price] scale={cfg.scale.name}: estimated H200-hours on {p['device']} (batch {tr['batch_size']}, "
         f"{'bf16' if tr.get('amp') else 'fp32'}, preset {cfg.scale.preset}; benchmarks/grid/price.py)",
         flush=True,
     )

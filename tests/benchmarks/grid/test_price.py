@@ -91,3 +91,27 @@ def test_the_dry_run_prices_every_cell_from_the_roofline(tmp_path, capsys):
 def test_a_dry_run_of_a_gpu_scale_needs_no_gpu(tmp_path):
     cfg = _tiny_gpu_scale(tmp_path)
     B.check(cfg)  # device=cuda in the scale: no refusal for a dry run
+
+
+def test_the_one_day_scale_asks_the_headline_question_at_256x512():
+    cfg = B.compose("benchmark", ["scale=gpu_day"])
+    s = cfg.scale
+    assert {"dandelion", "flower2d", "sfno"} <= set(s.models) and len(s.seeds) >= 2
+    grids = {}
+    for key in s.datasets:
+        spec = B.dataset_spec(cfg, key)
+        dcfg = B.compose(
+            "generate", [f"dataset={spec['dataset']}", *B.flatten_overrides(spec["overrides"], "dataset.")]
+        )
+        assert key.endswith(f"_{dcfg.dataset.nlat}x{dcfg.dataset.nlon}")
+        grids.setdefault(spec["dataset"], set()).add((dcfg.dataset.nlat, dcfg.dataset.nlon))
+    assert sum((256, 512) in g for g in grids.values()) >= 3
+    assert any({(64, 128), (128, 256), (256, 512)} <= g for g in grids.values())  # a ladder on one dataset
+
+
+@pytest.mark.slow
+def test_the_one_day_scale_costs_at_most_a_day():
+    """Counts the paper models at 256x512 on fake tensors (a few minutes on one core)."""
+    out = B.benchmark(B.compose("benchmark", ["scale=gpu_day", "dry_run=true"]))
+    assert out["price"]["total_hours"] <= 24
+    assert {c["source"] for c in out["price"]["cells"]} == {"roofline"}
