@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -281,9 +282,19 @@ def plan_phases(
             model.checkpoint_blocks = True
             return saved_bytes_per_sample(model, in_shape, n, amp)
 
+        try:
+            per_sample = saved_bytes_per_sample(model, in_shape, n, amp)
+        except Exception as err:  # a model whose forward fake tensors cannot run (data-dependent control flow)
+            warnings.warn(
+                f"the saved activations of {type(model).__name__} could not be counted ({type(err).__name__}: {err}): "
+                "the whole batch runs at once; set trainer.micro_batch to split it",
+                stacklevel=2,
+            )
+            plans[n] = plan_micro_batch(batch, None, None)
+            continue
         plans[n] = plan_micro_batch(
             batch,
-            saved_bytes_per_sample(model, in_shape, n, amp),
+            per_sample,
             budget,
             checkpointed_bytes=checkpointed if can_checkpoint else None,
             what=f"{type(model).__name__} ({n}-step windows)",

@@ -106,3 +106,25 @@ def test_the_configured_batch_is_global(batch, world, per_rank):
 def test_a_global_batch_that_does_not_divide_is_refused_in_one_line():
     with pytest.raises(ValueError, match=r"trainer.batch_size=10 is the global batch and must divide by the 4 ranks"):
         per_rank_batch(10, 4)
+
+
+class _DataDependent(torch.nn.Module):
+    """A model whose forward branches on a value (fake tensors cannot run it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(4, 2, 1)
+
+    def forward(self, x):
+        return self.conv(x) if float(x.sum()) > 0 else -self.conv(x)
+
+
+def test_a_model_that_cannot_be_counted_trains_the_whole_batch_with_a_warning():
+    from types import SimpleNamespace
+
+    from dandelion.training.memory import plan_phases
+
+    options = SimpleNamespace(micro_batch=None, memory_budget_gib=1.0, amp=False)
+    with pytest.warns(UserWarning, match="could not be counted.*set trainer.micro_batch"):
+        plans = plan_phases(_DataDependent(), torch.device("cpu"), 8, (4, 8, 16), [{"n_out": 1}], options)
+    assert plans[1].micro_batch == 8 and plans[1].n_micro == 1
