@@ -53,6 +53,102 @@ _REGENERATE = (
 )
 
 
+def _field_kinds(fields: Mapping) -> dict[str, str]:
+    """``{name: "scalar" | "vector"}`` from dataset.yaml's fields (a kind or a ``{"kind": ...}`` entry each).
+
+    Raises
+    ------
+    ValueError
+        For another kind, or no field.
+    """
+    kinds = {}
+    for name, spec in fields.items():
+        kind = spec.get("kind") if isinstance(spec, Mapping) else spec
+        if kind not in ("scalar", "vector"):
+            raise ValueError(f"field {name!r} has kind {kind!r}: expected 'scalar' or 'vector' (t0_fields / t1_fields)")
+        kinds[str(name)] = kind
+    if not kinds:
+        raise ValueError("no fields given: a dataset needs at least one scalar or vector field")
+    return kinds
+
+
+def _check_levels(levels: Mapping | None, kinds: dict) -> dict | None:
+    """dataset.yaml's ``levels`` entry as ``{"values", "units", "fields"}``, or None for 2-D data.
+
+    Raises
+    ------
+    ValueError
+        For no level values, or a level field that is not a field of the data.
+    """
+    if levels is None:
+        return None
+    values = [float(v) for v in levels.get("values", [])]
+    level_fields = [str(n) for n in levels.get("fields", [])]
+    unknown = [n for n in level_fields if n not in kinds]
+    if not values or unknown:
+        raise ValueError(
+            f"levels {dict(levels)} must list non-empty 'values' and 'fields' among {list(kinds)}: "
+            "pass dataset.yaml's 'levels' entry"
+        )
+    return {"values": values, "units": str(levels.get("units", "")), "fields": level_fields}
+
+
+def _clean_stats(name: str, kind: str, entry, n_levels: int, source: str) -> dict:
+    """The statistics of field ``name`` as floats (a list of ``n_levels`` per key for a level field).
+
+    The keys of its kind must be present, finite and, except the mean, positive; the increment keys are kept
+    when usable and dropped otherwise (:meth:`ChannelLayout.increment_scale` then names the problem).
+
+    Raises
+    ------
+    ValueError
+        For a missing entry or key, another kind, a level count that does not match, or a value out of range.
+    """
+    if entry is None:
+        raise ValueError(f"statistics {source} lack field {name!r}: {_REGENERATE}")
+    if entry.get("kind", kind) != kind:
+        raise ValueError(
+            f"statistics {source} give field {name!r} kind {entry.get('kind')!r} but the data "
+            f"have {kind!r}: {_REGENERATE}"
+        )
+    keys = _SCALAR_KEYS if kind == "scalar" else _VECTOR_KEYS
+    clean = {"kind": kind}
+    L = n_levels
+    for key in keys:
+        if key not in entry:
+            raise ValueError(f"statistics {source} lack {key!r} for field {name!r}: {_REGENERATE}")
+        raw = entry[key]
+        if L:
+            if not isinstance(raw, (list, tuple)) or len(raw) != L:
+                raise ValueError(
+                    f"statistics {source}: {key} of level field {name!r} must be a list of {L} "
+                    f"values (one per level), got {raw!r}: {_REGENERATE}"
+                )
+            values = [float(v) for v in raw]
+        else:
+            if isinstance(raw, (list, tuple)):
+                raise ValueError(
+                    f"statistics {source}: {key} of field {name!r} is a list but the field has no "
+                    f"level axis: {_REGENERATE}"
+                )
+            values = [float(raw)]
+        for value in values:
+            if not math.isfinite(value) or (key != "mean" and value <= 0.0):
+                raise ValueError(
+                    f"statistics {source}: {key}={value} for field {name!r} is not finite and positive: {_REGENERATE}"
+                )
+        clean[key] = values if L else values[0]
+    for key in _SCALAR_DELTA_KEYS if kind == "scalar" else _VECTOR_DELTA_KEYS:
+        raw = entry.get(key)
+        if raw is None:
+            continue
+        values = [float(v) for v in raw] if isinstance(raw, (list, tuple)) else [float(raw)]
+        if len(values) != max(L, 1) or not all(math.isfinite(v) and (key == "delta_mean" or v >= 0.0) for v in values):
+            continue  # unusable: increment_scale() then names the problem
+        clean[key] = values if L else values[0]
+    return clean
+
+
 class ChannelLayout:
     """Channel order, vector lift and normalisation shared by every model and job.
 
@@ -92,32 +188,13 @@ class ChannelLayout:
     ):
         self.grid = grid
         self.stats_source = str(stats_source)
-        kinds = {}
-        for name, spec in fields.items():
-            kind = spec.get("kind") if isinstance(spec, Mapping) else spec
-            if kind not in ("scalar", "vector"):
-                raise ValueError(
-                    f"field {name!r} has kind {kind!r}: expected 'scalar' or 'vector' (t0_fields / t1_fields)"
-                )
-            kinds[str(name)] = kind
-        if not kinds:
-            raise ValueError("no fields given: a dataset needs at least one scalar or vector field")
+        kinds = _field_kinds(fields)
         self.scalars = [n for n, k in kinds.items() if k == "scalar"]
         self.vectors = [n for n, k in kinds.items() if k == "vector"]
-        self.levels = None
+        self.levels = _check_levels(levels, kinds)
         self.n_levels = {n: 0 for n in kinds}
-        if levels is not None:
-            values = [float(v) for v in levels.get("values", [])]
-            level_fields = [str(n) for n in levels.get("fields", [])]
-            unknown = [n for n in level_fields if n not in kinds]
-            if not values or unknown:
-                raise ValueError(
-                    f"levels {dict(levels)} must list non-empty 'values' and 'fields' among {list(kinds)}: "
-                    "pass dataset.yaml's 'levels' entry"
-                )
-            self.levels = {"values": values, "units": str(levels.get("units", "")), "fields": level_fields}
-            for n in level_fields:
-                self.n_levels[n] = len(values)
+        for n in self.levels["fields"] if self.levels else ():
+            self.n_levels[n] = len(self.levels["values"])
         tag = [f"{v:g}{self.levels['units']}" for v in self.levels["values"]] if self.levels else []
         self.channels = []
         for n in self.scalars:
@@ -129,52 +206,7 @@ class ChannelLayout:
         self.stats = {}
         for name, kind in kinds.items():
             entry = stats.get(name) if isinstance(stats, Mapping) else None
-            if entry is None:
-                raise ValueError(f"statistics {self.stats_source} lack field {name!r}: {_REGENERATE}")
-            if entry.get("kind", kind) != kind:
-                raise ValueError(
-                    f"statistics {self.stats_source} give field {name!r} kind {entry.get('kind')!r} but the data "
-                    f"have {kind!r}: {_REGENERATE}"
-                )
-            keys = _SCALAR_KEYS if kind == "scalar" else _VECTOR_KEYS
-            clean = {"kind": kind}
-            L = self.n_levels[name]
-            for key in keys:
-                if key not in entry:
-                    raise ValueError(f"statistics {self.stats_source} lack {key!r} for field {name!r}: {_REGENERATE}")
-                raw = entry[key]
-                if L:
-                    if not isinstance(raw, (list, tuple)) or len(raw) != L:
-                        raise ValueError(
-                            f"statistics {self.stats_source}: {key} of level field {name!r} must be a list of {L} "
-                            f"values (one per level), got {raw!r}: {_REGENERATE}"
-                        )
-                    values = [float(v) for v in raw]
-                else:
-                    if isinstance(raw, (list, tuple)):
-                        raise ValueError(
-                            f"statistics {self.stats_source}: {key} of field {name!r} is a list but the field has no "
-                            f"level axis: {_REGENERATE}"
-                        )
-                    values = [float(raw)]
-                for value in values:
-                    if not math.isfinite(value) or (key != "mean" and value <= 0.0):
-                        raise ValueError(
-                            f"statistics {self.stats_source}: {key}={value} for field {name!r} is not finite and "
-                            f"positive: {_REGENERATE}"
-                        )
-                clean[key] = values if L else values[0]
-            for key in _SCALAR_DELTA_KEYS if kind == "scalar" else _VECTOR_DELTA_KEYS:
-                raw = entry.get(key)
-                if raw is None:
-                    continue
-                values = [float(v) for v in raw] if isinstance(raw, (list, tuple)) else [float(raw)]
-                if len(values) != max(L, 1) or not all(
-                    math.isfinite(v) and (key == "delta_mean" or v >= 0.0) for v in values
-                ):
-                    continue  # unusable: increment_scale() then names the problem
-                clean[key] = values if L else values[0]
-            self.stats[name] = clean
+            self.stats[name] = _clean_stats(name, kind, entry, self.n_levels[name], self.stats_source)
         self._basis_cache: dict = {}
 
     # ------------------------------------------------------------------ description

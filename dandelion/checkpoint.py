@@ -248,7 +248,7 @@ def model_state(ckpt: dict, model: torch.nn.Module) -> dict:
     missing = [k for k in model.state_dict() if k.endswith("_extra_state") and k not in state]
     if not missing:
         return state
-    saved = {"nlat": int(ckpt["grid"]["nlat"]), "nlon": int(ckpt["grid"]["nlon"]), "grid": str(ckpt["grid"]["grid"])}
+    saved = _saved_grid(ckpt)
     return {**state, **{k: dict(saved) for k in missing}}
 
 
@@ -282,7 +282,7 @@ def model_from_checkpoint(
     if not isinstance(ckpt, dict):
         ckpt = load_checkpoint(ckpt)
     spec = _model_spec(ckpt)
-    saved = {"nlat": int(ckpt["grid"]["nlat"]), "nlon": int(ckpt["grid"]["nlon"]), "grid": str(ckpt["grid"]["grid"])}
+    saved = _saved_grid(ckpt)
     want = {
         "nlat": int(nlat) if nlat is not None else saved["nlat"],
         "nlon": int(nlon) if nlon is not None else saved["nlon"],
@@ -317,6 +317,50 @@ def model_from_checkpoint(
     return model.eval()
 
 
+def _saved_grid(ckpt: dict) -> dict:
+    """The grid a checkpoint's model was trained on, ``{"nlat", "nlon", "grid"}``."""
+    return {"nlat": int(ckpt["grid"]["nlat"]), "nlon": int(ckpt["grid"]["nlon"]), "grid": str(ckpt["grid"]["grid"])}
+
+
+def _check_dataset(ckpt: dict, checkpoint, layout: ChannelLayout, dataset, allow_resolution_change: bool) -> dict:
+    """The dataset's grid (``SphereGrid.to_dict``) once its fields, grid and land mask are found to suit ``ckpt``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`load_model`, and for a land mask that differs from the one the model was trained with.
+    """
+    saved = _saved_grid(ckpt)
+    data_fields = dataset.layout.fields
+    if data_fields != layout.fields:
+        raise ValueError(
+            f"checkpoint {checkpoint} was trained on fields {layout.fields} but the dataset {dataset.path} has "
+            f"{data_fields}: "
+            "evaluate it on a dataset with the same fields"
+        )
+    want = dataset.grid.to_dict()
+    if want != saved:
+        what = ", ".join(k for k in ("grid", "nlat", "nlon") if want[k] != saved[k])
+        if not allow_resolution_change:
+            raise ValueError(
+                f"checkpoint {checkpoint} was trained on {saved} but the dataset {dataset.path} is on {want} "
+                f"({what} differ): use data on the training grid, or pass allow_resolution_change=true for a "
+                "model whose weights do not depend on the resolution"
+            )
+    wet, data_wet = ckpt.get("extra", {}).get("wet"), getattr(dataset, "wet", None)
+    if (wet is None) != (data_wet is None) or (
+        wet is not None and not torch.equal(torch.as_tensor(wet, dtype=torch.bool), data_wet)
+    ):
+        theirs = (
+            "a different one" if data_wet is not None and wet is not None else "one" if data_wet is not None else "none"
+        )
+        raise ValueError(
+            f"checkpoint {checkpoint} was trained {'with' if wet is not None else 'without'} a land mask but the "
+            f"dataset {dataset.path} has {theirs}: evaluate a model on data with the mask it was trained with"
+        )
+    return want
+
+
 def load_model(checkpoint, device="cpu", dataset=None, allow_resolution_change: bool = False) -> Forecaster:
     """Load a ``dandelion-train`` checkpoint as a :class:`~dandelion.forecast.Forecaster` on ``device``.
 
@@ -339,39 +383,8 @@ def load_model(checkpoint, device="cpu", dataset=None, allow_resolution_change: 
     device = device_name(device)
     ckpt = load_checkpoint(checkpoint, map_location="cpu")
     layout = layout_from_checkpoint(ckpt)
-    saved = {"nlat": int(ckpt["grid"]["nlat"]), "nlon": int(ckpt["grid"]["nlon"]), "grid": str(ckpt["grid"]["grid"])}
     if dataset is not None:
-        data_fields = dataset.layout.fields
-        if data_fields != layout.fields:
-            raise ValueError(
-                f"checkpoint {checkpoint} was trained on fields {layout.fields} but the dataset {dataset.path} has "
-                f"{data_fields}: "
-                "evaluate it on a dataset with the same fields"
-            )
-        want = dataset.grid.to_dict()
-        if want != saved:
-            what = ", ".join(k for k in ("grid", "nlat", "nlon") if want[k] != saved[k])
-            if not allow_resolution_change:
-                raise ValueError(
-                    f"checkpoint {checkpoint} was trained on {saved} but the dataset {dataset.path} is on {want} "
-                    f"({what} differ): use data on the training grid, or pass allow_resolution_change=true for a "
-                    "model whose weights do not depend on the resolution"
-                )
-        wet, data_wet = ckpt.get("extra", {}).get("wet"), getattr(dataset, "wet", None)
-        if (wet is None) != (data_wet is None) or (
-            wet is not None and not torch.equal(torch.as_tensor(wet, dtype=torch.bool), data_wet)
-        ):
-            theirs = (
-                "a different one"
-                if data_wet is not None and wet is not None
-                else "one"
-                if data_wet is not None
-                else "none"
-            )
-            raise ValueError(
-                f"checkpoint {checkpoint} was trained {'with' if wet is not None else 'without'} a land mask but the "
-                f"dataset {dataset.path} has {theirs}: evaluate a model on data with the mask it was trained with"
-            )
+        want = _check_dataset(ckpt, checkpoint, layout, dataset, allow_resolution_change)
         model = model_from_checkpoint(
             ckpt,
             nlat=want["nlat"],

@@ -13,7 +13,7 @@ what its error-versus-lead plot draws. Adding one::
 
 The training loss (:func:`area_weighted_mse` with :func:`loss_weights`, module :mod:`dandelion.loss`), the
 area weights and weighted means (:mod:`dandelion.quadrature`) and the power spectrum
-(:mod:`dandelion.spectra`) are defined in their own modules and re-exported here.
+(:mod:`dandelion.power_spectra`) are defined in their own modules and re-exported here.
 
 Every function takes fields of shape ``(..., nlat, nlon)`` (row 0 northernmost, as
 :class:`dandelion.sphere.SphereGrid`) and reduces over the two spatial dimensions, returning ``(...)``.
@@ -63,8 +63,8 @@ from dandelion.sphere import SphereGrid
 
 from .loss import area_weighted_mse, loss_weights
 from .metric_registry import METRICS, Metric, metric, metric_names, unregister_metric
+from .power_spectra import power_spectrum
 from .quadrature import _check_wet, area_weights, weighted_mean
-from .spectra import power_spectrum
 
 __all__ = [
     "WELL_EPS",

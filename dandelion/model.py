@@ -2,7 +2,7 @@
 
 docs/ARCHITECTURE.md §5. Every layer is pointwise (1x1 maps) except the warps (which move information along
 great circles, :mod:`dandelion.warp`) and the spectral pooling between levels
-(:mod:`dandelion.pooling`); there is no spatial convolution. All weights are resolution-free:
+(:mod:`dandelion.spectral_pooling`); there is no spatial convolution. All weights are resolution-free:
 the grid-dependent tables (sampler row tables, quadrature weights, Legendre tables, node
 positions) are non-persistent buffers rebuilt for the grid the model is constructed on, so one
 state dict runs on any grid (build the model for the new grid and ``load_state_dict``).
@@ -17,7 +17,7 @@ up:      pointwise map to the narrower width, spectral zero-padding to level k, 
          the encoder's output at level k (skip), pointwise fuse, ``decoder_blocks[k]`` warp blocks
 head:    area-weighted norm, pointwise MLP -> out_channels
 spectral path (``spectral_lmax > 0``): a per-degree linear map of the input in the spherical-harmonic domain
-         (:class:`~dandelion.spectral_path.DegreeMixS2`, zero at initialisation), added before the head's norm
+         (:class:`~dandelion.degree_mixing.DegreeMixS2`, zero at initialisation), added before the head's norm
 
 A level may have zero blocks: ``encoder_blocks[0] = decoder_blocks[0] = 0`` leaves only pointwise maps on the
 data grid (lift, skip fuse, head) and runs every warp on the half-resolution grids below, which is how the
@@ -32,19 +32,18 @@ parameters ``c``, zero at initialisation).
 from __future__ import annotations
 
 import math
-import numbers
-from collections.abc import Sequence
 
 import torch
 import torch.nn as nn
 import torch.utils.checkpoint
 
+from .degree_mixing import spectral_path
 from .grid_guard import GridGuard
-from .kernels import Pointwise
+from .model_options import DandelionAblation, DandelionArchitecture, DandelionExecution, group_options, option_names
 from .norm import AreaNormS2
-from .pooling import SpectralDownsample, SpectralUpsample, coarse_grid, pooling_band_limit
+from .pointwise import Pointwise
 from .registry import register_preset_model
-from .spectral_path import spectral_path
+from .spectral_pooling import SpectralDownsample, SpectralUpsample, coarse_grid, pooling_band_limit
 from .sphere import SphereGrid
 from .warp import TangentWarpS2
 
@@ -157,6 +156,46 @@ class WarpBlockS2(nn.Module):
         return x + self.out(self.act(self.warp(h)))
 
 
+def _check_sizes(arch: DandelionArchitecture, in_channels: int, out_channels: int, nlon: int) -> None:
+    """Raise ValueError for channels below 1, ``nlon`` the levels cannot halve, or a level width the heads do not
+    divide (levels without warp blocks excepted)."""
+    if int(in_channels) < 1 or int(out_channels) < 1:
+        raise ValueError(f"in_channels={in_channels} and out_channels={out_channels} must both be >= 1")
+    levels = arch.levels
+    if nlon % 2 ** (levels - 1):
+        raise ValueError(
+            f"nlon={nlon} must divide by 2**(levels-1) = {2 ** (levels - 1)} for {levels} U-Net levels: choose "
+            f"nlon a multiple of {2 ** (levels - 1)} or fewer levels"
+        )
+    for w, n in zip(arch.widths(), arch.blocks_per_level()):
+        if n and w % arch.heads:
+            raise ValueError(
+                f"level width {w} does not divide by heads={arch.heads}: choose width and heads so that every width "
+                "* multiplier of a level with warp blocks divides by heads"
+            )
+
+
+def _pool_band_limits(grids: list[SphereGrid], pool_lmax, data_grid: SphereGrid) -> list[int]:
+    """The band limit of every pooling: ``pool_lmax`` when given, else the largest both level grids resolve.
+
+    Raises
+    ------
+    ValueError
+        If a given band limit exceeds what its level grids resolve.
+    """
+    resolved = [pooling_band_limit(grids[k], grids[k + 1]) for k in range(len(grids) - 1)]
+    chosen = resolved if pool_lmax is None else [int(b) for b in pool_lmax]
+    for k, (b, top) in enumerate(zip(chosen, resolved)):
+        if b > top:
+            raise ValueError(
+                f"pool_lmax[{k}] = {b} exceeds the band limit {top} that pooling {k} resolves between "
+                f"its level grids {grids[k].nlat}x{grids[k].nlon} and {grids[k + 1].nlat}x{grids[k + 1].nlon} "
+                f"(data grid {data_grid.nlat}x{data_grid.nlon}): give at most {resolved}, or build the model on a "
+                "finer grid"
+            )
+    return chosen
+
+
 class Dandelion(GridGuard, nn.Module):
     """Dandelion: U-Net of multi-head tangent warps on the sphere (docs/ARCHITECTURE.md §5).
 
@@ -169,71 +208,17 @@ class Dandelion(GridGuard, nn.Module):
         Data grid. ``nlon`` must divide by ``2**(levels - 1)``.
     grid : str
         ``"equiangular"`` or ``"legendre-gauss"`` (torch-harmonics names).
-    width : int
-        Channels at level 0.
-    multipliers : sequence of int
-        Width multiplier of each level; ``levels = len(multipliers)``.
-    heads : int
-        Warp heads at every level; every level width must divide by it.
-    encoder_blocks : sequence of int, one per level
-        Warp blocks on the way down (the last entry is the bottom of the U); 0 leaves a level with pointwise
-        maps only (the ``*_fast`` presets at level 0).
-    decoder_blocks : sequence of int, one per level except the bottom
-        Warp blocks on the way up, ``decoder_blocks[k]`` at level k.
-    offset_ratio : float
-        Width of each warp's displacement MLP as a fraction of the level width.
-    cond_dim : int
-        Number of scalar conditioning parameters for FiLM (0: off, the benchmark protocol).
-    checkpoint_blocks : bool
-        Activation checkpointing (recomputation) of every warp block while gradients are on
-        (``torch.utils.checkpoint``, non-reentrant; Chen et al. 2016, arXiv:1604.06174): a block keeps
-        only its input for backward and runs its forward again there, trading about one more forward
-        of the blocks for their saved activations. Same parameters and state_dict; outputs and
-        gradients are those of the plain model (the recomputation repeats the same operations).
-        Off by default (the cost tables in benchmarks/results measure it off and on).
-    compile_kernels : bool
-        Evaluate the elementwise chains of every warp (exponential-map indices and their Jacobian,
-        :func:`~dandelion.kernels.index_of_warp`) and every area norm (statistics, affine map,
-        backward) with ``torch.compile``'d kernels (the first step on a grid compiles them, some
-        10 s per kernel and U-Net level on one CPU core; a C++ compiler is needed on the CPU). Same
-        parameters and state_dict; outputs and gradients equal those of the eager model up to
-        rounding (the eager default keeps zero displacement the identity bit for bit). Falls back to
-        the eager kernels with a warning when compilation fails. Off by default.
-    pool_lmax : sequence of int, one per level except the bottom, optional
-        Band limit (exclusive degree and order) of the spectral pooling between level ``k`` and
-        ``k + 1``, both ways. Default: the largest both level grids resolve
-        (:func:`~dandelion.pooling.pooling_band_limit`), so the band limits double with the grid. Giving
-        the band limits of the grid a model was trained on keeps its coarse levels at the trained
-        degrees on a finer grid (zero-shot resolution transfer: the convention of SFNO's fixed
-        ``lmax``, Bonev et al. 2023, arXiv:2306.03838). Not part of the state_dict.
-    spectral_lmax : int
-        Degrees (exclusive) of the spectral path, a per-degree linear map of the input in the spherical-harmonic
-        domain (:class:`~dandelion.spectral_path.DegreeMixS2`), zero-initialised, resolution-free (a grid resolving
-        fewer degrees uses the first ones). 0 (default): no spectral path.
-    spectral_into : str
-        ``"head"`` (default): the path maps the input to the level-0 width and is added to the features entering
-        the head's area norm (``spectral_lmax * in_channels * width`` parameters); ``"output"``: it maps the input
-        to the output channels and is added to the output (``spectral_lmax * in_channels * out_channels``).
-    spectral_anchors : int
-        0 (default): one matrix per degree; ``K >= 2``: ``K`` anchor matrices linearly interpolated in the degree
-        (``spectral_lmax`` replaced by ``K`` in the counts above).
-    spectral_from : str
-        ``"input"`` (default): the path reads the network's input; ``"lift"``: the lifted features (level-0
-        width), so its size does not grow with the input channels (``in_channels`` replaced by ``width`` above).
-    fixed_displacements : bool
-        Ablation: every warp head keeps its initial displacement (``init_radius * (1 + h % 3)`` in direction
-        ``2*pi*h/heads``, :class:`~dandelion.warp.TangentWarpS2`) for good: the displacement network's output
-        layer is zero and its parameters are frozen (``requires_grad=False``, not counted, not trained), so the
-        warps are a fixed stencil and only what they read is learned. Default False.
-    norm_groups : int
-        Groups of every area norm of the warp blocks (and of the resampling norms), default 1 (one statistic over
-        all channels of a level); must divide the width of every level it normalises. The reference code uses
-        GroupNorm with as many groups as heads.
-    offset_gain : float
-        Initial scale of the displacement networks' last layer (default 0.1, :class:`~dandelion.warp.TangentWarpS2`).
-    resample_norm : bool
-        An area norm and a GELU after every spectral down- and up-sampling (default False), as the reference code
-        follows its resampling with GroupNorm and GELU.
+    architecture : DandelionArchitecture, optional
+        Width, levels (``multipliers``), heads, blocks per level, displacement-network width, pooling band
+        limits, FiLM conditioning (:mod:`dandelion.model_options`). Default: the ``small`` preset's shape.
+    execution : DandelionExecution, optional
+        Activation checkpointing and compiled kernels: how the same network is computed.
+    ablation : DandelionAblation, optional
+        The switches of docs/model.md's ablations (spectral path, frozen warps, reference-code screens); the
+        default is the presets' network.
+    **options
+        Any option of the three groups by name (``width=16``, ``compile_kernels=True``, ``spectral_lmax=32``),
+        the form ``build_model`` overrides take; not together with the object of its group.
 
     Attributes
     ----------
@@ -242,16 +227,21 @@ class Dandelion(GridGuard, nn.Module):
         (:mod:`dandelion.grid_guard`): it loads into a model of another ``(nlat, nlon)`` of the same
         grid type, and a model on another grid type refuses it (unless
         :func:`~dandelion.grid_guard.allow_grid_change`).
+    architecture, execution, ablation :
+        The three option groups the model was built with.
     grids : list of SphereGrid, one per level.
+    widths : list of int, the channels of every level.
     pool_lmax : list of int
         The band limit of each pooling (one per level except the bottom).
 
     Raises
     ------
     ValueError
-        For inconsistent hyper-parameters, ``nlon`` not divisible by ``2**(levels - 1)``, an
-        unknown grid, or a ``pool_lmax`` that is not one positive integer per pooling or exceeds what a level's
-        grids resolve.
+        For inconsistent hyper-parameters (:class:`~dandelion.model_options.DandelionArchitecture`), a level width
+        that does not divide by the heads, ``nlon`` not divisible by ``2**(levels - 1)``, an unknown grid, or a
+        ``pool_lmax`` that exceeds what a level's grids resolve.
+    TypeError
+        For an unknown option name (:func:`~dandelion.model_options.group_options`).
     """
 
     resolution_dependent = False
@@ -264,143 +254,82 @@ class Dandelion(GridGuard, nn.Module):
         nlon: int,
         grid: str = "equiangular",
         *,
-        width: int = 32,
-        multipliers: Sequence[int] = (1, 2, 4),
-        heads: int = 8,
-        encoder_blocks: Sequence[int] = (1, 1, 2),
-        decoder_blocks: Sequence[int] = (1, 1),
-        offset_ratio: float = 0.5,
-        cond_dim: int = 0,
-        checkpoint_blocks: bool = False,
-        compile_kernels: bool = False,
-        pool_lmax: Sequence[int] | None = None,
-        spectral_lmax: int = 0,
-        spectral_into: str = "head",
-        spectral_anchors: int = 0,
-        spectral_from: str = "input",
-        fixed_displacements: bool = False,
-        norm_groups: int = 1,
-        offset_gain: float = 0.1,
-        resample_norm: bool = False,
+        architecture: DandelionArchitecture | None = None,
+        execution: DandelionExecution | None = None,
+        ablation: DandelionAblation | None = None,
+        **options,
     ):
         super().__init__()
-        levels = len(multipliers)
-        self.checkpoint_blocks = bool(checkpoint_blocks)
-        self.compile_kernels = bool(compile_kernels)
-        if int(in_channels) < 1 or int(out_channels) < 1 or int(width) < 1 or int(heads) < 1:
-            raise ValueError(
-                f"in_channels={in_channels}, out_channels={out_channels}, width={width} "
-                f"and heads={heads} must all be >= 1"
-            )
-        if levels < 1:
-            raise ValueError("multipliers must name at least one level")
-        if len(encoder_blocks) != levels or len(decoder_blocks) != levels - 1:
-            raise ValueError(
-                f"need one encoder_blocks entry per level ({levels}) and one decoder_blocks entry per level but the "
-                f"bottom ({levels - 1}); got {tuple(encoder_blocks)} and {tuple(decoder_blocks)}"
-            )
-        if nlon % 2 ** (levels - 1):
-            raise ValueError(
-                f"nlon={nlon} must divide by 2**(levels-1) = {2 ** (levels - 1)} for {levels} U-Net levels: choose "
-                f"nlon a multiple of {2 ** (levels - 1)} or fewer levels"
-            )
-        widths = [int(width * m) for m in multipliers]
-        counts = [int(encoder_blocks[k]) + (int(decoder_blocks[k]) if k < levels - 1 else 0) for k in range(levels)]
-        if min(int(n) for n in (*encoder_blocks, *decoder_blocks)) < 0:
-            raise ValueError(f"block counts must be >= 0, got {tuple(encoder_blocks)} and {tuple(decoder_blocks)}")
-        for w, n in zip(widths, counts):
-            if n and w % heads:
-                raise ValueError(
-                    f"level width {w} does not divide by heads={heads}: choose width and heads so that every width * "
-                    "multiplier of a level with warp blocks divides by heads"
-                )
+        arch, run, abl = group_options(options, architecture, execution, ablation)
+        self.architecture, self.execution, self.ablation = arch, run, abl
+        self.checkpoint_blocks, self.compile_kernels = run.checkpoint_blocks, run.compile_kernels
+        _check_sizes(arch, in_channels, out_channels, nlon)
         data_grid = SphereGrid(nlat, nlon, grid)
         self.init_grid_guard(nlat, nlon, grid)
-        self.in_channels, self.out_channels, self.cond_dim = in_channels, out_channels, cond_dim
+        self.in_channels, self.out_channels, self.cond_dim = in_channels, out_channels, arch.cond_dim
         self.nlat, self.nlon, self.grid = nlat, nlon, grid
-        self.grids = [coarse_grid(data_grid, k) for k in range(levels)]
-        self.widths = widths
+        self.grids = [coarse_grid(data_grid, k) for k in range(arch.levels)]
+        self.widths = widths = arch.widths()
         self.register_buffer("position", data_grid.xyz.to(torch.float32)[None], persistent=False)
-
-        def blocks(k: int, n: int) -> nn.ModuleList:
-            g, w = self.grids[k], widths[k]
-            hidden = max(1, int(round(offset_ratio * w)))
-            return nn.ModuleList(
-                WarpBlockS2(
-                    g,
-                    w,
-                    heads,
-                    hidden,
-                    init_radius=math.pi / g.nlat,
-                    cond_dim=cond_dim,
-                    compile_kernels=self.compile_kernels,
-                    norm_groups=norm_groups,
-                    offset_gain=offset_gain,
-                )
-                for _ in range(n)
-            )
-
-        self.lift = nn.Sequential(_pointwise(in_channels + 3, width), nn.GELU(), _pointwise(width, widths[0]))
-        self.encoder = nn.ModuleList(blocks(k, encoder_blocks[k]) for k in range(levels))
-        resolved = [pooling_band_limit(self.grids[k], self.grids[k + 1]) for k in range(levels - 1)]
-        if pool_lmax is None:
-            pool_lmax = resolved
-        if (
-            isinstance(pool_lmax, (str, bytes))
-            or not isinstance(pool_lmax, Sequence)
-            or len(pool_lmax) != levels - 1
-            or not all(isinstance(b, numbers.Integral) and not isinstance(b, bool) and b >= 1 for b in pool_lmax)
-        ):
-            raise ValueError(
-                f"pool_lmax needs one band limit per pooling, a positive integer each ({levels - 1} for {levels} "
-                f"levels), got {pool_lmax!r}"
-            )
-        self.pool_lmax = [int(b) for b in pool_lmax]
-        for k, (b, top) in enumerate(zip(self.pool_lmax, resolved)):
-            if b > top:
-                raise ValueError(
-                    f"pool_lmax[{k}] = {b} exceeds the band limit {top} that pooling {k} resolves between "
-                    f"its level grids {self.grids[k].nlat}x{self.grids[k].nlon} and "
-                    f"{self.grids[k + 1].nlat}x{self.grids[k + 1].nlon} "
-                    f"(data grid {nlat}x{nlon}): give at most {resolved}, or build the model on a finer grid"
-                )
-        self.down = nn.ModuleList(
-            SpectralDownsample(self.grids[k], self.grids[k + 1], lmax=self.pool_lmax[k]) for k in range(levels - 1)
-        )
-        self.down_proj = nn.ModuleList(_pointwise(widths[k], widths[k + 1]) for k in range(levels - 1))
-        self.up_proj = nn.ModuleList(_pointwise(widths[k + 1], widths[k]) for k in range(levels - 1))
-        self.up = nn.ModuleList(
-            SpectralUpsample(self.grids[k + 1], self.grids[k], lmax=self.pool_lmax[k]) for k in range(levels - 1)
-        )
-        self.fuse = nn.ModuleList(_pointwise(2 * widths[k], widths[k]) for k in range(levels - 1))
-        self.resample_norm = bool(resample_norm)
-        if self.resample_norm:  # area norm + GELU after each resampling (the reference code's GroupNorm + GELU)
-            ck = self.compile_kernels
-            self.down_act = nn.ModuleList(
-                nn.Sequential(
-                    AreaNormS2(self.grids[k + 1], widths[k + 1], groups=norm_groups, compile_kernels=ck), nn.GELU()
-                )
-                for k in range(levels - 1)
-            )
-            self.up_act = nn.ModuleList(
-                nn.Sequential(AreaNormS2(self.grids[k], widths[k], groups=norm_groups, compile_kernels=ck), nn.GELU())
-                for k in range(levels - 1)
-            )
-        self.decoder = nn.ModuleList(blocks(k, decoder_blocks[k]) for k in range(levels - 1))
-        self.fixed_displacements = bool(fixed_displacements)
-        if self.fixed_displacements:  # ablation: every head keeps its initial displacement (the bias of the last layer)
-            for blocks_k in (*self.encoder, *self.decoder):
-                for blk in blocks_k:
-                    nn.init.zeros_(blk.warp.offset[-1].weight)
-                    for p in blk.warp.offset.parameters():
-                        p.requires_grad_(False)
+        # built in this order: parameters draw their initial values from the global generator in turn
+        self.lift = nn.Sequential(_pointwise(in_channels + 3, arch.width), nn.GELU(), _pointwise(arch.width, widths[0]))
+        self.encoder = nn.ModuleList(self._blocks(k, arch.encoder_blocks[k]) for k in range(arch.levels))
+        self.pool_lmax = _pool_band_limits(self.grids, arch.pool_lmax, data_grid)
+        self._build_resampling()
+        self.decoder = nn.ModuleList(self._blocks(k, arch.decoder_blocks[k]) for k in range(arch.levels - 1))
+        if abl.fixed_displacements:  # every head keeps its initial displacement (the bias of the last layer)
+            self._freeze_displacements()
         self.head_norm = AreaNormS2(data_grid, widths[0], compile_kernels=self.compile_kernels)
         self.head = nn.Sequential(_pointwise(widths[0], widths[0]), nn.GELU(), _pointwise(widths[0], out_channels))
         self.spectral = spectral_path(  # None when spectral_lmax is 0; validates the options
-            data_grid, in_channels, widths[0], out_channels, spectral_lmax, spectral_into, spectral_from,
-            spectral_anchors,
+            data_grid, in_channels, widths[0], out_channels, abl.spectral_lmax, abl.spectral_into, abl.spectral_from,
+            abl.spectral_anchors,
         )  # fmt: skip
-        self.spectral_lmax, self.spectral_into, self.spectral_from = int(spectral_lmax), spectral_into, spectral_from
+
+    def _blocks(self, k: int, n: int) -> nn.ModuleList:
+        """``n`` warp blocks on level ``k``."""
+        g, w, arch = self.grids[k], self.widths[k], self.architecture
+        hidden = max(1, int(round(arch.offset_ratio * w)))
+        return nn.ModuleList(
+            WarpBlockS2(
+                g,
+                w,
+                arch.heads,
+                hidden,
+                init_radius=math.pi / g.nlat,
+                cond_dim=arch.cond_dim,
+                compile_kernels=self.compile_kernels,
+                norm_groups=self.ablation.norm_groups,
+                offset_gain=self.ablation.offset_gain,
+            )
+            for _ in range(n)
+        )
+
+    def _build_resampling(self) -> None:
+        """Spectral pooling between the levels, the pointwise maps changing the width, the skip fuses, and (ablation
+        ``resample_norm``) an area norm and a GELU after every resampling (the reference code's GroupNorm + GELU)."""
+        grids, widths, pairs = self.grids, self.widths, range(len(self.grids) - 1)
+        self.down = nn.ModuleList(SpectralDownsample(grids[k], grids[k + 1], lmax=self.pool_lmax[k]) for k in pairs)
+        self.down_proj = nn.ModuleList(_pointwise(widths[k], widths[k + 1]) for k in pairs)
+        self.up_proj = nn.ModuleList(_pointwise(widths[k + 1], widths[k]) for k in pairs)
+        self.up = nn.ModuleList(SpectralUpsample(grids[k + 1], grids[k], lmax=self.pool_lmax[k]) for k in pairs)
+        self.fuse = nn.ModuleList(_pointwise(2 * widths[k], widths[k]) for k in pairs)
+        if self.ablation.resample_norm:
+            groups, ck = self.ablation.norm_groups, self.compile_kernels
+
+            def norm_act(k: int) -> nn.Sequential:
+                return nn.Sequential(AreaNormS2(grids[k], widths[k], groups=groups, compile_kernels=ck), nn.GELU())
+
+            self.down_act = nn.ModuleList(norm_act(k + 1) for k in pairs)
+            self.up_act = nn.ModuleList(norm_act(k) for k in pairs)
+
+    def _freeze_displacements(self) -> None:
+        """Ablation ``fixed_displacements``: zero every displacement network's output layer and freeze the network."""
+        for blocks_k in (*self.encoder, *self.decoder):
+            for blk in blocks_k:
+                nn.init.zeros_(blk.warp.offset[-1].weight)
+                for p in blk.warp.offset.parameters():
+                    p.requires_grad_(False)
 
     def extra_repr(self) -> str:
         return (
@@ -432,7 +361,8 @@ class Dandelion(GridGuard, nn.Module):
             )
         pos = self.position.to(x.dtype).expand(x.shape[0], -1, -1, -1)
         h = self.lift(torch.cat([x, pos], dim=1))
-        source = h if self.spectral_from == "lift" else x
+        abl = self.ablation
+        source = h if abl.spectral_from == "lift" else x
         skips = []
         levels = len(self.widths)
         for k in range(levels):
@@ -441,19 +371,19 @@ class Dandelion(GridGuard, nn.Module):
             if k < levels - 1:
                 skips.append(h)
                 h = self.down_proj[k](self.down[k](h))
-                if self.resample_norm:
+                if abl.resample_norm:
                     h = self.down_act[k](h)
         for k in reversed(range(levels - 1)):
             h = self.up[k](self.up_proj[k](h))
-            if self.resample_norm:
+            if abl.resample_norm:
                 h = self.up_act[k](h)
             h = self.fuse[k](torch.cat([h.to(skips[k].dtype), skips[k]], dim=1))
             for blk in self.decoder[k]:
                 h = self._block(blk, h, cond)
-        if self.spectral is not None and self.spectral_into == "head":
+        if self.spectral is not None and abl.spectral_into == "head":
             h = h + self.spectral(source).to(h.dtype)
         out = self.head(self.head_norm(h))
-        if self.spectral is not None and self.spectral_into == "output":
+        if self.spectral is not None and abl.spectral_into == "output":
             out = out + self.spectral(source).to(out.dtype)
         return out
 
@@ -463,22 +393,10 @@ class Dandelion(GridGuard, nn.Module):
         return blk(h, cond)
 
 
-#: Registry builder of :class:`Dandelion`: ``PRESETS[preset]`` updated with ``overrides``, which may also set
-#: the hyper-parameters the presets leave at their defaults (conditioning, checkpointing, kernels, pooling).
-_EXTRA = (
-    "cond_dim",
-    "checkpoint_blocks",
-    "compile_kernels",
-    "pool_lmax",
-    "spectral_lmax",
-    "spectral_into",
-    "spectral_anchors",
-    "spectral_from",
-    "fixed_displacements",
-    "norm_groups",
-    "offset_gain",
-    "resample_norm",
-)
+#: Registry builder of :class:`Dandelion`: ``PRESETS[preset]`` updated with ``overrides``, which may also set any other
+#: option of the three groups (:func:`~dandelion.model_options.option_names`: conditioning, pooling band limits,
+#: checkpointing, kernels, the ablation switches).
+_EXTRA = option_names()
 build_dandelion = register_preset_model("dandelion", Dandelion, PRESETS, extra=_EXTRA)
 #: The cost-matched Dandelion as its own model name, so a benchmark grid (one preset name for every model)
 #: can hold it next to ``dandelion``.

@@ -12,7 +12,7 @@ import math
 import torch
 import torch.nn as nn
 
-from .kernels import call_compiled
+from .compiled import call_compiled
 from .sphere import SphereGrid
 
 __all__ = ["AreaNormS2"]
@@ -37,7 +37,7 @@ class AreaNormS2(nn.Module):
     eps : float
     compile_kernels : bool
         Evaluate the statistics, the affine map and the backward with ``torch.compile``'d kernels
-        (:func:`~dandelion.kernels.call_compiled`): faster on the CPU, equal up to rounding.
+        (:func:`~dandelion.compiled.call_compiled`): faster on the CPU, equal up to rounding.
 
     Shapes: ``(B, channels, nlat, nlon) -> (B, channels, nlat, nlon)``.
     """
@@ -63,20 +63,22 @@ class AreaNormS2(nn.Module):
         return torch.matmul(x.sum(-1), self.row_weights.to(x.dtype))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Normalise ``x (B, channels, nlat, nlon)``; statistics in float32 at least (also under autocast)."""
-        with torch.autocast(device_type=x.device.type, enabled=False):
-            return self._forward(x.to(torch.promote_types(x.dtype, torch.float32)))
+        """Normalise ``x (B, channels, nlat, nlon)``; statistics in float32 at least (also under autocast).
 
-    def _forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _AreaNormFunction.apply(
-            x,
-            self.weight.to(x.dtype),
-            self.bias.to(x.dtype),
-            self.row_weights.to(x.dtype),
-            self.groups,
-            self.eps,
-            self.compile_kernels,
-        )
+        The output (and the input's gradient) keep ``x``'s dtype: a bfloat16 input is read as it is and the
+        float32 result written in bfloat16 directly (no cast passes; the rounding a cast would do).
+        """
+        work = torch.promote_types(x.dtype, torch.float32)
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            return _AreaNormFunction.apply(
+                x,
+                self.weight.to(work),
+                self.bias.to(work),
+                self.row_weights.to(work),
+                self.groups,
+                self.eps,
+                self.compile_kernels,
+            )
 
 
 class _AreaNormFunction(torch.autograd.Function):
@@ -94,41 +96,52 @@ class _AreaNormFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, row_weights, groups: int, eps: float, compiled: bool = False):
         args = (x, weight, bias, row_weights, groups, eps)
-        out = call_compiled(_norm_forward, *args) if compiled else None
+        out = call_compiled(_norm_forward, *args) if compiled and x.dtype == weight.dtype else None
         y, d, s = _norm_forward(*args) if out is None else out
         ctx.save_for_backward(d, s, weight, row_weights)
-        ctx.groups, ctx.compiled = groups, compiled
+        ctx.groups, ctx.compiled, ctx.x_dtype = groups, compiled, x.dtype
         return y
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dy):
         args = (dy, *ctx.saved_tensors, ctx.groups)
-        out = call_compiled(_norm_backward, *args) if ctx.compiled else None
-        dx, g_weight, g_bias = _norm_backward(*args) if out is None else out
+        compiled = ctx.compiled and dy.dtype == ctx.x_dtype == args[3].dtype
+        out = call_compiled(_norm_backward, *args) if compiled else None
+        dx, g_weight, g_bias = _norm_backward(*args, out_dtype=ctx.x_dtype) if out is None else out
         return dx, g_weight, g_bias, None, None, None, None
 
 
 def _norm_forward(x, weight, bias, row_weights, groups: int, eps: float):
-    """``(y, d, s)`` of :class:`_AreaNormFunction` (``d = x - mean``, ``s`` the inverse deviations ``(B, G, 1)``)."""
+    """``(y, d, s)`` of :class:`_AreaNormFunction` (``d = x - mean``, ``s`` the inverse deviations ``(B, G, 1)``).
+
+    ``x`` may be of a lower precision than ``weight`` (bfloat16 under autocast): it is read as it is, the
+    statistics and ``d`` are in ``weight``'s dtype and ``y`` is written in ``x``'s.
+    """
     b, c = x.shape[:2]
     g = groups
-    mean = torch.matmul(x.sum(-1), row_weights).reshape(b, g, -1).mean(-1, keepdim=True)  # (B, G, 1)
+    mean = (
+        torch.matmul(x.sum(-1, dtype=weight.dtype), row_weights).reshape(b, g, -1).mean(-1, keepdim=True)
+    )  # (B, G, 1)
     mean = mean.expand(b, g, c // g).reshape(b, c, 1, 1)
     d = x - mean
     var = torch.matmul(torch.linalg.vecdot(d, d), row_weights).reshape(b, g, -1).mean(-1, keepdim=True)
     s = torch.rsqrt(var + eps)  # (B, G, 1)
     scale = s.expand(b, g, c // g).reshape(b, c) * weight
-    return torch.addcmul(bias[:, None, None], d, scale[:, :, None, None]), d, s
+    y = torch.empty_like(x) if x.dtype != d.dtype else None  # the float32 result written in x's dtype
+    return torch.addcmul(bias[:, None, None], d, scale[:, :, None, None], out=y), d, s
 
 
-def _norm_backward(dy, d, s, weight, row_weights, groups: int):
-    """``(dx, dgamma, dbeta)`` of :class:`_AreaNormFunction` (formulas in its docstring)."""
+def _norm_backward(dy, d, s, weight, row_weights, groups: int, out_dtype: torch.dtype | None = None):
+    """``(dx, dgamma, dbeta)`` of :class:`_AreaNormFunction` (formulas in its docstring).
+
+    ``dy`` may be of a lower precision than ``d``; ``dx`` is written in ``out_dtype`` (default ``d``'s).
+    """
     b, c = d.shape[:2]
     g = groups
     cg = c // g
-    r = dy.sum((-2, -1))  # (B, C)
-    qd = torch.linalg.vecdot(dy.flatten(-2), d.flatten(-2))  # (B, C)
+    r = dy.sum((-2, -1), dtype=d.dtype)  # (B, C)
+    qd = torch.linalg.vecdot(dy.flatten(-2).to(d.dtype), d.flatten(-2))  # (B, C)
     s_c = s.expand(b, g, cg).reshape(b, c)
     g_weight = (qd * s_c).sum(0)
     g_bias = r.sum(0)
@@ -139,4 +152,6 @@ def _norm_backward(dy, d, s, weight, row_weights, groups: int):
     gamma = (-s * s * s * bq / cg).expand(b, g, cg).reshape(b, c, 1, 1)
     t = torch.addcmul(beta, d, gamma)
     t.mul_(row_weights[:, None])
-    return t.addcmul_(dy, alpha), g_weight, g_bias
+    if out_dtype is None or out_dtype == t.dtype:
+        return t.addcmul_(dy, alpha), g_weight, g_bias
+    return torch.addcmul(t, dy, alpha, out=torch.empty_like(dy, dtype=out_dtype)), g_weight, g_bias

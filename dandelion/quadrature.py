@@ -1,6 +1,6 @@
 """Area quadrature weights on the sphere and weighted means, over the whole grid or over wet points.
 
-The statistics of :mod:`dandelion.metrics`, :mod:`dandelion.spectra` and :mod:`dandelion.loss` are built
+The statistics of :mod:`dandelion.metrics`, :mod:`dandelion.power_spectra` and :mod:`dandelion.loss` are built
 on these: ``w`` is the grid's quadrature weight (:attr:`dandelion.sphere.SphereGrid.weights`) normalised to
 sum 1 over the grid and ``<f> = sum(w f)``. With a ``wet`` mask (bool ``(nlat, nlon)``, True on ocean) ``w``
 is the quadrature weight times the mask, normalised to sum 1 over the wet points, and values on land (NaN

@@ -17,6 +17,7 @@ __all__ = [
     "register_model",
     "register_preset_model",
     "resolve_preset",
+    "preset_keys",
     "build_model",
     "available_models",
     "unwrap_model",
@@ -26,6 +27,8 @@ __all__ = [
 ]
 
 _REGISTRY: dict[str, Callable[..., nn.Module]] = {}
+# name -> (preset table, extra keys) of the models registered by register_preset_model
+_PRESET_TABLES: dict[str, tuple[dict[str, dict], tuple[str, ...]]] = {}
 
 # Modules that register models when imported (imported lazily by build_model).
 _MODEL_MODULES = ("dandelion.model", "dandelion.baselines")
@@ -82,6 +85,7 @@ def register_preset_model(name: str, model_cls, presets: dict[str, dict], *, pre
             cfg = prepare(cfg, in_channels, out_channels, nlat, nlon, grid)
         return model_cls(in_channels, out_channels, nlat, nlon, grid, **cfg)
 
+    _PRESET_TABLES[name] = (presets, tuple(extra))
     build.__name__ = build.__qualname__ = f"build_{name}"
     build.__module__ = model_cls.__module__
     build.__doc__ = (
@@ -89,6 +93,25 @@ def register_preset_model(name: str, model_cls, presets: dict[str, dict], *, pre
         "Raises ValueError for an unknown preset or override, and the errors of the model's constructor."
     )
     return register_model(name)(build)
+
+
+def preset_keys(name: str) -> tuple[list[str], list[str]]:
+    """The hyper-parameters a model's overrides may set: ``(keys its presets set, extra keys)``, each sorted.
+
+    The first list is the union over the presets of ``name`` (what ``configs/model/<name>.yaml`` lists, a test
+    keeps the two equal); the second the keys the presets leave at the constructor's default.
+
+    Raises
+    ------
+    ValueError
+        For a name not registered through :func:`register_preset_model`.
+    """
+    _load_all()
+    if name not in _PRESET_TABLES:
+        raise ValueError(f"{name!r} has no preset table; models with one: {sorted(_PRESET_TABLES)}")
+    presets, extra = _PRESET_TABLES[name]
+    keys = sorted({k for table in presets.values() for k in table})
+    return keys, sorted(set(extra) - set(keys))
 
 
 def _load_all():

@@ -131,7 +131,7 @@ def _prepare(cfg):
     return cfg, scenario, root, device, batch_size, resolved, config_fingerprint(resolved)
 
 
-#: U-Net levels of the deepest Dandelion presets; each level halves nlon (dandelion.model, dandelion.pooling).
+#: U-Net levels of the deepest Dandelion presets; each level halves nlon (dandelion.model, dandelion.spectral_pooling).
 _UNET_LEVELS = 4
 _WARNED_NLON: set[int] = set()
 

@@ -3,7 +3,7 @@
 Physics apart from time stepping (after Dinosaur): equation objects hold the physics, one module the
 schemes, one driver the stepping.
 
-* :mod:`dandelion.solvers.spectral`: batched float64 spectral core (torch-harmonics transforms on a
+* :mod:`dandelion.solvers.spectral_core`: batched float64 spectral core (torch-harmonics transforms on a
   dealiased Gauss grid, Laplacian, Helmholtz velocity, exact synthesis on output grids);
 * :mod:`dandelion.solvers.integrators`: every time integrator (IMEX and explicit Runge-Kutta with an
   integrating factor, semi-implicit leapfrog with the RAW filter, exponential time differencing);

@@ -19,7 +19,7 @@ Numerics
 * State: the spectrum of ``phi`` (orthonormal harmonics on the unit sphere; torch-harmonics layout),
   float64; batch = ensemble, every trajectory with its own ``eps`` and ``R``.
 * The cubic term ``f'(phi)`` is evaluated on the 2x-padded Gauss grid of the shared
-  :class:`~dandelion.solvers.spectral.SpectralCore` (``nlat = 2 lmax``, ``nlon >= 4 lmax``): the
+  :class:`~dandelion.solvers.spectral_core.SpectralCore` (``nlat = 2 lmax``, ``nlon >= 4 lmax``): the
   projection of a cubic of band-limited fields is then exact (no aliasing).
 * Time stepping: linear stabilisation (Shen & Yang 2010, Discrete Contin. Dyn. Syst. 28, 1669) with
   the splitting of the card, integrated by the generic IMEX Runge-Kutta of
@@ -61,7 +61,7 @@ from dandelion.sphere import SphereGrid
 
 from .chained_turbulence import real_to_complex_coefficients
 from .integrators import ARS222, IMEX_EULER, imex_amplification, imex_runge_kutta
-from .spectral import SpectralCore
+from .spectral_core import SpectralCore
 from .time_stepping import (
     GeometricClock,
     Simulation,

@@ -21,7 +21,7 @@ Numerics (ours, docs/datasets/chained_turbulence.md "Our method" / "Ours, decide
   :class:`dandelion.solvers.exponential.ETDRK4`): ``sigma(127)`` reaches -5e9 / tau, far too stiff for any explicit
   scheme, and ``exp(sigma dt)`` is exact because ``L`` is diagonal;
 * advection ``-u . grad(omega)`` is evaluated pseudo-spectrally on the 3/2-dealiased Gauss grid of the
-  shared :class:`dandelion.solvers.spectral.SpectralCore` (exact Galerkin projection of the quadratic
+  shared :class:`dandelion.solvers.spectral_core.SpectralCore` (exact Galerkin projection of the quadratic
   product, so the truncated advection conserves energy and enstrophy and has no ``l = 0``/``l = 1``
   projection up to round-off);
 * ``sigma(0) = 2 f(4K) > 0`` (and above the maximum over ``l >= 1``), so the ``l = 0`` coefficient
@@ -39,7 +39,7 @@ Numerics (ours, docs/datasets/chained_turbulence.md "Our method" / "Ours, decide
   ``u k dt <= 0.2 pi``.
 
 Sign: with ``lap(psi) = -omega`` and ``u = r_hat x grad(psi)`` the stored ``omega`` is
-``-r_hat . curl(u)`` (docs/datasets/chained_turbulence.md); :class:`~dandelion.solvers.spectral.SpectralCore` uses
+``-r_hat . curl(u)`` (docs/datasets/chained_turbulence.md); :class:`~dandelion.solvers.spectral_core.SpectralCore` uses
 ``zeta = +r_hat . curl(u)``, so velocities here are ``core.vrtdiv_to_uv(-omega, 0)``.
 """
 
@@ -53,7 +53,7 @@ import torch
 from dandelion.sphere import SphereGrid
 
 from .exponential import ETDRK4
-from .spectral import SpectralCore, pad_spec
+from .spectral_core import SpectralCore, pad_spec
 from .time_stepping import Simulation, check_finite
 
 __all__ = [

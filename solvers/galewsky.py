@@ -38,7 +38,7 @@ from .galewsky_initial import (
 )
 from .integrators import make_stepper
 from .shallow_water import EARTH_RADIUS, ShallowWater, SWState, cfl_limits, check_cfl
-from .spectral import SpectralCore
+from .spectral_core import SpectralCore
 from .time_stepping import Simulation, check_finite
 
 __all__ = [

@@ -30,7 +30,7 @@ from .integrators import SCHEMES, SemiImplicitLeapfrog, make_stepper
 from .primitive_equations import PEState, PrimitiveEquations, hyperdiffusion_filter
 from .shallow_water import CFL_LIMITS
 from .sigma_coordinates import SigmaCoordinates, interpolate_to_pressure
-from .spectral import SpectralCore, pad_spec
+from .spectral_core import SpectralCore, pad_spec
 from .time_stepping import Simulation, StabilityLimit, check_finite, enforce_limits
 
 __all__ = [

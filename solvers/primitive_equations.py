@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 from .sigma_coordinates import SigmaCoordinates, Vertical, level_vector
-from .spectral import SpectralCore
+from .spectral_core import SpectralCore
 
 __all__ = ["PEState", "PrimitiveEquations", "hyperdiffusion_filter"]
 

@@ -18,7 +18,7 @@ integrators (:mod:`dandelion.solvers.integrators`):
 * integrating factor ``D``: diffusion ``-nu (l(l+1)/R^2)^p`` applied alike to all three fields
   (``p = 1`` Laplacian, ``p = 2`` hyperdiffusion), exact and commuting with ``L``.
 
-Everything is float64 on the device of the :class:`~dandelion.solvers.spectral.SpectralCore`.
+Everything is float64 on the device of the :class:`~dandelion.solvers.spectral_core.SpectralCore`.
 The leading dimension of every state tensor is the ensemble (batch) ``B``.
 """
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from .integrators import SCHEMES, IMEXTableau
-from .spectral import SpectralCore
+from .spectral_core import SpectralCore
 from .time_stepping import StabilityLimit, enforce_limits
 
 __all__ = [

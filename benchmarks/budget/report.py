@@ -14,7 +14,7 @@ import numpy as np
 
 from dandelion.benchmarks.budget.saturation import fit_saturation, saturating_power_law
 from dandelion.benchmarks.grid.records import GAP_EPOCHS, valid_over_train  # re-exported: it lived here first
-from dandelion.evaluation.rollout import UNSTABLE_VRMSE
+from dandelion.evaluation.scoring import UNSTABLE_VRMSE
 from dandelion.reporting.plotting import plain_log_ticks, pyplot, save_figure
 from dandelion.runtime import write_text_atomic
 

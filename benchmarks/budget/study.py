@@ -145,7 +145,7 @@ def _score(scaled, key: str, ckpt: Path, data_path: Path) -> dict:
     s = metric_summaries(results)
     out = {**_summary(s["next_step"], s["rollout_mean"]), "stability": None, "rollout_command": rollout_cmd}
     st = results.get("stability")
-    if st:  # forecasts that blew up (dandelion.evaluation.rollout): one of them can dominate the 1:20 mean
+    if st:  # forecasts that blew up (dandelion.evaluation.scoring): one of them can dominate the 1:20 mean
         n20 = min(20, len(st["median_vrmse"]))
         out["stability"] = {
             "n_unstable": st["unstable_by_lead"][n20 - 1],

@@ -15,7 +15,7 @@ every cell ``(dataset, model, seed)``:
    of ``lr_ladder`` beyond it is trained too (:func:`sweep_lr`), so that the chosen rate is inside the
    sweep; every other seed trains once at the sweep seed's rate;
 4. that model is rolled out on the test split with ``dandelion-rollout``
-   (:func:`dandelion.evaluation.rollout.rollout`): next-step VRMSE and the 1:20 rollout VRMSE (mean
+   (:func:`dandelion.evaluation.scoring.evaluate`): next-step VRMSE and the 1:20 rollout VRMSE (mean
    over leads 1..20), area-weighted and the Well's unweighted definition, per field and averaged;
 5. the cell's result JSON ``results_dir/<dataset>/<model>/seed<k>.json`` is written atomically.
 
@@ -69,6 +69,7 @@ from dandelion.benchmarks.grid.cells import (
 from dandelion.benchmarks.grid.lr_plan import sweep_plan
 from dandelion.benchmarks.grid.parallel import check_rates, train_rates
 from dandelion.benchmarks.grid.price import print_price
+from dandelion.benchmarks.grid.records import stability_summary
 from dandelion.benchmarks.grid.references import linear_ar_reference, persistence_reference
 from dandelion.benchmarks.grid.runs import (
     _benchmark_command,
@@ -292,8 +293,12 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
             for k, v in _run_record(best).items()
             if k in ("valid_over_train", "train_cpu_seconds", "train_threads")
         },
-        # the CPU-seconds of every run of the sweep seed's sweep (shared by every seed's cell: count it once)
-        "sweep_cpu_seconds": _sum_known([_run_record(r)["train_cpu_seconds"] for r in sweep]),
+        # the CPU-seconds of every run of the sweep, recorded once: on the sweep seed's cell (null on the seeds that
+        # reused its rate; records.cell_sweep_cpu_seconds)
+        "sweep_cpu_seconds": _sum_known([_run_record(r)["train_cpu_seconds"] for r in sweep])
+        if sweep_seed == int(seed)
+        else None,
+        "sweep_cpu_seconds_on_seed": sweep_seed,
         "trainer": OmegaConf.to_container(s.trainer, resolve=True),
         "trainer_resolved": trainer_resolved,
         "target": str(trainer_resolved.get("target", "frame")),
@@ -306,6 +311,7 @@ def run_cell(cfg, key: str, model: str, seed: int) -> dict:
         "next_step": summaries["next_step"],
         "rollout_mean": summaries["rollout_mean"],
         "curves": summaries["curves"],
+        "stability": stability_summary(results.get("stability")),
         "lead_time": results["lead_time"],
         "lead_time_hours": results.get("lead_time_hours"),
         "units": results.get("units"),

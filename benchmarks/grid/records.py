@@ -8,7 +8,10 @@ Every run record of a cell (each ``sweep`` entry, the selected ``run``) and the 
   diverged before it could report);
 * ``train_threads``: ``torch.get_num_threads()`` during the training (a list where resumed parts differed).
 
-The cell's top level holds the selected run's values. Cells made before these fields existed lack them: readers use
+The cell's top level holds the selected run's values, and ``sweep_cpu_seconds``: the CPU-seconds of every run of the
+learning-rate sweep, recorded once, on the cell of the seed that ran it (``sweep_cpu_seconds_on_seed``; null on the
+cells of the seeds that reused its rate: :func:`cell_sweep_cpu_seconds`), and ``stability`` (:func:`stability_summary`:
+how many test forecasts blew up, by lead). Cells made before these fields existed lack them: readers use
 :func:`cell_valid_over_train` (recomputed from the kept curve) and :func:`cell_cpu_seconds` (None: missing), never a
 rewritten cell file. The budget study (:mod:`dandelion.benchmarks.budget.report`) uses the same ratio.
 """
@@ -17,7 +20,15 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["GAP_EPOCHS", "valid_over_train", "cost_fields", "cell_valid_over_train", "cell_cpu_seconds"]
+__all__ = [
+    "GAP_EPOCHS",
+    "valid_over_train",
+    "cost_fields",
+    "cell_valid_over_train",
+    "cell_cpu_seconds",
+    "cell_sweep_cpu_seconds",
+    "stability_summary",
+]
 
 GAP_EPOCHS = 5  # last pretraining epochs over which valid_over_train compares the two losses
 
@@ -68,3 +79,24 @@ def cell_cpu_seconds(cell: dict) -> float | None:
     before the count was recorded, or its run's total is unknown."""
     v = cell.get("train_cpu_seconds", (cell.get("run") or {}).get("train_cpu_seconds"))
     return None if v is None or not math.isfinite(float(v)) else float(v)
+
+
+def cell_sweep_cpu_seconds(cell: dict) -> float | None:
+    """The CPU-seconds of the learning-rate sweep this cell ran itself: its ``sweep_cpu_seconds`` when the cell is the
+    sweep seed's (``sweep_cpu_seconds_on_seed``, else ``lr_selection.sweep_seed``, equals its seed), else None (the
+    sweep is counted on that seed's cell), so that a sum over cells counts every sweep once."""
+    on = cell.get("sweep_cpu_seconds_on_seed", (cell.get("lr_selection") or {}).get("sweep_seed", cell.get("seed")))
+    v = cell.get("sweep_cpu_seconds")
+    if on is None or int(on) != int(cell.get("seed", -1)) or v is None or not math.isfinite(float(v)):
+        return None
+    return float(v)
+
+
+def stability_summary(stability: dict | None) -> dict | None:
+    """What a cell keeps of a rollout's ``stability`` (:mod:`dandelion.evaluation.scoring`): the blow-up threshold,
+    the forecasts, how many blew up within the rollout and by each lead, and the first lead with one; None without
+    it."""
+    if not stability:
+        return None
+    keys = ("threshold_vrmse", "n_forecasts", "n_unstable", "unstable_by_lead", "first_unstable_lead_step")
+    return {k: stability.get(k) for k in keys}

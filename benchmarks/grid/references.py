@@ -1,7 +1,7 @@
 """Reference forecasts of the benchmark: persistence and the pointwise linear autoregression.
 
 Neither is trained by gradient descent; both are scored by the same rollout code
-(:func:`dandelion.evaluation.rollout.evaluate`) on the same test forecasts as the cells, and shown as
+(:func:`dandelion.evaluation.scoring.evaluate`) on the same test forecasts as the cells, and shown as
 reference lines of the leaderboard (:mod:`dandelion.benchmarks.leaderboard.render`):
 
 * ``persistence``: the newest input frame as every forecast;
@@ -26,10 +26,10 @@ from torch.utils.data import DataLoader
 
 from dandelion.benchmarks.grid.cells import REFERENCES, data_digest, metric_summaries, protocol_hash, reference_path
 from dandelion.datasets.torch_dataset import WindowDataset
-from dandelion.evaluation.rollout import evaluate
+from dandelion.evaluation.scoring import evaluate
 from dandelion.forecast import Forecaster, difference_window, nonzero_scale
-from dandelion.kernels import Pointwise
 from dandelion.metrics import loss_weights, metric_names
+from dandelion.pointwise import Pointwise
 from dandelion.runtime import write_json_atomic
 
 __all__ = [
@@ -68,7 +68,7 @@ def fit_linear_ar(data: WindowDataset, batch_size: int = 32) -> tuple[Pointwise,
     the area weights (zero on land, :func:`dandelion.metrics.loss_weights`), through the normal
     equations in float64.
 
-    Returns the map as a :class:`~dandelion.kernels.Pointwise` (float32; input ``(B, n_features, nlat,
+    Returns the map as a :class:`~dandelion.pointwise.Pointwise` (float32; input ``(B, n_features, nlat,
     nlon)``, output ``(B, C, nlat, nlon)``) and a dict ``{"n_windows", "n_features"}``.
 
     Raises

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dandelion.benchmarks.grid.records import cell_cpu_seconds, cell_valid_over_train
+from dandelion.benchmarks.grid.records import cell_cpu_seconds, cell_sweep_cpu_seconds, cell_valid_over_train
 from dandelion.reporting.plotting import pyplot, save_figure
 
 __all__ = ["budget_line", "loss_at_cost", "best_at_cheapest", "plot_score_vs_cost", "compute_section"]
@@ -146,6 +146,10 @@ def compute_section(agg: dict, datasets: list[str], plots: dict | None = None) -
             )
     if not rows:
         return []
+    cells = [c for d in datasets for e in agg[d].values() for c in e["cells"]]
+    sweeps = [s for s in (cell_sweep_cpu_seconds(c) for c in cells) if s is not None]
+    swept = {id(c) for c in cells if cell_sweep_cpu_seconds(c) is not None}  # their selected run is in the sweep
+    others = [s for s in (cell_cpu_seconds(c) for c in cells if id(c) not in swept) if s is not None]
     L = [
         "## Equal compute",
         "",
@@ -154,7 +158,16 @@ def compute_section(agg: dict, datasets: list[str], plots: dict | None = None) -
         "next-step loss, mean over the last 5 pretraining epochs, each validating the windows trainer.val_subset "
         "picks (cpu v2: spread over the whole valid split); over 1.5 flags a cell that memorises). The cost is one "
         "run at the chosen rate: the learning-rate sweep (the other rates tried on the sweep seed, recorded as "
-        "`sweep_cpu_seconds` in that seed's cell) is not counted.",
+        "`sweep_cpu_seconds` in that seed's cell only, null in the cells of the seeds that reused its rate) is not "
+        "counted."
+        + (
+            f" In all: {sum(sweeps) / 3600:.1f} CPU-hours of sweeps ({len(sweeps)} sweeps, each counted once, "
+            f"each including its seed's selected run) and {sum(others) / 3600:.1f} CPU-hours of the {len(others)} "
+            f"runs of the seeds that reused a sweep's rate: {(sum(sweeps) + sum(others)) / 3600:.1f} CPU-hours of "
+            "training."
+            if sweeps
+            else ""
+        ),
         "",
         "| dataset | model | CPU-s per run (mean) | seeds | threads | valid/train (max) |",
         "|---|---|---:|---:|---|---:|",

@@ -1,13 +1,17 @@
 """The text of ``leaderboard.md``: the cells of one scale (and their references) as markdown.
 
-The file opens with the answer: the headline table (:func:`headline_table`; one row per dataset, one column per
-model, next-step and 1:20 area-weighted VRMSE averaged over fields and seeds, the best model of each dataset and
-lead summary in **bold**). Then what a reader of the numbers must know first (warnings, pending cells, links to the
-budget study and the decision record), the tables with their spread over seeds (one per metric registered with a
-leaderboard title, :func:`dandelion.metrics.metric`; per field, with each field's RMSE in our and WeatherBench 2's
-definitions, :mod:`~dandelion.benchmarks.leaderboard.field_rmse`), the extra sections (zero-shot transfer), the
-training details and the plots; provenance (datasets, data versions, protocol, machine) and the exact commands that
-made every number come last. The job that writes it, and the plots, is :mod:`dandelion.benchmarks.leaderboard.render`.
+The file opens with the answer: the verdict in words, generated from the numbers
+(:mod:`~dandelion.benchmarks.leaderboard.verdict`), then the headline table (:func:`headline_table`,
+:mod:`~dandelion.benchmarks.leaderboard.headline`; one row per dataset, one column per model, next-step and 1:20
+area-weighted VRMSE averaged over fields and seeds, the best model of each dataset and lead summary in **bold**,
+judged with the Student-t intervals of :mod:`~dandelion.benchmarks.leaderboard.stats`). Then what a reader of the
+numbers must know first (warnings, pending cells, links to the budget study and the decision record), the tables
+with their spread over seeds (one per metric registered with a leaderboard title, :func:`dandelion.metrics.metric`;
+per field, with each field's RMSE in our and WeatherBench 2's definitions,
+:mod:`~dandelion.benchmarks.leaderboard.field_rmse`), each seed's values (:mod:`~dandelion.benchmarks.leaderboard.
+seeds`), the extra sections (zero-shot transfer), the training details and the plots; provenance (datasets, data
+versions, protocol, machine) and the exact commands that made every number come last. The job that writes it, and
+the plots, is :mod:`dandelion.benchmarks.leaderboard.render`.
 """
 
 from __future__ import annotations
@@ -19,14 +23,26 @@ import numpy as np
 from dandelion.benchmarks.grid.cells import REFERENCES, equivalence_path, equivalent
 from dandelion.benchmarks.leaderboard import field_rmse
 from dandelion.benchmarks.leaderboard.compute import budget_line, compute_section
+from dandelion.benchmarks.leaderboard.headline import (
+    best_within_spread,
+    bold_best,
+    columns,
+    headline_table,
+    horizon_table,
+    reference_value,
+)
+from dandelion.benchmarks.leaderboard.seeds import per_seed_table
+from dandelion.benchmarks.leaderboard.stats import half_width
 from dandelion.benchmarks.leaderboard.training_table import training_table
 from dandelion.benchmarks.leaderboard.trend import trend_section
+from dandelion.benchmarks.leaderboard.verdict import VERDICT, verdict_paragraph
 from dandelion.metrics import METRICS, metric_names
 from dandelion.reporting.numbers import fmt_mean_std, fmt_value
 
 __all__ = [
     "REFERENCE_MODEL",
     "DIGEST_KEYS",
+    "VERDICT",
     "HEADLINE",
     "PROVENANCE",
     "COMMANDS",
@@ -37,7 +53,7 @@ __all__ = [
     "render_markdown",
 ]
 
-#: Headings of the first and the last parts of the file.
+#: Headings of the first parts (after the verdict, :data:`VERDICT`) and the last parts of the file.
 HEADLINE = "## Headline: VRMSE, next step / 1:20"
 PROVENANCE = "## Provenance"
 COMMANDS = "## Commands"
@@ -95,43 +111,16 @@ def aggregate(cells: list[dict]) -> dict:
     return agg
 
 
-def bold_best(values: dict) -> set:
-    """Keys of ``values`` (key -> float, lower is better) holding the minimum (ties all win; NaN never wins)."""
-    finite = {k: v for k, v in values.items() if v is not None and math.isfinite(v)}
-    if not finite:
-        return set()
-    best = min(finite.values())
-    return {k for k, v in finite.items() if v <= best * (1 + 1e-12)}
-
-
-def best_within_spread(stats: dict, floor: float = math.inf) -> set:
-    """Keys of ``stats`` (key -> ``{"mean", "std", "n"}`` over seeds, lower is better) that are the best: the lowest
-    mean (:func:`bold_best`), and every key whose mean exceeds it by less than twice the combined standard error of
-    the two means, ``2 sqrt(s_a^2 / n_a + s_b^2 / n_b)`` (a tie within the seed spread). A key with one seed has no
-    spread, so it ties only on an equal mean. A key whose mean is above ``floor`` (the persistence score, where the
-    table has one) is never among the best, however wide its spread."""
-    means = {k: v["mean"] for k, v in stats.items()}
-    best = bold_best(means)
-    out = set(best)
-    for b in best:
-        for k, v in stats.items():
-            se2 = stats[b]["std"] ** 2 / max(stats[b]["n"], 1) + v["std"] ** 2 / max(v["n"], 1)
-            if k not in out and math.isfinite(means[k]) and math.isfinite(se2) and means[k] - means[b] < 2 * se2**0.5:
-                out.add(k)
-    return {k for k in out if means[k] <= floor}
-
-
 def _persistence(refs: dict, part: str, metric: str, field: str = "mean") -> float:
-    """The persistence reference's ``metric`` of ``field`` (``"mean"``: over the fields) for lead summary ``part``;
-    ``inf`` (no floor) where a dataset has none or its value is not finite."""
-    value = ((refs.get("persistence") or {}).get(part) or {}).get(metric, {}).get(field, math.inf)
-    return value if math.isfinite(value) else math.inf
+    """The persistence reference's ``metric`` of ``field`` for lead summary ``part`` (:func:`reference_value`)."""
+    return reference_value(refs, "persistence", part, metric, field)
 
 
-def _cell(s: dict, bold: bool) -> str:
+def _cell(s: dict, bold: bool, failed: int = 0) -> str:
+    """``mean ± half-width of the 95 % t interval`` over seeds (``± n/a`` with one seed), ✗k for k failed seeds."""
     if s["n"] == 0:
         return "–"
-    txt = fmt_mean_std(s["mean"], s["std"])
+    txt = fmt_mean_std(s["mean"], half_width(s["std"], s["n"])) + (f" ✗{failed}" if failed else "")
     return f"**{txt}**" if bold else txt
 
 
@@ -156,17 +145,15 @@ def _table(agg: dict, metric: str, datasets: list[str], models: list[str]) -> li
                 )
                 + " |"
             )
-    best = {}
-    for d, part in cols:  # as in the headline: a model worse than persistence is never bold
-        stats = {m: agg[d][m][part][metric]["mean"] for m in models if m in agg[d] and metric in agg[d][m][part]}
-        best[(d, part)] = best_within_spread(stats, _persistence(refs[d], part, metric))
+    ranked = columns(agg, datasets, models, metric)  # as in the headline: floors, failed seeds, saturation
     for m in models:
         row = [m]
         for d, part in cols:
             if m not in agg[d] or metric not in agg[d][m][part]:
                 row.append("–")
                 continue
-            row.append(_cell(agg[d][m][part][metric]["mean"], m in best[(d, part)]))
+            col = ranked[(d, part)]
+            row.append(_cell(agg[d][m][part][metric]["mean"], m in col["best"], col["stats"][m].get("failed", 0)))
         lines.append("| " + " | ".join(row) + " |")
     return lines
 
@@ -264,46 +251,6 @@ def _data_version_notes(d: str, cells: list[dict], references: dict | None, eq: 
     return out
 
 
-def headline_table(agg: dict, datasets: list[str], models: list[str], metric: str = "vrmse") -> list[str]:
-    """One row per dataset, one column per model, then the references in italics (persistence; linear AR where any
-    dataset has it): ``next step / 1:20`` of the field-averaged ``metric``, mean over seeds. **Bold**: the lowest of
-    the row for that lead summary and every model tied with it within the seed spread (:func:`best_within_spread`;
-    never a reference); a dagger marks a model worse than persistence, and such a model is never bold, however wide
-    its seed spread (a forecast worse than repeating the initial state is not a best)."""
-    parts = ("next_step", "rollout_mean")
-    refs = [r for r in REFERENCES if any(r in (agg[d][next(iter(agg[d]))].get("references") or {}) for d in datasets)]
-    refs = refs or ["persistence"]
-    lines = [
-        "| dataset | "
-        + " | ".join(models)
-        + " | "
-        + " | ".join(f"*{REFERENCES[r].split(' (')[0]}*" for r in refs)
-        + " |",
-        "|---|" + "---:|" * (len(models) + len(refs)),
-    ]
-    for d in datasets:
-        stats = {
-            p: {m: agg[d][m][p][metric]["mean"] for m in models if m in agg[d] and metric in agg[d][m][p]}
-            for p in parts
-        }
-        have = agg[d][next(iter(agg[d]))].get("references") or {}
-        floor = {p: _persistence(have, p, metric) for p in parts}
-        best = {p: best_within_spread(stats[p], floor[p]) for p in parts}
-        row = [d]
-        for m in models:
-            if m not in stats["next_step"] or m not in stats["rollout_mean"]:
-                row.append("–")
-                continue
-            txt = {p: fmt_value(stats[p][m]["mean"]) + ("†" if stats[p][m]["mean"] > floor[p] else "") for p in parts}
-            row.append(" / ".join(f"**{txt[p]}**" if m in best[p] else txt[p] for p in parts))
-        for r in refs:
-            ref = have.get(r)
-            ok = ref is not None and all(metric in ref[p] for p in parts)
-            row.append(" / ".join(f"*{fmt_value(ref[p][metric]['mean'])}*" for p in parts) if ok else "–")
-        lines.append("| " + " | ".join(row) + " |")
-    return lines
-
-
 def _warnings(d: str, cells: list[dict], references: dict | None, eq: list[dict]) -> tuple[list[str], list[str]]:
     """``(warnings, notes)`` of dataset ``d``: references or cells made under other protocols, and its data versions
     (:func:`_data_version_notes`)."""
@@ -395,22 +342,33 @@ def render_markdown(
     if REFERENCE_MODEL in models:
         models = [REFERENCE_MODEL] + [m for m in models if m != REFERENCE_MODEL]
     n20 = min(20, cells[0]["evaluation"].get("n_steps", 20))
-    L = [f"# Dandelion benchmark leaderboard, scale `{scale}`", "", budget_line(cells), ""]
+    cols = columns(agg, datasets, models)
+    L = [f"# Dandelion benchmark leaderboard, scale `{scale}`", ""]
+    L += verdict_paragraph(agg, datasets, models, cols, trend_notes)
+    L += [budget_line(cells), ""]
     L += [
         f"Test split; area-weighted VRMSE averaged over the fields (scalar fields and the u, v components of vector "
         f"fields) and over seeds, lower is better. Each entry: next step (lead 1) / 1:{n20} (mean over leads "
         f"1..{n20} of autoregressive rollouts); **bold** = the best model of the dataset for that lead summary, and "
-        "every model within two standard errors of it over seeds (a tie), unless worse than persistence (†, never "
-        "bold); – = no cell (a model the scale does not train at that grid, or a pending cell). *persistence*: "
-        "the last input frame as every forecast; *linear AR*: one pointwise linear map fitted on the train split "
-        "(references, never bold). Seeds per cell: see the training table. The spread over seeds, the Well's "
-        "unweighted VRMSE and the per-field values follow; how the numbers were made, at the end.",
+        "every model whose difference from it the 95 % Student-t interval over seeds does not separate (a tie; "
+        "t_0.975,n-1 with n the fewer seeds of the two), unless worse than persistence (†, never bold); ‡ = not "
+        "better than linear AR (still ranked, counted in the verdict); ✗k = k failed seeds (a rollout that blew up "
+        "within the window, or an outlier: beyond the t prediction interval of the other seeds and 50 % from their "
+        "median), and the column "
+        f"shows and ranks each model's median over seeds; `h P,V` = a saturated 1:{n20} column (every model past "
+        f"persistence or VRMSE 1 by lead {n20 // 2}), not ranked: the model's skill horizon, the first lead where its "
+        f"VRMSE exceeds persistence's (P) and 1 (V), '>{n20}' if never; – = no cell (a model the scale does not "
+        "train at that grid, or a pending cell). *persistence*: the last input frame as every forecast; *linear "
+        "AR*: one pointwise linear map fitted on the train split (references, never bold). Seeds per cell: see the "
+        "training table. Each seed's values, the intervals, the Well's unweighted VRMSE and the per-field values "
+        "follow; how the numbers were made, at the end.",
         "",
         HEADLINE,
         "",
         *headline_table(agg, datasets, models),
         "",
     ]
+    L += horizon_table(agg, cols)
     warnings, notes = [], []
     for d in datasets:
         w, n = _warnings(d, cells, references, (equivalences or {}).get(d) or [])
@@ -424,9 +382,11 @@ def render_markdown(
     L += _paragraphs(links or [])
     L += trend_section(agg, plots, trend_notes)  # the resolution trend (datasets at two or more grids; trend.py)
     L += compute_section(agg, datasets, plots)  # equal compute (cells that recorded their cost; compute.py)
+    L += per_seed_table(agg, datasets, models, cols)  # every seed's headline values (seeds.py)
     L += [
-        'Below: mean ± sample std over seeds ("± n/a" with one seed); **bold** = best (lowest mean) of the column '
-        "and every model within two standard errors of it, unless worse than persistence.",
+        'Below: mean ± the half-width of the 95 % Student-t interval over seeds (t_0.975,n-1 s / sqrt(n); "± n/a" '
+        "with one seed); **bold** as in the headline (the t tie rule; a column with a failed seed, ✗, ranked by the "
+        "median; a saturated 1:20 column of the area-weighted VRMSE not ranked); the per-field tables rank means.",
         "",
     ]
     if references:

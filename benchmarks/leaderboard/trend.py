@@ -2,14 +2,16 @@
 to the next, per dataset trained at two or more grids.
 
 For every dataset (the ``dataset`` name of its cells) with keys at two or more grids, :func:`trend_table` gives one
-row per model and grid: next-step and 1:20 VRMSE (mean ± sample std over seeds) and the ratio of the mean to SFNO's
-at the same grid. :func:`verdict` says whether a warp model's lead over SFNO grows, shrinks or holds from the
-coarsest to the finest grid, judged against the seed spread: the ratio ``r = model / SFNO`` at each grid carries a
-relative uncertainty ``sqrt((s_m / m)^2 / n_m + (s_s / s)^2 / n_s)`` (standard errors of the two means, first-order
-propagation); the change of ``r`` is called real when it exceeds twice the combined uncertainty of the two ratios,
-else the lead "holds". A lower ratio at the finer grid is a growing lead (or a shrinking deficit: the sentence says
-which side of 1 the ratios are on, judged against the seed spread too: ahead, behind, or level with SFNO). With one
-seed the spread is unknown and the verdict is "no spread".
+row per model and grid: next-step and 1:20 VRMSE (mean ± the half-width of its 95 % Student-t interval over seeds)
+and the ratio of the mean to SFNO's at the same grid. :func:`verdict` says whether a warp model's lead over SFNO
+grows, shrinks or holds from the coarsest to the finest grid, judged against the seed spread: the ratio
+``r = model / SFNO`` at each grid carries a relative uncertainty ``sqrt((s_m / m)^2 / n_m + (s_s / s)^2 / n_s)``
+(standard errors of the two means, first-order propagation); the change of ``r`` is called real when it exceeds
+``t_{0.975, n - 1}`` times the combined uncertainty of the two ratios, ``n`` the fewest seeds of the four means
+(Student's t, :mod:`~dandelion.benchmarks.leaderboard.stats`: 12.7 with two seeds, 4.30 with three), else the lead
+"holds". A lower ratio at the finer grid is a growing lead (or a shrinking deficit: the sentence says which side of
+1 the ratios are on, judged against the seed spread too: ahead, behind, or level with SFNO). With one seed the
+spread is unknown and the verdict is "no spread".
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from dandelion.benchmarks.leaderboard.stats import half_width, saturation, t_critical
 from dandelion.reporting.numbers import fmt_mean_std
 from dandelion.reporting.plotting import pyplot, save_figure
 
@@ -25,6 +28,7 @@ __all__ = [
     "BASELINE",
     "families",
     "trend_table",
+    "saturated",
     "verdict",
     "trend_section",
     "plot_trend",
@@ -54,9 +58,9 @@ def families(agg: dict) -> dict[str, list[str]]:
     return out
 
 
-def _ratio(agg: dict, key: str, model: str, part: str) -> tuple[float, float] | None:
-    """``(model mean / SFNO mean, its relative standard error)`` at ``key``; None without both (the error is NaN
-    with a single seed on either side)."""
+def _ratio(agg: dict, key: str, model: str, part: str) -> tuple[float, float, int] | None:
+    """``(model mean / SFNO mean, its relative standard error, the fewer seeds of the two)`` at ``key``; None
+    without both (the error is NaN with a single seed on either side)."""
     if model not in agg[key] or BASELINE not in agg[key] or "vrmse" not in agg[key][model][part]:
         return None
     m, sm, nm = _stat(agg[key][model], part)
@@ -64,16 +68,27 @@ def _ratio(agg: dict, key: str, model: str, part: str) -> tuple[float, float] | 
     if not (math.isfinite(m) and math.isfinite(b)) or b <= 0 or m <= 0:
         return None
     rel = math.sqrt((sm / m) ** 2 / nm + (sb / b) ** 2 / nb) if nm > 1 and nb > 1 else math.nan
-    return m / b, rel
+    return m / b, rel, min(nm, nb)
+
+
+def saturated(agg: dict, key: str) -> bool:
+    """Whether the 1:N summary of dataset key ``key`` is saturated (:func:`~dandelion.benchmarks.leaderboard.stats.
+    saturation`, against the persistence reference's curve in its entries' ``references``); False without curves."""
+    e0 = next(iter(agg[key].values()))
+    pers = (((e0.get("references") or {}).get("persistence") or {}).get("curves") or {}).get("vrmse", {}).get("mean")
+    n = min(20, int(((e0.get("cells") or [{}])[0].get("evaluation") or {}).get("n_steps", 20)))
+    return saturation(agg[key], pers, n) is not None
 
 
 def verdict(agg: dict, keys: list[str], model: str, part: str) -> dict | None:
     """The trend of ``model``'s ratio to SFNO from ``keys[0]`` (coarsest) to ``keys[-1]`` (finest) for ``part``
     (``next_step`` | ``rollout_mean``): ``{"coarse", "fine", "change", "threshold", "word"}`` with ``word`` one of
-    ``grows`` (the ratio fell by more than twice the combined standard error), ``shrinks`` (rose by more),
-    ``holds``, or ``no spread`` (a side with one seed); None when either grid lacks the model or SFNO. Also
-    ``coarse_band`` and ``fine_band``: twice the standard error of each ratio (NaN with one seed), the band around 1
-    within which the model is level with SFNO at that grid."""
+    ``grows`` (the ratio fell by more than ``t_{0.975, n - 1}`` times the combined standard error, ``n`` the fewest
+    seeds of the four means), ``shrinks`` (rose by more), ``holds``, ``no spread`` (a side with one seed) or
+    ``saturated`` (the 1:N summary is saturated at either grid, :func:`saturated`: not judged); None
+    when either grid lacks the model or SFNO. Also ``coarse_band`` and ``fine_band``: the half-width of each ratio's
+    t interval (``t_{0.975, n - 1}`` times its standard error, ``n`` the fewer seeds of that grid; NaN with one
+    seed), the band around 1 within which the model is level with SFNO at that grid."""
     a, b = _ratio(agg, keys[0], model, part), _ratio(agg, keys[-1], model, part)
     if a is None or b is None:
         return None
@@ -82,15 +97,18 @@ def verdict(agg: dict, keys: list[str], model: str, part: str) -> dict | None:
     if not math.isfinite(err):
         word = "no spread"
     else:
-        word = "grows" if change < -2 * err else "shrinks" if change > 2 * err else "holds"
+        t = t_critical(min(a[2], b[2]) - 1)
+        word = "grows" if change < -t * err else "shrinks" if change > t * err else "holds"
+    if part == "rollout_mean" and (saturated(agg, keys[0]) or saturated(agg, keys[-1])):
+        word = "saturated"  # a summary of blown-up errors at a grid: not judged (stats.saturation)
     return {
         "coarse": a[0],
         "fine": b[0],
         "change": change,
-        "threshold": 2 * err,
+        "threshold": t_critical(min(a[2], b[2]) - 1) * err,
         "word": word,
-        "coarse_band": 2 * a[0] * a[1],
-        "fine_band": 2 * b[0] * b[1],
+        "coarse_band": t_critical(a[2] - 1) * a[0] * a[1],
+        "fine_band": t_critical(b[2] - 1) * b[0] * b[1],
     }
 
 
@@ -120,9 +138,9 @@ def trend_table(agg: dict, keys: list[str]) -> list[str]:
                 if "vrmse" not in e[part]:
                     row += ["–", "–"]
                     continue
-                mean, std, _n = _stat(e, part)
+                mean, std, n = _stat(e, part)
                 r = _ratio(agg, k, m, part)
-                row += [fmt_mean_std(mean, std), "–" if r is None else f"{r[0]:.3f}"]
+                row += [fmt_mean_std(mean, half_width(std, n)), "–" if r is None else f"{r[0]:.3f}"]
             lines.append("| " + " | ".join(row) + " |")
     return lines
 
@@ -147,7 +165,7 @@ _AT = {"ahead": "ahead of SFNO", "behind": "behind SFNO", "level": "level with S
 
 def _standing(v: dict) -> str:
     """Plain words for a :func:`verdict`. Each grid's standing is judged against the seed spread like the change
-    is: ahead of SFNO (ratio below 1 by more than twice its standard error), behind (above by more) or level
+    is: ahead of SFNO (ratio below 1 by more than its t band, :func:`verdict`), behind (above by more) or level
     (within it). The same side at both grids is said as a lead, a gap or a level standing that grows, shrinks or
     holds; a change of side by the side's names (:data:`_CROSSINGS`), and a change of side within the spread of the
     change as no change, naming both sides. "grows" in the counts means the ratio fell, whichever side it is on.
@@ -156,6 +174,8 @@ def _standing(v: dict) -> str:
     word = v["word"]
     if word == "no spread":
         return f"no verdict yet: one seed, so the seed spread is unknown ({_AT[fine]} at the finer grid)"
+    if word == "saturated":
+        return "not judged: the summary is saturated (every model past persistence or VRMSE 1 by mid-window)"
     if coarse == fine:
         spread = " within the seed spread" if fine == "level" else ""
         return f"{_SAME_SIDE[fine][word]} ({_AT[fine]}{spread} at both grids)"
@@ -197,13 +217,15 @@ def trend_section(agg: dict, plots: dict | None = None, notes: dict | None = Non
     L = [
         "## Resolution trend",
         "",
-        "Each model's area-weighted VRMSE (mean ± sample std over seeds) at every grid it was trained at, and the "
-        "ratio of its mean to SFNO's at the same grid (below 1: ahead of SFNO). A warp model's lead over SFNO "
-        "*grows* when its ratio falls from the coarse to the fine grid by more than twice the combined standard "
-        "error of the two ratios (seed spread), *shrinks* when it rises by more, and *holds* otherwise "
-        "(`benchmarks/leaderboard/trend.py`); for a model behind SFNO (ratio above 1) a lead that grows is a gap "
-        "that narrows, and the sentences below say which. A ratio within twice its own standard error of 1 is *level* "
-        "with SFNO at that grid.",
+        "Each model's area-weighted VRMSE (mean ± the half-width of its 95 % Student-t interval over seeds, "
+        "t_0.975,n-1 s / sqrt(n)) at every grid it was trained at, and the ratio of its mean to SFNO's at the same "
+        "grid (below 1: ahead of SFNO). A warp model's lead over SFNO *grows* when its ratio falls from the coarse "
+        "to the fine grid by more than t_0.975,n-1 times the combined standard error of the two ratios (n: the "
+        "fewest seeds of the four means; 12.7 with two seeds, 4.30 with three), *shrinks* when it rises by more, "
+        "and *holds* otherwise (`benchmarks/leaderboard/trend.py`): with two seeds at a grid, a change is called "
+        "only when that interval excludes zero. For a model behind SFNO (ratio above 1) a lead that grows is a gap "
+        "that narrows, and the sentences below say which. A ratio within its own t band of 1 is *level* with SFNO "
+        "at that grid.",
         "",
     ]
     counts: dict[tuple[str, str], dict[str, int]] = {}
@@ -222,19 +244,19 @@ def trend_section(agg: dict, plots: dict | None = None, notes: dict | None = Non
     if counts:
         L += [
             f"Summary, datasets each way over the {len(fams)} dataset{'s' if len(fams) > 1 else ''} trained at two "
-            "grids (warp model, lead summary; 'gains on SFNO': its ratio to SFNO fell beyond the seed spread, whether "
+            "grids (warp model, lead summary; 'gains on SFNO': its ratio to SFNO fell beyond the t interval, whether "
             "it is ahead or behind; 'loses ground': it rose):",
             "",
         ]
         L += [
-            "| warp model | lead | gains on SFNO | holds | loses ground | no spread |",
-            "|---|---|---:|---:|---:|---:|",
+            "| warp model | lead | gains on SFNO | holds | loses ground | no spread | saturated (not judged) |",
+            "|---|---|---:|---:|---:|---:|---:|",
         ]
         for (m, part), c in counts.items():
             label = dict(PARTS)[part]
             L.append(
                 f"| {m} | {label} | {c.get('grows', 0)} | {c.get('holds', 0)} | {c.get('shrinks', 0)} | "
-                f"{c.get('no spread', 0)} |"
+                f"{c.get('no spread', 0)} | {c.get('saturated', 0)} |"
             )
         L.append("")
         caveats = [n for n in fams if notes.get(n)]

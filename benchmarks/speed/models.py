@@ -29,7 +29,6 @@ from collections.abc import Callable
 
 import torch
 
-from dandelion import kernels
 from dandelion.baselines.table import PRESET_RESOLUTIONS, parameter_table
 from dandelion.benchmarks.speed.measure import (
     autocast,
@@ -40,6 +39,7 @@ from dandelion.benchmarks.speed.measure import (
     timed,
     train_step,
 )
+from dandelion.compiled import compile_failures
 from dandelion.registry import build_model, count_parameters
 
 __all__ = ["measure_group", "add_ratios", "search_largest", "largest_batch", "bench_models"]
@@ -314,7 +314,7 @@ def measure_group(names: list[str], spec: dict) -> list[dict]:
     if spec.get("compile_kernels"):  # a compiler failure switched the kernels to eager: say so in the rows
         for name in DANDELIONS:
             if name in rows:
-                rows[name]["compile_kernels_failed"] = list(kernels._COMPILE_FAILED)
+                rows[name]["compile_kernels_failed"] = compile_failures()
     add_ratios(out)
     return out
 

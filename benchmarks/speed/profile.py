@@ -30,7 +30,7 @@ import torch
 from dandelion.benchmarks.speed.measure import median, sync
 from dandelion.benchmarks.speed.models import _build, measure_group
 from dandelion.norm import AreaNormS2
-from dandelion.pooling import _SpectralResample
+from dandelion.spectral_pooling import SpectralResample
 from dandelion.warp import TangentWarpS2
 
 __all__ = ["CATEGORIES", "split_times", "memory_bandwidth", "warp_roofline", "bench_profile"]
@@ -53,7 +53,7 @@ def _time(fn, device: torch.device, n_repeat: int) -> float:
 
 
 def _category(mod: torch.nn.Module, mlp_parts: set) -> str | None:
-    if isinstance(mod, _SpectralResample):
+    if isinstance(mod, SpectralResample):
         return "pooling"
     if isinstance(mod, AreaNormS2):
         return "norm"

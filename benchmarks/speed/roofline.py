@@ -54,6 +54,7 @@ from torch.utils.flop_counter import flop_registry
 
 from dandelion.benchmarks.speed.measure import autocast
 from dandelion.registry import build_model, count_parameters
+from dandelion.warp import set_warp_kernel
 
 __all__ = ["DEVICES", "OpCounter", "op_seconds", "count_step", "price", "roofline_model", "bench_roofline"]
 
@@ -196,7 +197,9 @@ def price(counter: OpCounter, device: dict) -> dict[tuple[str, str], float]:
 
 def roofline_model(name: str, spec: dict, devices: dict[str, dict]) -> dict:
     """The roofline row of one model (``spec``: preset, nlat, nlon, grid, batch, dtype, in_channels,
-    out_channels, fake, top, disco_optimized_kernel, checkpoint_blocks).
+    out_channels, fake, top, disco_optimized_kernel, checkpoint_blocks, warp_kernel: the sampling kernel of
+    Dandelion's warps, ``triton`` as on CUDA (priced as one op each way, its inputs read and outputs written),
+    ``eager`` the PyTorch path, null the CPU's choice).
 
     Totals are for the whole batch and per sample (divided by the batch; exact, the step ran at that batch).
     The AdamW update is added analytically: fp32 parameters, gradients and two moments read, parameters and
@@ -212,6 +215,8 @@ def roofline_model(name: str, spec: dict, devices: dict[str, dict]) -> dict:
     b, nlat, nlon = int(spec["batch"]), int(spec["nlat"]), int(spec["nlon"])
     c_in, c_out = int(spec["in_channels"]), int(spec["out_channels"])
     model = build_model(name, spec["preset"], c_in, c_out, nlat, nlon, spec["grid"], **overrides)
+    if spec.get("warp_kernel"):  # the warps' kernel on the priced device (the count runs on the CPU)
+        set_warp_kernel(model, str(spec["warp_kernel"]))
     x = torch.zeros(b, int(spec["in_channels"]), nlat, nlon)
     counter, saved = count_step(model, x, str(spec["dtype"]), fake=bool(spec.get("fake", True)))
     n_par = count_parameters(model)
@@ -219,6 +224,7 @@ def roofline_model(name: str, spec: dict, devices: dict[str, dict]) -> dict:
     row = {
         "model": name,
         **{k: spec[k] for k in ("preset", "nlat", "nlon", "grid", "batch", "dtype")},
+        "warp_kernel": spec.get("warp_kernel"),
         "n_parameters": n_par,
         "fake_tensors": bool(spec.get("fake", True)),
         "saved_activation_bytes": saved,
@@ -284,6 +290,7 @@ def bench_roofline(r, device: str, save: Callable[[dict], None] | None = None, o
             "top",
             "disco_optimized_kernel",
             "checkpoint_blocks",
+            "warp_kernel",
         )
     }
     for name in r.names:

@@ -25,7 +25,7 @@ from dandelion.datasets.generate import build_scenario
 from dandelion.datasets.scenario import get_scenario
 from dandelion.solvers.galewsky import GalewskySimulation, galewsky_default_dt, galewsky_reference_params
 from dandelion.solvers.shallow_water import EARTH_RADIUS, GRAVITY
-from dandelion.solvers.spectral import SpectralCore
+from dandelion.solvers.spectral_core import SpectralCore
 
 __all__ = ["band_limit", "measure_solver", "galewsky_vs_torch_harmonics", "bench_solvers"]
 

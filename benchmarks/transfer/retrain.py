@@ -27,7 +27,7 @@ from dandelion.benchmarks.grid.cells import cell_path, metric_summaries, trainin
 from dandelion.checkpoint import load_model
 from dandelion.datasets.folder import sha256_file
 from dandelion.datasets.torch_dataset import WindowDataset
-from dandelion.evaluation.rollout import evaluate
+from dandelion.evaluation.scoring import evaluate
 from dandelion.runtime import machine, versions, write_json_atomic
 
 __all__ = [
@@ -111,7 +111,7 @@ def checkpoint_ready(cell: dict) -> bool:
 
 def score(forecaster, data, evaluation: dict, progress: bool = False) -> dict:
     """The cell's evaluation (``evaluation``: ``n_steps``, ``init_stride``, ``max_inits``, ``batch_size``) of a
-    forecaster on ``data``, without spectra or samples: :func:`dandelion.evaluation.rollout.evaluate`'s results."""
+    forecaster on ``data``, without spectra or samples: :func:`dandelion.evaluation.scoring.evaluate`'s results."""
     e = evaluation
     return evaluate(
         forecaster,

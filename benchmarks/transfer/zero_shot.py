@@ -19,7 +19,7 @@ For every finished cell (``results_dir/<dataset>/<model>/seed<k>.json``) the sel
 (``last.pt`` of the chosen learning rate's run) is loaded with its OWN normalisation statistics (the
 checkpoint's, never the fine test set's ``stats.yaml``), rebuilt on the finer grid by the model's
 transfer rule (:func:`dandelion.benchmarks.transfer.rules.transfer_rule`) and scored with the cell's evaluation
-settings (next-step and 1:20 VRMSE, area-weighted and the Well's) by :func:`dandelion.evaluation.rollout.evaluate`.
+settings (next-step and 1:20 VRMSE, area-weighted and the Well's) by :func:`dandelion.evaluation.scoring.evaluate`.
 One JSON per (fine dataset, model, seed) is written atomically to
 ``results_dir/transfer/<fine key>/<model>/seed<k>.json``; a finished one (same cell, checkpoint, fine dataset and
 model's transfer rule, :data:`~dandelion.benchmarks.transfer.rules.RULE_REVISIONS`) is skipped,

@@ -11,14 +11,26 @@ and the resolution guard of :mod:`dandelion.grid_guard`.
 
 from . import disco, flower2d, fno, s2transformer, sfno
 from .common import count_real_parameters
-from .table import (
-    LEADERBOARD_GRIDS,
-    PRESET_RESOLUTIONS,
-    format_parameter_table,
-    parameter_count,
-    parameter_table,
-    parameter_table_per_grid,
+
+# The table's names are read from .table on first use (PEP 562) rather than imported here: `python -m
+# dandelion.baselines.table` runs that module, and a package that imported it first makes runpy warn.
+_TABLE_NAMES = (
+    "LEADERBOARD_GRIDS",
+    "PRESET_RESOLUTIONS",
+    "format_parameter_table",
+    "parameter_count",
+    "parameter_table",
+    "parameter_table_per_grid",
 )
+
+
+def __getattr__(name: str):
+    if name in _TABLE_NAMES:
+        from . import table
+
+        return getattr(table, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "sfno",

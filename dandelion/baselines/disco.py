@@ -209,6 +209,18 @@ class _Block(nn.Module):
         return x + self.mix(F.gelu(self.conv(self.norm(x))))
 
 
+def _check_levels(levels: int, theta_cutoff: float, encoder_blocks, decoder_blocks) -> None:
+    """Raise ValueError for a ``theta_cutoff`` the coarsest level cannot hold (it doubles per level) or block counts
+    that are not one per level (one fewer on the way up)."""
+    if not (theta_cutoff > 0 and theta_cutoff * 2 ** (levels - 1) < math.pi):
+        raise ValueError(f"disco: theta_cutoff={theta_cutoff} rad must be > 0 and theta_cutoff * 2**(levels-1) < pi")
+    if len(encoder_blocks) != levels or len(decoder_blocks) != levels - 1:
+        raise ValueError(
+            f"disco: need {levels} encoder_blocks and {levels - 1} decoder_blocks entries, "
+            f"got {tuple(encoder_blocks)} and {tuple(decoder_blocks)}"
+        )
+
+
 class DiscoUNet(BaselineModel):
     """DISCO U-Net: ``(B, in_channels, nlat, nlon) -> (B, out_channels, nlat, nlon)``.
 
@@ -279,15 +291,7 @@ class DiscoUNet(BaselineModel):
             nlat_min=2 * div,
             nlon_reason=f"2**(levels-1) for {levels} levels: use fewer levels or another nlon",
         )
-        if not (theta_cutoff > 0 and theta_cutoff * 2 ** (levels - 1) < math.pi):
-            raise ValueError(
-                f"disco: theta_cutoff={theta_cutoff} rad must be > 0 and theta_cutoff * 2**(levels-1) < pi"
-            )
-        if len(encoder_blocks) != levels or len(decoder_blocks) != levels - 1:
-            raise ValueError(
-                f"disco: need {levels} encoder_blocks and {levels - 1} decoder_blocks entries, "
-                f"got {tuple(encoder_blocks)} and {tuple(decoder_blocks)}"
-            )
+        _check_levels(levels, theta_cutoff, encoder_blocks, decoder_blocks)
         if optimized_kernel is None:
             optimized_kernel = _optimized_available()
         self.optimized_kernel = bool(optimized_kernel) and _optimized_available()
@@ -307,44 +311,25 @@ class DiscoUNet(BaselineModel):
             )
 
         self.down_blocks = nn.ModuleList([blocks(k, encoder_blocks[k]) for k in range(levels)])
-        self.downs = nn.ModuleList(
-            [
-                _disco(
-                    "conv",
-                    in_channels=ch[k],
-                    out_channels=ch[k + 1],
-                    in_shape=shapes[k],
-                    out_shape=shapes[k + 1],
-                    basis_norm_mode="nodal",
-                    grid_in=grids[k],
-                    grid_out=grids[k + 1],
-                    bias=True,
-                    theta_cutoff=thetas[k + 1],
-                    optimized_kernel=opt,
-                    **common,
-                )
-                for k in range(levels - 1)
-            ]
-        )
-        self.ups = nn.ModuleList(
-            [
-                _disco(
-                    "transpose",
-                    in_channels=ch[k + 1],
-                    out_channels=ch[k],
-                    in_shape=shapes[k + 1],
-                    out_shape=shapes[k],
-                    basis_norm_mode="nodal",
-                    grid_in=grids[k + 1],
-                    grid_out=grids[k],
-                    bias=True,
-                    theta_cutoff=thetas[k + 1],
-                    optimized_kernel=opt,
-                    **common,
-                )
-                for k in range(levels - 1)
-            ]
-        )
+
+        def resample(kind: str, k: int, src: int, dst: int) -> nn.Module:  # level src -> level dst (k, k + 1)
+            return _disco(
+                kind,
+                in_channels=ch[src],
+                out_channels=ch[dst],
+                in_shape=shapes[src],
+                out_shape=shapes[dst],
+                basis_norm_mode="nodal",
+                grid_in=grids[src],
+                grid_out=grids[dst],
+                bias=True,
+                theta_cutoff=thetas[k + 1],
+                optimized_kernel=opt,
+                **common,
+            )
+
+        self.downs = nn.ModuleList([resample("conv", k, k, k + 1) for k in range(levels - 1)])
+        self.ups = nn.ModuleList([resample("transpose", k, k + 1, k) for k in range(levels - 1)])
         self.merges = nn.ModuleList([nn.Conv2d(2 * ch[k], ch[k], 1) for k in range(levels - 1)])
         self.up_blocks = nn.ModuleList([blocks(k, decoder_blocks[k]) for k in range(levels - 1)])
         self.head_norm = group_norm(ch[0])

@@ -121,6 +121,42 @@ def _attention_to_torch(model: nn.Module) -> None:
             m.attention_handle, m.optimized_kernel = _neighborhood_s2_attention_torch, False
 
 
+def _check_options(embed_dim: int, num_heads: int, sf: int, theta_cutoff: float, attention_cutoff: float) -> None:
+    """Raise ValueError for heads that do not divide the embedding or a radius out of range."""
+    if embed_dim % num_heads:
+        raise ValueError(f"s2transformer: num_heads={num_heads} must divide embed_dim={embed_dim}")
+    if not (0 < theta_cutoff and sf * theta_cutoff < math.pi and 0 < attention_cutoff < math.pi):
+        raise ValueError(
+            f"s2transformer: theta_cutoff={theta_cutoff} and attention_cutoff={attention_cutoff} rad must be "
+            f"> 0 with scale_factor * theta_cutoff < pi and attention_cutoff < pi"
+        )
+
+
+def _attention_block(inner, embed_dim, num_heads, mlp_ratio, normalization_layer, attention_cutoff) -> nn.Module:
+    """One neighbourhood-attention block of torch-harmonics on the internal Legendre-Gauss grid ``inner``, its
+    attention computed in float32 (:class:`_Float32Attention`)."""
+    block = SphericalAttentionBlock(
+        in_shape=inner,
+        out_shape=inner,
+        grid_in="legendre-gauss",
+        grid_out="legendre-gauss",
+        in_chans=embed_dim,
+        out_chans=embed_dim,
+        num_heads=num_heads,
+        mlp_ratio=mlp_ratio,
+        drop_rate=0.0,
+        drop_path=0.0,
+        act_layer=nn.GELU,
+        norm_layer=normalization_layer,
+        use_mlp=True,
+        bias=False,
+        attention_mode="neighborhood",
+        theta_cutoff=attention_cutoff,
+    )
+    block.self_attn = _Float32Attention(block.self_attn)
+    return block
+
+
 class S2Transformer(BaselineModel):
     """Spherical transformer: ``(B, in_channels, nlat, nlon) -> (B, out_channels, nlat, nlon)``.
 
@@ -190,13 +226,7 @@ class S2Transformer(BaselineModel):
             nlat_min=2 * sf,
             nlon_reason=f"scale_factor={sf}: use another scale_factor or nlon",
         )
-        if embed_dim % num_heads:
-            raise ValueError(f"s2transformer: num_heads={num_heads} must divide embed_dim={embed_dim}")
-        if not (0 < theta_cutoff and sf * theta_cutoff < math.pi and 0 < attention_cutoff < math.pi):
-            raise ValueError(
-                f"s2transformer: theta_cutoff={theta_cutoff} and attention_cutoff={attention_cutoff} rad must be "
-                f"> 0 with scale_factor * theta_cutoff < pi and attention_cutoff < pi"
-            )
+        _check_options(embed_dim, num_heads, sf, theta_cutoff, attention_cutoff)
         if optimized_kernel is None:
             optimized_kernel = _optimized_available()
         self.optimized_kernel = opt = bool(optimized_kernel) and _optimized_available()
@@ -216,28 +246,10 @@ class S2Transformer(BaselineModel):
             optimized_kernel=opt,
             **conv,
         )
-        self.blocks = nn.ModuleList()
-        for _ in range(int(num_layers)):
-            block = SphericalAttentionBlock(
-                in_shape=inner,
-                out_shape=inner,
-                grid_in="legendre-gauss",
-                grid_out="legendre-gauss",
-                in_chans=embed_dim,
-                out_chans=embed_dim,
-                num_heads=num_heads,
-                mlp_ratio=mlp_ratio,
-                drop_rate=0.0,
-                drop_path=0.0,
-                act_layer=nn.GELU,
-                norm_layer=normalization_layer,
-                use_mlp=True,
-                bias=False,
-                attention_mode="neighborhood",
-                theta_cutoff=attention_cutoff,
-            )
-            block.self_attn = _Float32Attention(block.self_attn)
-            self.blocks.append(block)
+        self.blocks = nn.ModuleList(
+            _attention_block(inner, embed_dim, num_heads, mlp_ratio, normalization_layer, attention_cutoff)
+            for _ in range(int(num_layers))
+        )
         self.upsample = ResampleS2(*inner, *data, grid_in="legendre-gauss", grid_out=grid)
         self.decoder = _disco(
             "conv",

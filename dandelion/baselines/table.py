@@ -2,9 +2,9 @@
 
 :func:`parameter_table` counts each preset at one resolution (``dandelion-bench target=models``);
 :func:`parameter_table_per_grid` counts every preset on every grid of the leaderboard
-(:data:`LEADERBOARD_GRIDS`), and ``python -m dandelion.baselines.table`` prints it
-(:func:`format_parameter_table`). Counts are trainable real scalars, complex parameters counted twice
-(:func:`dandelion.registry.count_parameters`).
+(:data:`LEADERBOARD_GRIDS`), and ``python -m dandelion.baselines.table`` prints it with the ``paper`` presets
+at 256x512 (:func:`all_presets_table`, :func:`format_parameter_table`). Counts are trainable real scalars,
+complex parameters counted twice (:func:`dandelion.registry.count_parameters`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ __all__ = [
     "parameter_table",
     "parameter_table_per_grid",
     "format_parameter_table",
+    "all_presets_table",
 ]
 
 #: The models compared by the benchmark (plugins and test models registered elsewhere are not listed).
@@ -141,5 +142,11 @@ def format_parameter_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def all_presets_table() -> list[dict]:
+    """Rows of every preset: ``tiny`` and ``small`` on each leaderboard grid, ``paper`` at its own 256x512."""
+    paper = {"paper": PRESET_RESOLUTIONS["paper"]}
+    return parameter_table_per_grid() + parameter_table(paper)
+
+
 if __name__ == "__main__":  # python -m dandelion.baselines.table
-    print(format_parameter_table(parameter_table_per_grid()))
+    print(format_parameter_table(all_presets_table()))

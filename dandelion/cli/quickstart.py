@@ -7,7 +7,7 @@ Steps (configs/experiment/quickstart.yaml, the embedded default):
    (``dandelion.cli.train.train``; 600 steps, so the table does not depend on the machine's speed or
    load; ``trainer.max_minutes`` is a safety stop, and a model it cuts is flagged "stopped early at step N of
    M" in the console and in the table);
-3. roll each out on the test split and score it (``dandelion.evaluation.rollout.rollout``), writing
+3. roll each out on the test split and score it (``dandelion.evaluation.scoring.evaluate``), writing
    the forecasts as CF netCDF (``forecasts.nc``) and PNG plots;
 4. print a comparison table (next-step and 1:20 VRMSE per model, area-weighted and the Well's) and the
    paths of the netCDF files and plots.

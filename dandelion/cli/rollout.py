@@ -1,6 +1,6 @@
 """``dandelion-rollout``: roll a checkpoint out on a dataset split, score every metric per lead, write plots.
 
-The hydra job around :func:`dandelion.evaluation.rollout.evaluate` (configs/rollout.yaml).
+The hydra job around :func:`dandelion.evaluation.scoring.evaluate` (configs/rollout.yaml).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dandelion.cli.common import (
 )
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.evaluation.definitions import DEFINITIONS, check_definitions
-from dandelion.evaluation.rollout import (
+from dandelion.evaluation.scoring import (
     evaluate,
     write_results,
 )

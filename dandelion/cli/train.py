@@ -105,7 +105,7 @@ def build_trainer(cfg) -> Trainer:
         )
     options = TrainOptions.from_dict(c.get("trainer") or {}, prefix="trainer.")
     model = c.get("model") or {}
-    spec = {"name": model.get("name"), "preset": model.get("preset"), "overrides": model.get("overrides") or {}}
+    spec = model_spec_from_config(model)
     trainer = Trainer(
         spec,
         Path(str(path)),
@@ -121,6 +121,19 @@ def build_trainer(cfg) -> Trainer:
     if name and str(name) != str(found):
         log.warning("dataset.name=%s but %s/dataset.yaml names %s", name, trainer.data_path, found)
     return trainer
+
+
+def model_spec_from_config(model: dict) -> dict:
+    """The ``{"name", "preset", "overrides"}`` spec of a composed ``model`` group (``configs/model/<name>.yaml``).
+
+    Every other key of the group is a preset hyper-parameter, null meaning the preset's value: the keys set
+    (``model.width=32``) become overrides, and ``model.overrides`` (``+model.overrides.<key>=``) is applied over
+    them. With every key null the spec is the one made before the keys were listed, so checkpoints and resumes
+    of older runs compare equal.
+    """
+    keys = {k: v for k, v in model.items() if k not in ("name", "preset", "overrides") and v is not None}
+    overrides = {**keys, **dict(model.get("overrides") or {})}
+    return {"name": model.get("name"), "preset": model.get("preset"), "overrides": overrides}
 
 
 def train(cfg) -> dict:

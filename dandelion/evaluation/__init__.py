@@ -1,4 +1,4 @@
-"""Evaluation of trained models: autoregressive rollouts scored per lead time (:mod:`dandelion.evaluation.rollout`).
+"""Evaluation of trained models: autoregressive rollouts scored per lead time (:mod:`dandelion.evaluation.scoring`).
 
 * :func:`evaluate`: ``evaluate(model, dataset, n_steps=20, init_stride=1, ...)`` rolls a
   :class:`dandelion.forecast.Forecaster` (:func:`dandelion.checkpoint.load_model`) out over a split
@@ -10,6 +10,6 @@
 ``dandelion-rollout`` (:mod:`dandelion.cli.rollout`) wraps these; nothing here imports hydra or omegaconf.
 """
 
-from dandelion.evaluation.rollout import UNSTABLE_VRMSE, evaluate, write_results
+from dandelion.evaluation.scoring import UNSTABLE_VRMSE, evaluate, write_results
 
 __all__ = ["evaluate", "write_results", "UNSTABLE_VRMSE"]

@@ -27,7 +27,7 @@ with WeatherBench 2 and what does not, for both scores:
   bounded by the midpoints between latitudes and the poles, ``get_lat_weights``): normalised, they differ by
   up to 0.24 % (equiangular, poles included) and 0.42 % (Legendre-Gauss) of the largest weight at 32 x 64;
 * differs (ACC only): the climatology ``c`` (ours: the train-split mean of each scalar field, one number, 0 for
-  vector components, :func:`dandelion.evaluation.rollout.evaluate`; WB2: a per-grid-point climatology by day of
+  vector components, :func:`dandelion.evaluation.scoring.evaluate`; WB2: a per-grid-point climatology by day of
   year and hour of day, ERA5 1990-2019), so our ACC is WB2's formula against a different reference state.
 """
 

@@ -1,7 +1,7 @@
 """Plots of rollouts (``dandelion-report``): maps, error versus lead time, power spectra.
 
 Inputs are what ``dandelion-rollout`` writes in its output folder: ``metrics.json`` (per-lead metrics
-and spectra, :func:`dandelion.evaluation.rollout.rollout`) and ``sample_forecast.nc`` (one forecast
+and spectra, :func:`dandelion.evaluation.scoring.evaluate`) and ``sample_forecast.nc`` (one forecast
 with its truth, CF layout of :mod:`dandelion.export.forecasts`). Several rollout folders (one per
 model) give one error-versus-lead figure with a line per model.
 
@@ -81,6 +81,69 @@ def _squared_units(units: str) -> str:
 LAND_GREY = "0.75"
 
 
+def _time_texts(ds, leads: list[int], init: int) -> tuple[dict, str]:
+    """The text of every lead step and of the initial time, in one unit (hours up to 3 days, else days), or
+    non-dimensional when the file's times are numbers."""
+    if np.issubdtype(ds.lead_time.dtype, np.timedelta64):  # the initial time and every lead in one unit
+        t0 = _hours(ds.init_time.values[init])
+        unit, per = _lead_unit(max([t0] + [_hours(ds.lead_time.values[k - 1]) for k in leads]))
+        lead_text = {k: "+" + _fmt(_hours(ds.lead_time.values[k - 1]) / per, unit) for k in leads}
+        return lead_text, _fmt(t0 / per, unit)
+    lead_text = {k: f"+{float(ds.lead_time.values[k - 1]):.3g} (non-dimensional)" for k in leads}
+    return lead_text, f"{float(ds.init_time.values[init]):.3g} (non-dimensional time)"
+
+
+def _maps_title(a: dict, tid, init_text: str) -> str:
+    """``<model> on <dataset> (<split> split): trajectory <id>, initialised at t = ...`` from the file's attributes."""
+    who = f"{a.get('model', 'model')} on {a.get('dataset', 'the dataset')}" + (
+        f" ({a['split']} split)" if a.get("split") else ""
+    )
+    where = (
+        f"trajectory {tid}, " if tid is not None else ""
+    ) + f"initialised at t = {init_text} after the trajectory start"
+    return f"{who}: {where}"
+
+
+def _level_sel(ds, var: str, level: float) -> tuple[dict, str]:
+    """For a variable with a ``level`` axis, the index of the level nearest ``level`` and its label; else nothing."""
+    if "level" not in ds[var].dims:
+        return {}, ""
+    i = int(np.argmin(np.abs(ds.level.values - float(level))))
+    return {"level": i}, f" at {float(ds.level.values[i]):g} {ds.level.attrs.get('units', '')}".rstrip()
+
+
+def _map_row(fig, axes, ds, var: str, k: int, sel: dict, title: tuple, land, cmaps: dict, last: bool) -> None:
+    """One row of :func:`plot_maps`: truth, prediction and their difference of ``var`` at lead step ``k`` (``sel``
+    picks the forecast and level; ``title``: the variable's label and the lead's text; ``last``: the bottom row)."""
+    pred = ds[var].isel(**sel, lead_time=k - 1).values
+    true = ds[f"{var}_truth"].isel(**sel, lead_time=k - 1).values
+    err = pred - true
+    if land is not None:  # land greyed out (masked cells take the colour map's "bad" colour)
+        pred, true, err = (np.ma.masked_where(np.broadcast_to(land, a.shape), a) for a in (pred, true, err))
+    vmin, vmax = float(np.nanmin(true)), float(np.nanmax(true))
+    emax = float(np.nanmax(np.abs(err))) or 1.0
+    units = ds[var].attrs.get("units", "")
+    lon, lat = ds.lon.values, ds.lat.values
+    panels = [
+        (true, "truth", dict(cmap=cmaps["viridis"], vmin=vmin, vmax=vmax)),
+        (pred, "prediction", dict(cmap=cmaps["viridis"], vmin=vmin, vmax=vmax)),
+        (err, "prediction - truth", dict(cmap=cmaps["RdBu_r"], vmin=-emax, vmax=emax)),
+    ]
+    for c, (data, name, kw) in enumerate(panels):
+        ax = axes[c]
+        im = ax.pcolormesh(lon, lat, data, shading="nearest", **kw)
+        ax.set_title(f"{title[0]}, {name}, lead {title[1]}", fontsize=9)
+        ax.set_xlim(0, 360)
+        ax.set_ylim(-90, 90)
+        ax.set_xticks([0, 90, 180, 270, 360])
+        ax.set_yticks([-90, -45, 0, 45, 90])
+        if c == 0:
+            ax.set_ylabel("latitude [°N]")
+        if last:
+            ax.set_xlabel("longitude [°E]")
+        fig.colorbar(im, ax=ax, shrink=0.9, label=f"{var} [{units}]" if units else var)
+
+
 def plot_maps(
     sample, path, variables=None, leads=(1, 5, 20), trajectory: int = 0, init: int = 0, level: float = 500.0
 ) -> Path:
@@ -124,65 +187,20 @@ def plot_maps(
         tid = int(ds.trajectory.values[trajectory])
     n_lead = ds.sizes["lead_time"]
     leads = [k for k in leads if 1 <= k <= n_lead] or [1]
-    timed = np.issubdtype(ds.lead_time.dtype, np.timedelta64)
-    if timed:  # the initial time and every lead in one unit
-        t0 = _hours(ds.init_time.values[init])
-        unit, per = _lead_unit(max([t0] + [_hours(ds.lead_time.values[k - 1]) for k in leads]))
-        lead_text = {k: "+" + _fmt(_hours(ds.lead_time.values[k - 1]) / per, unit) for k in leads}
-        init_text = _fmt(t0 / per, unit)
-    else:
-        lead_text = {k: f"+{float(ds.lead_time.values[k - 1]):.3g} (non-dimensional)" for k in leads}
-        init_text = f"{float(ds.init_time.values[init]):.3g} (non-dimensional time)"
+    lead_text, init_text = _time_texts(ds, leads, init)
     rows = [(v, k) for v in variables for k in leads]
     height = 2.7 * len(rows) + 1.0
     fig, axes = plt.subplots(len(rows), 3, figsize=(14, height), squeeze=False)
     fig.subplots_adjust(left=0.06, right=0.98, bottom=0.5 / height, top=1 - 0.85 / height, hspace=0.45, wspace=0.18)
-    a = ds.attrs
-    who = f"{a.get('model', 'model')} on {a.get('dataset', 'the dataset')}" + (
-        f" ({a['split']} split)" if a.get("split") else ""
-    )
-    where = (
-        f"trajectory {tid}, " if tid is not None else ""
-    ) + f"initialised at t = {init_text} after the trajectory start"
-    fig.suptitle(f"{who}: {where}", fontsize=11, y=1 - 0.2 / height, va="top")
-    lon, lat = ds.lon.values, ds.lat.values
+    fig.suptitle(_maps_title(ds.attrs, tid, init_text), fontsize=11, y=1 - 0.2 / height, va="top")
     land = None if "land_mask" not in ds.variables else ds.land_mask.values == 0
     cmaps = {
         name: plt.get_cmap(name) if land is None else plt.get_cmap(name).with_extremes(bad=LAND_GREY)
         for name in ("viridis", "RdBu_r")
     }
     for r, (var, k) in enumerate(rows):
-        lsel, ltag = {}, ""
-        if "level" in ds[var].dims:  # leveled data: one level per map
-            i = int(np.argmin(np.abs(ds.level.values - float(level))))
-            lsel, ltag = {"level": i}, f" at {float(ds.level.values[i]):g} {ds.level.attrs.get('units', '')}".rstrip()
-        pred = ds[var].isel(**sel, **lsel, lead_time=k - 1).values
-        true = ds[f"{var}_truth"].isel(**sel, **lsel, lead_time=k - 1).values
-        err = pred - true
-        if land is not None:  # land greyed out (masked cells take the colour map's "bad" colour)
-            pred, true, err = (np.ma.masked_where(np.broadcast_to(land, a.shape), a) for a in (pred, true, err))
-        vmin, vmax = float(np.nanmin(true)), float(np.nanmax(true))
-        emax = float(np.nanmax(np.abs(err))) or 1.0
-        units = ds[var].attrs.get("units", "")
-        for c, (data, title, kw) in enumerate(
-            [
-                (true, "truth", dict(cmap=cmaps["viridis"], vmin=vmin, vmax=vmax)),
-                (pred, "prediction", dict(cmap=cmaps["viridis"], vmin=vmin, vmax=vmax)),
-                (err, "prediction - truth", dict(cmap=cmaps["RdBu_r"], vmin=-emax, vmax=emax)),
-            ]
-        ):
-            ax = axes[r, c]
-            im = ax.pcolormesh(lon, lat, data, shading="nearest", **kw)
-            ax.set_title(f"{var}{ltag}, {title}, lead {lead_text[k]}", fontsize=9)
-            ax.set_xlim(0, 360)
-            ax.set_ylim(-90, 90)
-            ax.set_xticks([0, 90, 180, 270, 360])
-            ax.set_yticks([-90, -45, 0, 45, 90])
-            if c == 0:
-                ax.set_ylabel("latitude [°N]")
-            if r == len(rows) - 1:
-                ax.set_xlabel("longitude [°E]")
-            fig.colorbar(im, ax=ax, shrink=0.9, label=f"{var} [{units}]" if units else var)
+        lsel, ltag = _level_sel(ds, var, level)
+        _map_row(fig, axes[r], ds, var, k, {**sel, **lsel}, (var + ltag, lead_text[k]), land, cmaps, r == len(rows) - 1)
     return save_figure(fig, path)
 
 

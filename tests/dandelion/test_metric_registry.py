@@ -13,7 +13,7 @@ from dandelion.benchmarks.grid.cells import CELL_SCHEMA, cell_path, metric_summa
 from dandelion.benchmarks.leaderboard.render import leaderboard
 from dandelion.datasets import folder, storage
 from dandelion.datasets.torch_dataset import WindowDataset
-from dandelion.evaluation.rollout import evaluate, write_results
+from dandelion.evaluation.scoring import evaluate, write_results
 from dandelion.forecast import Forecaster
 from dandelion.runtime import write_json_atomic
 

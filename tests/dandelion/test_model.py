@@ -103,7 +103,7 @@ def test_trained_pool_lmax_agrees_better_across_resolutions(seed):
 def test_pool_lmax_default_and_refusals():
     """The default band limits are the largest both level grids resolve; giving them explicitly changes nothing;
     a wrong count or a band above a grid's is refused."""
-    from dandelion.pooling import coarse_grid, pooling_band_limit
+    from dandelion.spectral_pooling import coarse_grid, pooling_band_limit
 
     torch.manual_seed(0)
     m = build_model("dandelion", "small", 16, 4, 64, 128, "equiangular")
@@ -258,7 +258,7 @@ def test_area_norm_resolution_independent():
 
 def test_pointwise_is_a_1x1_convolution():
     """Pointwise keeps Conv2d's parameters and state_dict and computes the same map."""
-    from dandelion.kernels import Pointwise
+    from dandelion.pointwise import Pointwise
 
     torch.manual_seed(0)
     p = Pointwise(5, 7).double()

@@ -1,4 +1,4 @@
-"""Tests of dandelion.sampling: the exponential map and pole-aware bilinear sampling on the sphere.
+"""Tests of dandelion.warp's sampler: the exponential map and pole-aware bilinear sampling on the sphere.
 
 Checks are against geometry (unit norm, geodesic distance, initial direction), analytic fields
 (harmonic polynomials of degree 1..3 sampled at rotated nodes) and exact identities.
@@ -9,9 +9,8 @@ import math
 import pytest
 import torch
 
-from dandelion.kernels import _GhostPad
-from dandelion.sampling import SphereSampler, exp_map, sample_sphere
 from dandelion.sphere import SphereGrid
+from dandelion.warp import GhostPad, SphereSampler, exp_map, sample_sphere
 
 F64 = torch.float64
 
@@ -236,7 +235,7 @@ def test_ghost_pad_layout_and_gradient(nlat, nlon, grid):
     """
     s = SphereSampler(SphereGrid(nlat, nlon, grid), dtype=F64)
     f = torch.randn(2, nlat, nlon, dtype=F64, requires_grad=True)
-    img = _GhostPad.apply(f, s.gn, s.gs, s.hp, s.wp)
+    img = GhostPad.apply(f, s.gn, s.gs, s.hp, s.wp)
     assert torch.equal(img[:, 1 : nlat + 1, :nlon], f.detach())
     assert torch.equal(img[:, : nlat + 2, nlon], img[:, : nlat + 2, 0])
     # the row and column that bilinear sampling reads with weight 0 are zero (finite)
@@ -254,7 +253,7 @@ def test_ghost_pad_layout_and_gradient(nlat, nlon, grid):
         torch.testing.assert_close(img[:, nlat + 1, :nlon], mid)
     # the rest of the power-of-two image is never read (left uninitialised): check the read part
     assert torch.autograd.gradcheck(
-        lambda t: _GhostPad.apply(t, s.gn, s.gs, s.hp, s.wp)[:, : nlat + 3, : nlon + 2], (f,)
+        lambda t: GhostPad.apply(t, s.gn, s.gs, s.hp, s.wp)[:, : nlat + 3, : nlon + 2], (f,)
     )
 
 

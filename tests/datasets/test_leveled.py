@@ -22,7 +22,7 @@ from dandelion.datasets import folder, storage
 from dandelion.datasets.generate import generate
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.datasets.verify import verify
-from dandelion.evaluation.rollout import evaluate
+from dandelion.evaluation.scoring import evaluate
 from dandelion.reporting.figures import plot_maps
 from dandelion.runtime import write_yaml_atomic
 from dandelion.solvers.held_suarez import PRESSURE_LEVELS_HPA

@@ -22,7 +22,7 @@ from dandelion.cli.export import export
 from dandelion.cli.rollout import rollout
 from dandelion.cli.train import build_trainer
 from dandelion.datasets.torch_dataset import WindowDataset
-from dandelion.evaluation.rollout import evaluate
+from dandelion.evaluation.scoring import evaluate
 from dandelion.export.forecasts import forecasts_to_xarray, write_netcdf
 from dandelion.forecast import forcing_channels
 from dandelion.forecast import rollout as rollout_steps

@@ -21,7 +21,7 @@ from dandelion import api
 from dandelion.benchmarks.grid.cells import metric_summaries
 from dandelion.cli.common import compose_config as compose
 from dandelion.cli.rollout import _definitions
-from dandelion.evaluation.rollout import evaluate
+from dandelion.evaluation.scoring import evaluate
 from dandelion.export.forecasts import write_forecast
 
 N_STEPS = 3

@@ -12,7 +12,7 @@ from dandelion.solvers.held_suarez import DAY, HeldSuarezSimulation, TracerForci
 from dandelion.solvers.integrators import ARS222, SemiImplicitLeapfrog, imex_runge_kutta
 from dandelion.solvers.primitive_equations import PEState, PrimitiveEquations, hyperdiffusion_filter
 from dandelion.solvers.sigma_coordinates import SigmaCoordinates, interpolate_to_pressure
-from dandelion.solvers.spectral import SpectralCore
+from dandelion.solvers.spectral_core import SpectralCore
 
 R_JW, A_JW, OMEGA_JW = 287.0, 6.371229e6, 7.29212e-5
 

@@ -61,6 +61,11 @@ def _check_cell_schema(rec, model):
     assert rec["commands"]["rollout"].startswith("dandelion-rollout ")
     assert {"torch", "torch_harmonics", "dandelion"} <= set(rec["versions"])
     assert rec["machine"]["cores"] >= 1
+    # the sweep ran on this seed (the sweep seed): its cost is recorded here, once; the rollout's blow-ups by lead
+    assert rec["sweep_cpu_seconds_on_seed"] == 0 and rec["sweep_cpu_seconds"] == pytest.approx(
+        B._sum_known([r["train_cpu_seconds"] for r in rec["sweep"]])
+    )
+    assert len(rec["stability"]["unstable_by_lead"]) == 3 and rec["stability"]["n_forecasts"] > 0
 
 
 def test_one_cell_then_skip_then_leaderboard(tiny_scale, tmp_path):

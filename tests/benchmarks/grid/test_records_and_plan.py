@@ -9,7 +9,14 @@ from omegaconf import OmegaConf
 
 from dandelion.benchmarks.grid import benchmark as B
 from dandelion.benchmarks.grid import cells, lr_plan
-from dandelion.benchmarks.grid.records import cell_cpu_seconds, cell_valid_over_train, cost_fields, valid_over_train
+from dandelion.benchmarks.grid.records import (
+    cell_cpu_seconds,
+    cell_sweep_cpu_seconds,
+    cell_valid_over_train,
+    cost_fields,
+    stability_summary,
+    valid_over_train,
+)
 from dandelion.benchmarks.grid.runs import _run_record
 from dandelion.benchmarks.paths import resolve_scale_dirs
 
@@ -51,6 +58,36 @@ def test_run_records_and_cells_carry_the_cost_fields():
     assert cell_cpu_seconds(old) is None
     assert cell_cpu_seconds({"train_cpu_seconds": 7.0}) == 7.0
     assert B._sum_known([1.0, 2.0]) == 3.0 and B._sum_known([1.0, None]) is None
+
+
+@pytest.mark.parametrize(
+    "cell, seconds",
+    [
+        ({"seed": 0, "sweep_cpu_seconds": 600.0, "sweep_cpu_seconds_on_seed": 0}, 600.0),
+        ({"seed": 1, "sweep_cpu_seconds": None, "sweep_cpu_seconds_on_seed": 0}, None),
+        # a cell written before the fix copied the sweep's cost into every seed: only the sweep seed's counts
+        ({"seed": 1, "sweep_cpu_seconds": 600.0, "lr_selection": {"sweep_seed": 0}}, None),
+        ({"seed": 0, "sweep_cpu_seconds": 600.0, "lr_selection": {"sweep_seed": 0}}, 600.0),
+        ({"seed": 2, "sweep_cpu_seconds": 90.0}, 90.0),  # each seed swept for itself (sweep_seed null)
+        ({"seed": 0, "sweep_cpu_seconds": None, "sweep_cpu_seconds_on_seed": 0}, None),  # cost unknown
+    ],
+)
+def test_a_sweep_is_counted_once_on_its_seeds_cell(cell, seconds):
+    assert cell_sweep_cpu_seconds(cell) == seconds
+
+
+def test_a_cell_keeps_the_rollouts_blow_up_counts():
+    stab = {
+        "threshold_vrmse": 10.0,
+        "n_forecasts": 8,
+        "n_unstable": 2,
+        "unstable_by_lead": [0, 0, 1, 2],
+        "first_unstable_lead_step": 3,
+        "median_vrmse": [0.1, 0.2, 0.3, 0.4],
+    }
+    kept = stability_summary(stab)
+    assert kept["unstable_by_lead"] == [0, 0, 1, 2] and kept["n_unstable"] == 2 and "median_vrmse" not in kept
+    assert stability_summary(None) is None
 
 
 def _cfg(tmp_path, **fine):

@@ -1,4 +1,5 @@
-"""The headline table's marks: ties within the seed spread, models worse than persistence, reference columns."""
+"""The headline table's marks: ties within the Student-t interval, models worse than persistence (†) or not better
+than linear AR (‡), reference columns."""
 
 import math
 
@@ -14,10 +15,13 @@ def _s(mean, std=0.1, n=4):
 @pytest.mark.parametrize(
     "stats, best",
     [
-        # 1.12 - 1.0 = 0.12 < 2 * sqrt(0.1^2/4 + 0.1^2/4) = 0.141: a tie; 1.2 is beyond it
-        ({"a": _s(1.0), "b": _s(1.12), "c": _s(1.2)}, {"a", "b"}),
-        # four times the seeds halve the standard errors: 0.12 is now beyond 0.071
+        # t_0.975,3 = 3.182 (a table value): 0.22 < 3.182 * sqrt(0.1^2/4 + 0.1^2/4) = 0.225 is a tie, 0.23 is not
+        ({"a": _s(1.0), "b": _s(1.22), "c": _s(1.23)}, {"a", "b"}),
+        # sixteen seeds: t_0.975,15 = 2.131 and half the standard error, so 0.12 > 0.075 is beyond it
         ({"a": _s(1.0, n=16), "b": _s(1.12, n=16)}, {"a"}),
+        # two seeds: t_0.975,1 = 12.71, so even 1.0 against 1.5 with a spread of 0.05 is a tie (0.5 < 0.635)
+        ({"a": _s(1.0, 0.05, 2), "b": _s(1.5, 0.05, 2)}, {"a", "b"}),
+        ({"a": _s(1.0, 0.05, 2), "b": _s(1.7, 0.05, 2)}, {"a"}),
         # one seed has no spread: it ties only on an equal mean
         ({"a": _s(1.0, math.nan, 1), "b": _s(1.01)}, {"a"}),
         ({"a": _s(1.0, math.nan, 1), "b": _s(1.0, math.nan, 1)}, {"a", "b"}),
@@ -45,7 +49,7 @@ def test_headline_marks_ties_and_models_worse_than_persistence():
         "d_32x64": {
             "m1": _entry(_s(0.10, 0.01), _s(1.2, 0.01), refs),  # 1:20 worse than persistence (1.0)
             "m2": _entry(_s(0.105, 0.01), _s(0.8, 0.01), refs),  # next step tied with m1 (0.005 < 0.014)
-            "m3": _entry(_s(0.3, 0.01), _s(0.9, 0.01), refs),
+            "m3": _entry(_s(0.3, 0.01), _s(0.9, 0.01), refs),  # next step not better than linear AR (0.2)
         }
     }
     lines = MD.headline_table(agg, ["d_32x64"], ["m1", "m2", "m3"])
@@ -54,7 +58,7 @@ def test_headline_marks_ties_and_models_worse_than_persistence():
     assert row == [
         "**0.1000** / 1.2000†",
         "**0.1050** / **0.8000**",
-        "0.3000 / 0.9000",
+        "0.3000‡ / 0.9000",
         "*0.5000* / *1.0000*",
         "*0.2000* / *1.5000*",
     ]

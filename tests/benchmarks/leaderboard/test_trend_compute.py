@@ -124,11 +124,28 @@ def test_budget_line_says_whether_every_cell_shares_the_budget():
 
 def test_a_ratio_within_its_spread_of_one_is_level_with_sfno():
     # ratios 1.5 -> 1.02, std 0.005 on 3 seeds: the fine ratio's relative SE is sqrt((0.049^2 + 0.05^2) / 3) = 0.040,
-    # its 2-SE band 2 * 1.02 * 0.040 = 0.082 > 0.02, so the model is level with SFNO at the finer grid, not behind it;
-    # the change (-0.48) is beyond its threshold (about 0.13), so it still counts as a gain
+    # its t band t_0.975,2 * 1.02 * 0.040 = 0.18 > 0.02, so the model is level with SFNO at the finer grid, not behind
+    # it; the change (-0.48) is beyond its threshold (4.30 times about 0.065), so it still counts as a gain
     md = "\n".join(T.trend_section(_agg(0.15, 0.102, std=0.005)))
     assert "its gap to SFNO closed (behind at the coarser grid, level at the finer)" in md
     assert "behind SFNO at both grids" not in md and "| dandelion | 1:20 | 1 | 0 | 0 | 0 |" in md
+
+
+def _mixed(coarse, fine, std, n_fine):
+    agg = _agg(coarse, fine, std=std)
+    for m in ("dandelion", "sfno"):
+        agg["fam_64x128"][m] = _entry(64, fine if m == "dandelion" else 0.10, std, n=n_fine)
+    return agg
+
+
+@pytest.mark.parametrize("n_fine, word", [(3, "grows"), (2, "holds")])
+def test_two_seeds_at_one_grid_judge_the_change_with_t_at_one_degree_of_freedom(n_fine, word):
+    """Ratio 1.2 -> 1.0 (change -0.2), seed std 0.003: the combined standard error is 0.036 with three seeds at the
+    finer grid (threshold t_0.975,2 * 0.036 = 0.157: a gain) and 0.040 with two (12.7 * 0.040 = 0.51: it holds,
+    where twice the standard error, 0.08, would have called a gain)."""
+    v = T.verdict(_mixed(0.12, 0.10, 0.003, n_fine), ["fam_32x64", "fam_64x128"], "dandelion", "next_step")
+    assert v["word"] == word and v["change"] == pytest.approx(-0.2)
+    assert v["threshold"] == pytest.approx({3: 0.157, 2: 0.51}[n_fine], rel=0.02)
 
 
 def test_a_model_level_at_the_coarse_grid_falls_behind_or_moves_ahead():
@@ -174,3 +191,37 @@ def _v(coarse, fine, word, band=0.05):
 def test_the_words_name_each_grids_standing(coarse, fine, word, words):
     band = float("nan") if word == "no spread" else 0.05
     assert T._standing(_v(coarse, fine, word, band)).startswith(words)
+
+
+def test_a_saturated_summary_is_not_judged():
+    """Every model past VRMSE 1 at lead 5 at the finer grid: its 1:20 ratio is not judged (the next step still is)."""
+    fast = [{"curves": {"vrmse": {"mean": [0.6 + 0.1 * k for k in range(1, 21)]}}, "evaluation": {"n_steps": 20}}]
+    pers = {"persistence": {"curves": {"vrmse": {"mean": [1.3] * 20}}}}
+    agg = _agg(0.12, 0.08)
+    for m in ("dandelion", "sfno"):
+        agg["fam_64x128"][m] = {**agg["fam_64x128"][m], "cells": fast, "references": pers}
+    assert T.saturated(agg, "fam_64x128") and not T.saturated(agg, "fam_32x64")
+    keys = T.families(agg)["fam"]
+    assert T.verdict(agg, keys, "dandelion", "rollout_mean")["word"] == "saturated"
+    assert T.verdict(agg, keys, "dandelion", "next_step")["word"] == "grows"
+    md = "\n".join(T.trend_section(agg))
+    assert "dandelion 1:20: ratio to SFNO 1.200 -> 0.800" in md and "not judged: the summary is saturated" in md
+    assert "| dandelion | 1:20 | 0 | 0 | 0 | 0 | 1 |" in md
+
+
+def test_the_compute_section_counts_each_sweep_once():
+    """Two models, each swept on seed 0 (2 h, its selected run included) and rerun on seed 1 (0.5 h): 4 h of sweeps
+    and 1 h of reruns, whatever an older cell copied into its seed-1 record."""
+
+    def cell(seed, sweep):
+        return {
+            "seed": seed,
+            "train_cpu_seconds": 1800.0,
+            "sweep_cpu_seconds": sweep,
+            "lr_selection": {"sweep_seed": 0},
+        }
+
+    agg = {"d": {m: {"cells": [cell(0, 7200.0), cell(1, 7200.0 if m == "old" else None)]} for m in ("new", "old")}}
+    text = "\n".join(C.compute_section(agg, ["d"]))
+    assert "4.0 CPU-hours of sweeps (2 sweeps, each counted once" in text
+    assert "1.0 CPU-hours of the 2 runs of the seeds that reused a sweep's rate: 5.0 CPU-hours of training" in text

@@ -28,7 +28,7 @@ from dandelion.benchmarks.transfer.report import HEADING
 from dandelion.checkpoint import save_checkpoint
 from dandelion.datasets.folder import load_metadata
 from dandelion.datasets.torch_dataset import WindowDataset
-from dandelion.evaluation.rollout import evaluate
+from dandelion.evaluation.scoring import evaluate
 from dandelion.registry import build_model
 
 

@@ -1,4 +1,8 @@
-"""Rollout evaluation (``dandelion-rollout``): autoregressive forecasts on the test split, scored per lead time.
+"""Scoring of rollouts: autoregressive forecasts on a split, scored per lead time (what ``dandelion-rollout`` writes).
+
+Three modules take part in a rollout and each is named for its part: :mod:`dandelion.forecast` runs the
+autoregressive loop (``rollout``, ``iter_rollout``), this module scores what it produces (:func:`evaluate`,
+:func:`write_results`), and :mod:`dandelion.cli.rollout` is the ``dandelion-rollout`` job around both.
 
 ``dandelion-rollout checkpoint=RUN/best.pt dataset=galewsky dataset.path=DIR [n_steps=20 init_stride=1
 max_inits=null max_trajectories=null device=cuda output_dir=DIR save_forecasts=true]``
@@ -86,6 +90,153 @@ def _split_levels(d: dict, tags: list[str], level_dim: int, ndim_2d: int) -> dic
     return out
 
 
+class _Sums:
+    """Running sums over the forecasts of one evaluation: every registered metric per lead and variable, the
+    squares of those WB2 reports as a root mean square, the power spectra at ``spectra_leads``, and each
+    forecast's VRMSE curve (mean over scalar fields and vector components) for the stability record."""
+
+    def __init__(self, dataset, spectra_leads: list[int]):
+        self.grid, self.spectra_leads = dataset.grid, spectra_leads
+        self.clim = _climatology(dataset)
+        # forcing fields (dataset.yaml forcing_fields) are taken from the truth in the rollout: not scored
+        self.forcing = set(getattr(dataset, "metadata", {}).get("forcing_fields") or [])
+        self.tags = _level_tags(dataset)  # leveled data: metrics and spectra per level, <var>_<level> (T_850hPa)
+        self.wet = getattr(dataset, "wet", None)  # masked dataset: scores over wet points
+        self.metrics = list(M.METRICS)  # the registry as it stands now (a metric registered after import counts)
+        self.sums: dict = {m: {} for m in self.metrics}
+        rms_of = {base for base, how in WB2_METRICS.values() if how == "rms"} & set(self.metrics)
+        self.square_sums: dict = {m: {} for m in rms_of}  # sum over forecasts of the squared metric (rmse: the MSE)
+        self.spec_sums: dict = {"pred": {}, "true": {}}
+        self.count = 0
+        vector_vars = {n for n, kind in dataset.layout.fields.items() if kind == "vector"}
+        self.vector_vars = vector_vars | {f"{n}_{t}" for n in vector_vars for t in self.tags}
+        self.per_forecast = []  # (b, n_steps) VRMSE per forecast, mean over scalar fields and vector components
+
+    def add(self, b: dict) -> None:
+        """Score one batch of :func:`dandelion.forecast.iter_rollout` and add it to the sums."""
+        dev = next(iter(b["pred"].values())).device
+        clim_b = {
+            k: torch.tensor(v, dtype=torch.float64, device=dev)[:, None, None] if isinstance(v, list) else v
+            for k, v in self.clim.items()
+        }
+        wet = None if self.wet is None else self.wet.to(dev)
+        scored = {which: {k: v for k, v in b[which].items() if k not in self.forcing} for which in ("pred", "true")}
+        out = M.field_metrics(scored["pred"], scored["true"], self.grid, climatology=clim_b, wet=wet)
+        for m in self.metrics:
+            for var, v in _split_levels(out[m], self.tags, -1, 2).items():  # v: (b, n_steps)
+                self.sums[m][var] = self.sums[m].get(var, 0.0) + v.sum(0).cpu().double()
+                if m in self.square_sums:
+                    self.square_sums[m][var] = self.square_sums[m].get(var, 0.0) + (v.double() ** 2).sum(0).cpu()
+        vr = [v for var, v in _split_levels(out["vrmse"], self.tags, -1, 2).items() if var not in self.vector_vars]
+        if vr:  # (none when every field is a forcing field)
+            self.per_forecast.append(torch.stack(vr).mean(0).cpu().double())
+        self.count += len(b["init"])
+        if self.spectra_leads:
+            self._add_spectra(scored, wet)
+
+    def _add_spectra(self, scored: dict, wet) -> None:
+        leads = torch.as_tensor(self.spectra_leads) - 1
+        for which in ("pred", "true"):
+            for name, f in scored[which].items():
+                f = f[:, leads].double()
+                parts = (
+                    {name: f}
+                    if f.shape[-2:] == self.grid.shape
+                    else dict(zip(M.variable_names(name, "vector"), f.unbind(-1)))
+                )
+                spectra = _split_levels(
+                    {var: M.power_spectrum(g, self.grid, wet=wet) for var, g in parts.items()}, self.tags, -2, 3
+                )
+                for var, sp in spectra.items():
+                    self.spec_sums[which][var] = self.spec_sums[which].get(var, 0.0) + sp.sum(0).cpu()
+
+    def curves(self, definitions: tuple[str, ...]) -> dict:
+        """Mean over forecasts per metric and variable (lead curves), WB2's definitions when asked, and the
+        ``mean`` over variables of the metrics registered with ``mean=True``."""
+        curves = {m: {var: (s / self.count).tolist() for var, s in d.items()} for m, d in self.sums.items()}
+        per_var = [v for v in curves[self.metrics[0]] if v not in self.vector_vars]  # scalar fields, vector parts
+        if "wb2" in definitions:
+            curves.update(wb2_curves(self.sums, self.square_sums, self.count))
+        if "dandelion" not in definitions:  # the registered metrics that have a WB2 counterpart give way to it
+            for base, _ in WB2_METRICS.values():
+                curves.pop(base, None)
+        with_mean = set(M.metric_names(mean=True))
+        with_mean |= {name for name, (base, _) in WB2_METRICS.items() if base in with_mean}
+        for m in curves:
+            if m in with_mean:
+                curves[m]["mean"] = np.mean([curves[m][v] for v in per_var], axis=0).tolist()
+        return curves
+
+    def spectra(self) -> dict | None:
+        """Mean power spectra of prediction and truth at ``spectra_leads``; None when there are none."""
+        if not self.spectra_leads:
+            return None
+        means = {w: {v: (s / self.count).tolist() for v, s in self.spec_sums[w].items()} for w in ("pred", "true")}
+        return {"leads": self.spectra_leads, **means}
+
+
+def _first_forecast(b: dict) -> dict:
+    """The first forecast of batch ``b`` as a batch of one, on the CPU."""
+    return {
+        **b,
+        "init": b["init"][:1],
+        "inits": b["init"][:1],
+        "init_slot": np.arange(1),
+        "pred": {k: v[:1].cpu() for k, v in b["pred"].items()},
+        "true": {k: v[:1].cpu() for k, v in b["true"].items()},
+    }
+
+
+def _units(meta: dict, tags: list[str]) -> dict:
+    """Units of every scored variable (vector components and the vector itself, each level's variable)."""
+    units = {}
+    for name, fm in meta["fields"].items():
+        for var in M.variable_names(name, fm.get("kind", "scalar")):
+            units[var] = str(fm.get("units", ""))
+        if fm.get("kind") == "vector":
+            units[name] = str(fm.get("units", ""))
+    units.update({f"{var}_{t}": u for var, u in list(units.items()) for t in tags})
+    return units
+
+
+def _summary(curves: dict, n_steps: int) -> dict:
+    """``next_step`` (lead 1) and ``mean_1_<n>`` (mean over leads 1..min(20, n_steps)) of every curve."""
+    n20 = min(20, n_steps)
+    return {
+        "next_step": {m: {v: c[0] for v, c in d.items()} for m, d in curves.items()},
+        f"mean_1_{n20}": {m: {v: float(np.mean(c[:n20])) for v, c in d.items()} for m, d in curves.items()},
+    }
+
+
+def _results(model, dataset, acc: _Sums, n_steps: int, definitions: tuple[str, ...]) -> dict:
+    """The ``metrics.json`` content of an evaluation from its sums (module docstring)."""
+    curves = acc.curves(definitions)
+    meta = dataset.metadata
+    time_units = str(meta.get("time_units", "s"))
+    lead = (float(meta.get("dt_frame", 1.0)) * np.arange(1, n_steps + 1)).tolist()
+    results = {
+        "model": getattr(model, "name", "model"),
+        "checkpoint": str(getattr(model, "checkpoint", "") or ""),
+        "dataset": str(meta.get("name", "")),
+        "dataset_path": str(dataset.path),
+        "split": dataset.split,
+        "grid": dataset.grid.to_dict(),
+        "n_forecasts": acc.count,
+        "n_steps": int(n_steps),
+        "lead_time": lead,
+        "time_units": time_units,
+        "lead_time_hours": [t / 3600.0 for t in lead] if time_units == "s" else None,
+        "units": _units(meta, acc.tags),
+        "climatology": acc.clim,
+        "metrics": curves,
+        "summary": _summary(curves, n_steps),
+        "stability": _stability(torch.cat(acc.per_forecast).numpy()) if acc.per_forecast else None,
+        "spectra": acc.spectra(),
+        "definitions": {d: DEFINITIONS[d] for d in definitions},
+    }
+    return results
+
+
 def evaluate(
     model,
     dataset,
@@ -102,7 +253,7 @@ def evaluate(
     amp: bool = False,
     definitions=("dandelion", "wb2"),
 ) -> dict:
-    """Roll out and score; the in-memory core of :func:`rollout`.
+    """Roll out and score; the in-memory core of ``dandelion-rollout`` (:func:`dandelion.cli.rollout.rollout`).
 
     Parameters
     ----------
@@ -122,63 +273,19 @@ def evaluate(
     Returns
     -------
     dict with ``results`` (the ``metrics.json`` content) and optionally ``forecast`` and ``sample``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown definition, or when no forecast could be made (no valid initial frame).
     """
     definitions = check_definitions(definitions)
-    grid = dataset.grid
-    clim = _climatology(dataset)
-    # forcing fields (dataset.yaml forcing_fields) are taken from the truth in the rollout: not scored
-    forcing = set(getattr(dataset, "metadata", {}).get("forcing_fields") or [])
-    tags = _level_tags(
-        dataset
-    )  # leveled data: metrics and spectra per level, as <var>_<level> (e.g. T_850hPa, u_850hPa)
-    spectra_leads = [int(k) for k in spectra_leads if 1 <= int(k) <= n_steps]
-    metrics = list(M.METRICS)  # the registry as it stands now (a metric registered after import counts)
-    sums: dict = {m: {} for m in metrics}
-    rms_of = {base for base, how in WB2_METRICS.values() if how == "rms"} & set(metrics)
-    square_sums: dict = {m: {} for m in rms_of}  # sum over forecasts of the squared metric (rmse: the MSE)
-    spec_sums: dict = {"pred": {}, "true": {}}
-    count = 0
+    acc = _Sums(dataset, [int(k) for k in spectra_leads if 1 <= int(k) <= n_steps])
     kept, first = [], None
-    vector_vars = {n for n, kind in dataset.layout.fields.items() if kind == "vector"}
-    vector_vars |= {f"{n}_{t}" for n in vector_vars for t in tags}
-    per_forecast = []  # (b, n_steps) VRMSE per forecast, mean over scalar fields and vector components
     for b in iter_rollout(
         model, dataset, n_steps, init_stride, max_inits, trajectories, max_trajectories, batch_size, progress, amp
     ):
-        dev = next(iter(b["pred"].values())).device
-        clim_b = {
-            k: torch.tensor(v, dtype=torch.float64, device=dev)[:, None, None] if isinstance(v, list) else v
-            for k, v in clim.items()
-        }
-        wet = (
-            None if getattr(dataset, "wet", None) is None else dataset.wet.to(dev)
-        )  # masked dataset: scores over wet points
-        scored = {which: {k: v for k, v in b[which].items() if k not in forcing} for which in ("pred", "true")}
-        out = M.field_metrics(scored["pred"], scored["true"], grid, climatology=clim_b, wet=wet)
-        for m in metrics:
-            for var, v in _split_levels(out[m], tags, -1, 2).items():  # v: (b, n_steps)
-                sums[m][var] = sums[m].get(var, 0.0) + v.sum(0).cpu().double()
-                if m in square_sums:
-                    square_sums[m][var] = square_sums[m].get(var, 0.0) + (v.double() ** 2).sum(0).cpu()
-        vr = [v for var, v in _split_levels(out["vrmse"], tags, -1, 2).items() if var not in vector_vars]
-        if vr:  # (none when every field is a forcing field)
-            per_forecast.append(torch.stack(vr).mean(0).cpu().double())
-        count += len(b["init"])
-        if spectra_leads:
-            leads = torch.as_tensor(spectra_leads) - 1
-            for which in ("pred", "true"):
-                for name, f in scored[which].items():
-                    f = f[:, leads].double()
-                    parts = (
-                        {name: f}
-                        if f.shape[-2:] == grid.shape
-                        else dict(zip(M.variable_names(name, "vector"), f.unbind(-1)))
-                    )
-                    spectra = _split_levels(
-                        {var: M.power_spectrum(g, grid, wet=wet) for var, g in parts.items()}, tags, -2, 3
-                    )
-                    for var, sp in spectra.items():
-                        spec_sums[which][var] = spec_sums[which].get(var, 0.0) + sp.sum(0).cpu()
+        acc.add(b)
         if keep_forecasts:
             kept.append(
                 {
@@ -188,71 +295,10 @@ def evaluate(
                 }
             )
         if sample and first is None:
-            first = {
-                **b,
-                "init": b["init"][:1],
-                "inits": b["init"][:1],
-                "init_slot": np.arange(1),
-                "pred": {k: v[:1].cpu() for k, v in b["pred"].items()},
-                "true": {k: v[:1].cpu() for k, v in b["true"].items()},
-            }
-    if count == 0:
+            first = _first_forecast(b)
+    if acc.count == 0:
         raise ValueError("no forecast was made: check trajectories / max_inits")
-
-    curves = {m: {var: (s / count).tolist() for var, s in d.items()} for m, d in sums.items()}
-    per_var = [v for v in curves[metrics[0]] if v not in vector_vars]  # scalar fields and vector components
-    if "wb2" in definitions:
-        curves.update(wb2_curves(sums, square_sums, count))
-    if "dandelion" not in definitions:  # the registered metrics that have a WB2 counterpart give way to it
-        for base, _ in WB2_METRICS.values():
-            curves.pop(base, None)
-    with_mean = set(M.metric_names(mean=True))
-    with_mean |= {name for name, (base, _) in WB2_METRICS.items() if base in with_mean}
-    for m in curves:
-        if m in with_mean:
-            curves[m]["mean"] = np.mean([curves[m][v] for v in per_var], axis=0).tolist()
-    n20 = min(20, n_steps)
-    summary = {
-        "next_step": {m: {v: c[0] for v, c in d.items()} for m, d in curves.items()},
-        f"mean_1_{n20}": {m: {v: float(np.mean(c[:n20])) for v, c in d.items()} for m, d in curves.items()},
-    }
-    meta = dataset.metadata
-    time_units = str(meta.get("time_units", "s"))
-    dt = float(meta.get("dt_frame", 1.0))
-    lead = (dt * np.arange(1, n_steps + 1)).tolist()
-    units = {}
-    for name, fm in meta["fields"].items():
-        for var in M.variable_names(name, fm.get("kind", "scalar")):
-            units[var] = str(fm.get("units", ""))
-        if fm.get("kind") == "vector":
-            units[name] = str(fm.get("units", ""))
-    units.update({f"{var}_{t}": u for var, u in list(units.items()) for t in tags})
-    results = {
-        "model": getattr(model, "name", "model"),
-        "checkpoint": str(getattr(model, "checkpoint", "") or ""),
-        "dataset": str(meta.get("name", "")),
-        "dataset_path": str(dataset.path),
-        "split": dataset.split,
-        "grid": grid.to_dict(),
-        "n_forecasts": count,
-        "n_steps": int(n_steps),
-        "lead_time": lead,
-        "time_units": time_units,
-        "lead_time_hours": [t / 3600.0 for t in lead] if time_units == "s" else None,
-        "units": units,
-        "climatology": clim,
-        "metrics": curves,
-        "summary": summary,
-        "stability": _stability(torch.cat(per_forecast).numpy()) if per_forecast else None,
-        "spectra": {
-            "leads": spectra_leads,
-            **{w: {v: (s / count).tolist() for v, s in spec_sums[w].items()} for w in ("pred", "true")},
-        }
-        if spectra_leads
-        else None,
-        "definitions": {d: DEFINITIONS[d] for d in definitions},
-    }
-    ret = {"results": results}
+    ret = {"results": _results(model, dataset, acc, n_steps, definitions)}
     if keep_forecasts:
         ret["forecast"] = collect_forecast(kept, model, dataset, n_steps)
     if sample and first is not None:

@@ -19,7 +19,7 @@ from dandelion.cli.common import compose_config as compose
 from dandelion.cli.export import export
 from dandelion.cli.report import report
 from dandelion.cli.rollout import rollout
-from dandelion.evaluation.rollout import evaluate
+from dandelion.evaluation.scoring import evaluate
 from dandelion.registry import _REGISTRY, register_model
 
 N_FRAMES = 10
@@ -313,7 +313,7 @@ def test_stability_counts_blown_up_forecasts_and_gives_the_median(tiny, tmp_path
 def test_stability_counts_a_forecast_from_its_first_blow_up_on():
     """A forecast that exceeds the threshold once stays counted at later leads (even where its VRMSE dips again),
     a non-finite one counts too, and the median is over all forecasts with non-finite values ranked highest."""
-    from dandelion.evaluation.rollout import UNSTABLE_VRMSE, _stability
+    from dandelion.evaluation.scoring import UNSTABLE_VRMSE, _stability
 
     big = 2 * UNSTABLE_VRMSE
     v = np.array(

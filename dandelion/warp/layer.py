@@ -3,9 +3,8 @@
 docs/ARCHITECTURE.md §5. A warp head predicts, at every grid node x with local frame (east e, north n), a
 displacement d = (d_e, d_n) in radians and reads its value features at the point reached by walking
 |d| along the great circle leaving x in direction d (the exponential map of the unit sphere). The
-exponential map and the pole-aware bilinear sampler live in :mod:`dandelion.sampling` (its
-docstring lists the numerical care taken at zero displacement and across the poles); they are
-re-exported here, where the layer that uses them lives.
+exponential map, the sampler and the fused sampling node are the other modules of :mod:`dandelion.warp`
+(whose docstring lists the numerical care taken at zero displacement and across the poles).
 """
 
 from __future__ import annotations
@@ -15,11 +14,18 @@ import math
 import torch
 import torch.nn as nn
 
-from .kernels import Pointwise, WarpSample
-from .sampling import SphereSampler, exp_map, sample_sphere
-from .sphere import SphereGrid
+from ..pointwise import Pointwise
+from ..sphere import SphereGrid
+from .sample import WarpSample
+from .sampler import SphereSampler
+from .triton_sample import AVAILABLE as TRITON_AVAILABLE
+from .triton_sample import triton_warp_sample, usable_on
 
-__all__ = ["exp_map", "sample_sphere", "SphereSampler", "TangentWarpS2"]
+__all__ = ["TangentWarpS2", "WARP_KERNELS", "set_warp_kernel"]
+
+#: the warp's sampling kernels: ``auto`` (Triton on CUDA where triton is installed, eager elsewhere), ``eager``
+#: (:class:`~dandelion.warp.sample.WarpSample`), ``triton`` (:class:`~dandelion.warp.triton_sample.TritonWarpSample`)
+WARP_KERNELS = ("auto", "eager", "triton")
 
 
 class TangentWarpS2(nn.Module):
@@ -44,11 +50,15 @@ class TangentWarpS2(nn.Module):
         start small), so the heads look around from the first step.
     compile_kernels : bool
         Evaluate the exponential map's indices and their Jacobian with a ``torch.compile``'d kernel
-        (:func:`~dandelion.kernels.index_of_warp`): faster, equal to the eager path up to rounding.
+        (:func:`~dandelion.warp.index.index_of_warp`): faster, equal to the eager path up to rounding.
     offset_gain : float
         Factor on the default initial weights of the displacement MLP's last layer (0.1: the heads start close
         to their ring of displacements; 1.0: PyTorch's default scale, input-dependent initial displacements as in
         Flower's reference code).
+    kernel : str
+        The sampling kernel, one of :data:`WARP_KERNELS` (default ``auto``). The fused Triton kernel
+        keeps the values in the autocast dtype and equals the eager path to float32 rounding; the eager path runs
+        values and indices in float32 at least. Settable after construction (``layer.kernel = "eager"``).
 
     Shapes
     ------
@@ -64,10 +74,14 @@ class TangentWarpS2(nn.Module):
         init_radius: float,
         compile_kernels: bool = False,
         offset_gain: float = 0.1,
+        kernel: str = "auto",
     ):
         super().__init__()
         if channels % heads:
             raise ValueError(f"channels={channels} must divide by heads={heads}")
+        if kernel not in WARP_KERNELS:
+            raise ValueError(f"kernel={kernel!r}: choose one of {', '.join(WARP_KERNELS)}")
+        self.kernel = kernel
         self.channels, self.heads = channels, heads
         self.sampler = SphereSampler(grid)
         self.sampler.compile_kernels = bool(compile_kernels)
@@ -83,22 +97,61 @@ class TangentWarpS2(nn.Module):
     def extra_repr(self) -> str:
         return f"channels={self.channels}, heads={self.heads}"
 
+    def uses_triton(self, device: torch.device) -> bool:
+        """Whether a forward on ``device`` runs the fused Triton kernel.
+
+        ``kernel="auto"``: on CUDA, where triton is installed and the kernels pass their one check per device
+        (:func:`~dandelion.warp.triton_sample.usable_on`; a failure is warned about once and the eager path runs).
+        """
+        if self.kernel == "auto":
+            return device.type == "cuda" and TRITON_AVAILABLE and usable_on(device)
+        return self.kernel == "triton"
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._warp(self.value(x), self.displacements(x))
+
+    def displacements(self, x: torch.Tensor) -> torch.Tensor:
+        """Per-head displacements ``(B*heads, 2, nlat, nlon)`` (east, north; radians) of the input ``x``.
+
+        The one place a head's displacement is formed: another source adds its ``(B*heads, 2, nlat, nlon)``
+        term here.
+        """
         b, c, nlat, nlon = x.shape
-        return self._warp(self.value(x), self.offset(x).reshape(b * self.heads, 2, nlat, nlon))
+        return self.offset(x).reshape(b * self.heads, 2, nlat, nlon)
 
     def warp(self, values: torch.Tensor, d_east: torch.Tensor, d_north: torch.Tensor) -> torch.Tensor:
         """Sample ``values (B, channels, nlat, nlon)`` with per-head displacements ``(B*heads, nlat, nlon)``.
 
-        The index arithmetic and the sampling run in float32 at least, also under autocast (in
-        bfloat16 a column index of a 1440-column grid would be off by several columns).
+        The index arithmetic runs in float32 at least, also under autocast (in bfloat16 a column index of a
+        1440-column grid would be off by several columns); so do the eager path's values.
         """
         return self._warp(values, torch.stack([d_east, d_north], dim=1))
 
     def _warp(self, values: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
         """:meth:`warp` with the displacements as one ``(B*heads, 2, nlat, nlon)`` tensor (east, north)."""
         b, c, nlat, nlon = values.shape
+        if self.uses_triton(values.device):  # values stay in their (autocast) dtype; the index runs in float32
+            v = values.reshape(b * self.heads, c // self.heads, nlat, nlon)
+            return triton_warp_sample(v, d, self.sampler).reshape(b, c, nlat, nlon)
         work = torch.promote_types(values.dtype, torch.float32)
         with torch.autocast(device_type=values.device.type, enabled=False):
             v = values.to(work).reshape(b * self.heads, c // self.heads, nlat, nlon)
             return WarpSample.apply(v, d.to(work), self.sampler).reshape(b, c, nlat, nlon)
+
+
+def set_warp_kernel(model: nn.Module, kernel: str) -> int:
+    """Set the sampling kernel (one of :data:`WARP_KERNELS`) of every :class:`TangentWarpS2` in ``model``.
+
+    Returns the number of warp layers set (0 for a model without warps).
+
+    Raises
+    ------
+    ValueError
+        For a kernel not in :data:`WARP_KERNELS`.
+    """
+    if kernel not in WARP_KERNELS:
+        raise ValueError(f"kernel={kernel!r}: choose one of {', '.join(WARP_KERNELS)}")
+    layers = [m for m in model.modules() if isinstance(m, TangentWarpS2)]
+    for layer in layers:
+        layer.kernel = kernel
+    return len(layers)

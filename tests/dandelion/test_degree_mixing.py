@@ -7,9 +7,9 @@ import torch
 from torch_harmonics import InverseRealSHT, RealSHT
 
 from dandelion import build_model
+from dandelion.degree_mixing import DegreeMixS2
 from dandelion.model import FAST_PRESETS
 from dandelion.registry import count_parameters
-from dandelion.spectral_path import DegreeMixS2
 from dandelion.sphere import SphereGrid
 
 

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from dandelion.solvers.spectral import SpectralCore, smooth_fft_size
+from dandelion.solvers.spectral_core import SpectralCore, smooth_fft_size
 from dandelion.sphere import SphereGrid
 
 

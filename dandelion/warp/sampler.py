@@ -1,34 +1,12 @@
-"""Sampling on the sphere: the exponential map and pole-aware bilinear interpolation.
+"""Pole-aware bilinear sampling of fields on a :class:`~dandelion.sphere.SphereGrid` (:class:`SphereSampler`).
 
-docs/ARCHITECTURE.md §5. The warp layer (:class:`~dandelion.warp.TangentWarpS2`) is built on
-this module. A warp head predicts, at every grid node x with local frame (east e, north n), a
-displacement d = (d_e, d_n) in radians and reads its value features at the point reached by walking
-|d| along the great circle leaving x in direction d (the exponential map of the unit sphere),
-
-    y = cos|d| x + sin|d| (d_e e + d_n n) / |d|.
-
-The value at y is interpolated bilinearly in (row, column) index space of the grid: longitude is
-periodic (a wrapped column) and colatitude is mapped to a fractional row through the grid's own row
-table (non-uniform on Gaussian grids). Across a pole, the neighbour of a point is the mirrored row
-at longitude + pi: the image handed to :func:`torch.nn.functional.grid_sample` carries one ghost
-row beyond each pole (the row nearest the pole that is not a pole row, at colatitude -theta or
-2*pi - theta, rolled by half a turn), so no point is ever clamped to a border.
-
-Numerical care (each item has bitten public code):
-
-* ``sin|d| / |d|`` and ``cos|d|`` are evaluated at ``|d|`` clamped below at the machine epsilon,
-  where both equal the first term of their Taylor series (1) in working precision, so values and
-  gradients are finite at zero displacement (see :func:`_cos_sinc`);
-* the colatitude and longitude of y are computed as increments over the node's own coordinates,
-  ``delta_theta = atan2(sin(theta_y - theta_x), cos(theta_y - theta_x))`` and
-  ``delta_lon = atan2(y.e, y.h)`` (h the horizontal outward unit vector of the node's meridian); the
-  square root and the longitude ``atan2`` are guarded (:class:`_PolarAngles`, a mask with zero
-  gradient) when y is within ``8 eps`` of a pole: there the node's own longitude is kept, so a
-  pole-row column j is never sent to column j + nlon/2 by a rounding error;
-* zero displacement is bit-exactly the identity, pole rows included: the increments are exactly
-  zero, the column index is the node's integer column plus the increment, and the padded image has
-  ``2**k + 1`` rows and columns so that grid_sample's normalisation ``(g + 1) * (size - 1) / 2``
-  (``align_corners=True``) maps integer indices to themselves without rounding.
+Bilinear in the grid's (row, column) index space: longitude is periodic (a wrapped column) and colatitude is
+mapped to a fractional row through the grid's own row table (non-uniform on Gaussian grids). Across a pole the
+neighbour of a point is the mirrored row at longitude + pi: the image handed to
+:func:`torch.nn.functional.grid_sample` carries one ghost row beyond each pole
+(:class:`~dandelion.warp.padding.GhostPad`), so no point is ever clamped to a border. The sampler also holds
+the per-grid tables of the warp index (:func:`~dandelion.warp.index.warp_index`) and the bins that locate a
+colatitude's row on a non-uniform table. :func:`sample_sphere` samples at arbitrary points.
 """
 
 from __future__ import annotations
@@ -39,127 +17,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .kernels import _GhostPad, _pole_tol2, warp_index
-from .sphere import SphereGrid
+from ..sphere import SphereGrid
+from .index import WarpIndex, warp_index
+from .padding import GhostPad, next_pow2_plus1
 
-__all__ = ["exp_map", "sample_sphere", "SphereSampler"]
-
-
-def _cos_sinc(d_east: torch.Tensor, d_north: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``cos|d|`` and ``sin|d|/|d|`` with finite values and gradients at ``d = 0``.
-
-    ``|d|`` is evaluated as ``sqrt(max(|d|^2, eps^2))`` (``eps`` the dtype's machine epsilon). For
-    ``|d| <= eps`` the Taylor series ``cos|d| = 1 - |d|^2/2 + ...`` and ``sin|d|/|d| = 1 - |d|^2/6 + ...``
-    equal their first term, 1, in working precision, and that is exactly what the clamped
-    evaluation returns; above ``eps`` the functions are evaluated directly (accurate to an ulp, no
-    cancellation in the values; the rounding in the autograd derivative of ``sin s / s`` enters
-    the derivative of the exponential map multiplied by ``|d|``, i.e. at the ``eps`` level). The
-    clamp has zero gradient below ``eps^2``, so no infinite derivative of the square root is ever
-    formed. (A ``torch.where`` between the series and the functions would be slower: on CPU, boolean
-    selection costs ten times an arithmetic pass.)
-    """
-    s2 = d_east * d_east + d_north * d_north
-    eps = torch.finfo(s2.dtype).eps
-    s = torch.sqrt(s2.clamp_min(eps * eps))
-    return torch.cos(s), torch.sin(s) / s
-
-
-def exp_map(
-    x: torch.Tensor,
-    d_east: torch.Tensor,
-    d_north: torch.Tensor,
-    east: torch.Tensor | None = None,
-    north: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Exponential map of the unit sphere: walk ``|d|`` radians from ``x`` along direction ``d``.
-
-    ``y = cos|d| x + sin|d| (d_e e + d_n n) / |d|`` (do Carmo, *Riemannian Geometry*, ch. 3; for
-    the sphere the geodesics are great circles). ``sin|d|/|d|`` and ``cos|d|`` are evaluated at
-    ``max(|d|, eps)`` (where they equal 1, their series' first term), so values and gradients are
-    finite at ``d = 0`` (:func:`_cos_sinc`).
-
-    Parameters
-    ----------
-    x : torch.Tensor of shape (3, ...)
-        Unit position vectors, Cartesian component FIRST (the layout of ``SphereGrid.xyz``).
-    d_east, d_north : torch.Tensor broadcastable with ``x[0]``
-        Displacement along the local east and north unit vectors, radians.
-    east, north : torch.Tensor of shape (3, ...), optional
-        The local frame at ``x``. Pass ``SphereGrid.east`` / ``SphereGrid.north`` for grid nodes
-        (on pole rows they are the limits along each column's meridian). When omitted they are
-        computed from ``x``: ``e = z_hat x x / |z_hat x x|``, ``n = x x e``; within
-        ``8 * eps`` of a pole, where that frame is undefined, the frame of longitude 0 is used
-        (e = y_hat, n = -+x_hat).
-
-    Returns
-    -------
-    torch.Tensor of shape (3, ...)
-        The unit vectors reached.
-
-    Raises
-    ------
-    ValueError
-        If ``x`` (or a given frame) does not have 3 components in its first dimension.
-    """
-    if x.shape[0] != 3:
-        raise ValueError(
-            f"x has shape {tuple(x.shape)}: put the 3 Cartesian components in the FIRST dimension, (3, ...)"
-        )
-    if (east is None) != (north is None):
-        raise ValueError("pass both east and north (the local frame at x), or neither")
-    if east is None:
-        rho2 = x[0] * x[0] + x[1] * x[1]
-        off = rho2 > _pole_tol2(x.dtype)
-        rho = torch.sqrt(torch.where(off, rho2, torch.ones_like(rho2)))
-        cl = torch.where(off, x[0] / rho, torch.ones_like(rho))  # cos(lon), lon = 0 on a pole
-        sl = torch.where(off, x[1] / rho, torch.zeros_like(rho))
-        z = x[2]
-        east = torch.stack([-sl, cl, torch.zeros_like(cl)])
-        north = torch.stack([-z * cl, -z * sl, torch.where(off, rho, torch.zeros_like(rho))])
-    elif east.shape[0] != 3 or north.shape[0] != 3:
-        raise ValueError(
-            f"east {tuple(east.shape)} and north {tuple(north.shape)} must have 3 components first, (3, ...)"
-        )
-    cos_s, sinc_s = _cos_sinc(d_east, d_north)
-    return cos_s * x + sinc_s * (d_east * east + d_north * north)
-
-
-class _PolarAngles(torch.autograd.Function):
-    """``rho = |(a, b)|`` and ``phi = atan2(a, b)``, both set to 0 where ``rho^2 <= tol2``.
-
-    Used for the horizontal part ``(a, b) = (y.e, y.h)`` of a target point y: ``rho`` is the sine
-    of its colatitude and ``phi`` its longitude relative to the node's meridian. Within
-    ``sqrt(tol2)`` of a pole the node's own longitude is kept (``phi = 0``) and ``rho = 0``, with
-    zero gradients there; elsewhere the gradients are the analytic ones, so the square root and
-    ``atan2`` never see ``(0, 0)`` in the backward pass. Masks are applied by multiplication with a
-    float mask (cheaper than ``torch.where`` on CPU, and exact: ``x * 1 == x``).
-    """
-
-    @staticmethod
-    def forward(ctx, a, b, tol2: float):
-        r2 = a * a + b * b
-        keep = (r2 > tol2).to(r2.dtype)
-        rho = torch.sqrt(r2) * keep
-        phi = torch.atan2(a, b) * keep
-        ctx.save_for_backward(a, b, r2, keep)
-        ctx.tol2 = tol2
-        return rho, phi
-
-    @staticmethod
-    def backward(ctx, g_rho, g_phi):
-        a, b, r2, keep = ctx.saved_tensors
-        r2c = r2.clamp_min(ctx.tol2)
-        inv_r = torch.rsqrt(r2c) * keep
-        inv_r2 = keep / r2c
-        gr = g_rho * inv_r
-        gp = g_phi * inv_r2
-        return gr * a + gp * b, gr * b - gp * a, None
-
-
-def _next_pow2_plus1(n: int) -> int:
-    """Smallest ``2**k + 1 >= n`` (k >= 1)."""
-    k = max(1, math.ceil(math.log2(max(n - 1, 1))))
-    return 2**k + 1
+__all__ = ["sample_sphere", "SphereSampler"]
 
 
 class SphereSampler(nn.Module):
@@ -186,6 +48,7 @@ class SphereSampler(nn.Module):
     node_rows : (nlat, 1) padded row of each node (``i + 1``); columns : (nlon,) ``0..nlon-1``.
     bin_row : (nbins,) int32, row of the left edge of uniform colatitude bins of half the smallest
         row spacing (locates a colatitude's row without a binary search).
+    kernel_constants : (5,) ``1/step``, ``nlon/(2 pi)``, ``pi/2``, ``pi``, ``1/bin width`` for the Triton kernel.
 
     Equiangular row tables (ghost rows included) are uniform, and warps of the grid's own nodes
     then map the colatitude increment to rows linearly, ``r = i + 1 + delta_theta / step``;
@@ -206,8 +69,8 @@ class SphereSampler(nn.Module):
         table = torch.cat([-colat[self.gn : self.gn + 1], colat, 2 * math.pi - colat[self.gs : self.gs + 1]])
         if not bool((table[1:] > table[:-1]).all()):
             raise ValueError(f"grid {grid} has non-increasing colatitudes: cannot build a row table")
-        self.hp = _next_pow2_plus1(nlat + 2)
-        self.wp = _next_pow2_plus1(self.nlon + 1)
+        self.hp = next_pow2_plus1(nlat + 2)
+        self.wp = next_pow2_plus1(self.nlon + 1)
         self.register_buffer("row_table", table.to(dtype), persistent=False)
         self.register_buffer("row_inv_step", (1.0 / (table[1:] - table[:-1])).to(dtype), persistent=False)
         self.register_buffer("colat", colat[:, None].to(dtype), persistent=False)
@@ -229,6 +92,9 @@ class SphereSampler(nn.Module):
         bin_row = (torch.searchsorted(table, edges, right=True) - 1).clamp(0, nlat).to(torch.int32)
         self.register_buffer("bin_row", bin_row, persistent=False)
         self.inv_bin_width, self.nbins = 1.0 / bin_width, nbins
+        # the fused kernel's scalars in the working dtype (Triton passes Python floats as float32)
+        consts = [self.inv_step, self.nlon / (2 * math.pi), 0.5 * math.pi, math.pi, self.inv_bin_width]
+        self.register_buffer("kernel_constants", torch.tensor(consts, dtype=torch.float64).to(dtype), persistent=False)
 
     def extra_repr(self) -> str:
         return f"nlat={self.nlat}, nlon={self.nlon}, grid={self.grid.grid!r}, padded=({self.hp}, {self.wp})"
@@ -255,10 +121,10 @@ class SphereSampler(nn.Module):
         Colatitudes outside the table are clamped to its ends (bring them back with
         :meth:`canonical` first).
         """
-        return self._row_index(colat)[0]
+        return self.row_index_and_slope(colat)[0]
 
-    def _row_index(self, colat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`row_index` and its derivative (0 where the clamp is active)."""
+    def row_index_and_slope(self, colat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`row_index` and its derivative in the colatitude (0 where the clamp is active)."""
         table = self.row_table
         t = colat.clamp(table[0], table[-1])
 
@@ -279,7 +145,7 @@ class SphereSampler(nn.Module):
         ``rows`` must lie in ``[0, nlat + 1]``; ``cols`` may be any real number (reduced modulo
         ``nlon``). One ``grid_sample`` call; returns ``(N, C, H_out, W_out)``.
         """
-        image = _GhostPad.apply(field, self.gn, self.gs, self.hp, self.wp)
+        image = GhostPad.apply(field, self.gn, self.gs, self.hp, self.wp)
         return F.grid_sample(
             image, self.sample_grid(rows, cols), mode="bilinear", padding_mode="border", align_corners=True
         )
@@ -309,11 +175,11 @@ class SphereSampler(nn.Module):
 
         Ghost rows beyond the poles and the periodic column are filled in; no autograd.
         """
-        return _GhostPad.pad(field, self.gn, self.gs, self.hp, self.wp)
+        return GhostPad.pad(field, self.gn, self.gs, self.hp, self.wp)
 
     def pad_adjoint(self, grad: torch.Tensor) -> torch.Tensor:
         """Adjoint of :meth:`pad`: ``(..., hp, wp) -> (..., nlat, nlon)``."""
-        return _GhostPad.pad_adjoint(grad, self.nlat, self.nlon, self.gn, self.gs)
+        return GhostPad.pad_adjoint(grad, self.nlat, self.nlon, self.gn, self.gs)
 
     def forward(self, field: torch.Tensor, colat: torch.Tensor, lon: torch.Tensor) -> torch.Tensor:
         """Sample ``field (B, C, nlat, nlon)`` at points ``colat, lon (B, H_out, W_out)`` (radians).
@@ -339,7 +205,7 @@ class SphereSampler(nn.Module):
 
     # ------------------------------------------------------------------ warps of the grid's own nodes
     def displaced_index(self, d_east: torch.Tensor, d_north: torch.Tensor, jacobian: bool = False):
-        """Padded indices of the exponential-map images of every grid node.
+        """Padded indices of the exponential-map images of every grid node (:func:`~dandelion.warp.index.warp_index`).
 
         Parameters
         ----------
@@ -347,48 +213,19 @@ class SphereSampler(nn.Module):
             Displacements in radians along each node's east and north unit vectors
             (``SphereGrid.east/north``; on pole rows, the limits along each column's meridian).
         jacobian : bool
-            Also return the derivatives of the indices (for :class:`~dandelion.kernels.WarpSample`):
-            evaluated without autograd and in place by :func:`~dandelion.kernels.warp_index`.
+            Also return the derivatives of the indices (without autograd).
 
         Returns
         -------
         rows, cols : torch.Tensor of shape (N, nlat, nlon)
-            For ``d = 0`` exactly the node's own ``(i + 1, j)``.
+            For ``d = 0`` exactly the node's own ``(i + 1, j)``. Differentiable in the displacements
+            (:class:`~dandelion.warp.index.WarpIndex`, the analytic Jacobian) when ``jacobian=False``.
         jac : tuple of 4 tensors (N, nlat, nlon), only with ``jacobian=True``
-            ``(d rows/d d_east, d rows/d d_north, d cols/d d_east, d cols/d d_north)``, the
-            derivatives autograd would give through this function (same masks at the clamps and
-            the poles).
-
-        Notes
-        -----
-        In the node's frame the target ``y = exp_x(d)`` has components ``z = cos s cos t + S d_n sin t``
-        (polar axis), ``y.e = S d_e`` and ``y.h = cos s sin t - S d_n cos t`` along the horizontal
-        outward vector h of the node's meridian, with ``t`` the node colatitude, ``s = |d|`` and
-        ``S = sin s / s``. With ``rho = |(y.e, y.h)|`` (= sin of y's colatitude),
-        ``delta_theta = atan2(rho cos t - z sin t, z cos t + rho sin t)`` and
-        ``delta_lon = atan2(y.e, y.h)`` (spherical trigonometry of the triangle pole-x-y). The
-        derivatives use ``d cos s = -S d.dd``, ``d S = K d.dd`` with ``K = (cos s - S)/s^2`` (its
-        Taylor series ``-1/3 + s^2/30 - s^4/840 + ...`` below ``s = 1/2``, where the difference
-        cancels), ``d delta_theta = (z d rho - rho d z) / (rho^2 + z^2)`` and the polar-angle derivatives.
+            ``(d rows/d d_east, d rows/d d_north, d cols/d d_east, d cols/d d_north)``.
         """
         if jacobian:
             return warp_index(self, d_east, d_north, jacobian=True)
-        cos_s, sinc_s = _cos_sinc(d_east, d_north)
-        st, ct = self.sin_colat, self.cos_colat
-        sd_n = sinc_s * d_north
-        ye = sinc_s * d_east
-        yh = torch.addcmul(cos_s * st, sd_n, ct, value=-1.0)
-        z = torch.addcmul(cos_s * ct, sd_n, st)
-        rho, dlon = _PolarAngles.apply(ye, yh, _pole_tol2(ye.dtype))
-        # the numerator as two separate products: at d = 0 it is fl(st*ct) - fl(ct*st) = 0 exactly,
-        # which a fused multiply-add (addcmul may contract into one on some devices) would not give
-        dtheta = torch.atan2(rho * ct - z * st, torch.addcmul(z * ct, rho, st))
-        cols = self.columns + dlon * (self.nlon / (2 * math.pi))
-        if self.uniform_rows:
-            # a walk of exactly pi from the south pole to the north pole gives delta_theta = +pi
-            # (atan2's branch) and lands on the south ghost row; no other point leaves the table
-            return (self.node_rows + dtheta * self.inv_step).clamp(0, self.nlat + 1), cols
-        return self.row_index(self.colat + dtheta), cols
+        return WarpIndex.apply(self, d_east, d_north)
 
 
 _SAMPLERS: dict = {}

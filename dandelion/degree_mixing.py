@@ -18,9 +18,10 @@ matrices ``A_k`` at the degrees ``l_k = k (lmax - 1) / (K - 1)`` and the piecewi
 its neighbours instead of being moved by noise at the optimiser's full rate (docs/model.md, "Spectral path").
 
 The weights are resolution-free: ``weight`` has ``lmax`` rows (``K`` with anchors) whatever the grid; on a grid that
-resolves fewer degrees (:func:`dandelion.pooling.pooling_band_limit`) the first ones are used, on a finer
+resolves fewer degrees (:func:`dandelion.spectral_pooling.pooling_band_limit`) the first ones are used, on a finer
 grid the degrees ``>= lmax`` get no path (the fixed-``lmax`` convention of SFNO). The transforms are
-torch-harmonics' ``RealSHT`` / ``InverseRealSHT`` (orthonormal), run in float32 under autocast.
+torch-harmonics' ``RealSHT`` / ``InverseRealSHT`` (orthonormal), used through their public forward (they cast their
+float64 Legendre tables to the input's dtype on each call), run in float32 under autocast.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import torch
 import torch.nn as nn
 from torch_harmonics import InverseRealSHT, RealSHT
 
-from .pooling import pooling_band_limit
+from .spectral_pooling import pooling_band_limit
 from .sphere import SphereGrid
 
 __all__ = ["DegreeMixS2", "SPECTRAL_INTO", "SPECTRAL_FROM", "spectral_path"]
@@ -115,8 +116,6 @@ class DegreeMixS2(nn.Module):
         self.band = min(self.lmax, pooling_band_limit(grid, grid))
         self.sht = RealSHT(grid.nlat, grid.nlon, lmax=self.band, mmax=self.band, grid=grid.grid)
         self.isht = InverseRealSHT(grid.nlat, grid.nlon, lmax=self.band, mmax=self.band, grid=grid.grid)
-        self.sht.weights = self.sht.weights.to(torch.float32)  # float64 tables cast once (as in pooling.py)
-        self.isht.pct = self.isht.pct.to(torch.float32)
         rows = self.anchors or self.lmax
         self.weight = nn.Parameter(torch.randn(rows, self.out_channels, self.in_channels) * float(init_scale))
         if self.anchors:  # hat functions h_k(l) at the degrees 0..band-1: (band, K), each row sums to 1

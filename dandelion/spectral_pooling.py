@@ -8,11 +8,12 @@ degrees ``< lmax`` (exact for fields already band-limited there).
 Coarse U-Net levels live on Legendre-Gauss grids with ``ceil(nlat / 2**k)`` rows and
 ``nlon / 2**k`` columns (:func:`coarse_grid`), so odd-row data grids such as 721 x 1440 work.
 
-The transforms are torch-harmonics modules with ``lmax`` and ``mmax`` passed explicitly (their
-defaults changed between releases; torch-harmonics also makes the truncation triangular,
-``lmax == mmax``). Their float64 Legendre tables are cast to float32 ONCE here; torch-harmonics'
-forward then casts them with ``.to(x.dtype)``, a no-op for float32 inputs. On autocast the
-transforms run in float32 (docs/ARCHITECTURE.md §3).
+The map is torch-harmonics' ``InverseRealSHT(RealSHT(x))`` with ``lmax = mmax`` (triangular truncation), its
+two Legendre stages fused into one float64 matrix per order and stored in float32 (:class:`_Resample`). The
+stages are built from torch-harmonics' public functions (``quadrature.precompute_latitudes``,
+``legendre.legpoly``), the calls its transform modules make, not read from the modules' private buffers;
+tests/dandelion/test_spectral_pooling.py checks the result against the public transforms. On autocast the
+pooling runs in float32 (docs/ARCHITECTURE.md §3).
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ import math
 
 import torch
 import torch.nn as nn
-from torch_harmonics import InverseRealSHT, RealSHT
 from torch_harmonics.fft import irfft, rfft
+from torch_harmonics.legendre import legpoly
+from torch_harmonics.quadrature import precompute_latitudes
 
 from .sphere import SphereGrid
 
-__all__ = ["coarse_grid", "pooling_band_limit", "SpectralDownsample", "SpectralUpsample"]
+__all__ = ["coarse_grid", "pooling_band_limit", "SpectralResample", "SpectralDownsample", "SpectralUpsample"]
 
 
 def coarse_grid(grid: SphereGrid, k: int) -> SphereGrid:
@@ -57,7 +59,26 @@ def pooling_band_limit(fine: SphereGrid, coarse: SphereGrid) -> int:
     return min(fine.lmax, coarse.lmax, (fine.nlon - 1) // 2 + 1, (coarse.nlon - 1) // 2 + 1)
 
 
-class _SpectralResample(nn.Module):
+def legendre_analysis(grid: SphereGrid, band: int) -> torch.Tensor:
+    """The Legendre stage of torch-harmonics' ``RealSHT(..., lmax=band, mmax=band)`` (orthonormal, Condon-Shortley
+    phase): ``(band, band, nlat)`` float64 ``[m, l, k]``, the quadrature weight of row ``k`` (times ``2 pi``, the
+    longitude integral of the forward-normalised FFT) times the Legendre function ``P_l^m`` there."""
+    colatitude, weights = precompute_latitudes(grid.nlat, grid=grid.grid)
+    weights = 2.0 * torch.pi * weights
+    return torch.einsum("mlk,k->mlk", legpoly(band, band, torch.cos(colatitude)), weights).contiguous()
+
+
+def legendre_synthesis(grid: SphereGrid, band: int) -> torch.Tensor:
+    """The Legendre stage of torch-harmonics' ``InverseRealSHT(..., lmax=band, mmax=band)``: ``(band, nlat, band)``
+    float64 ``[m, k, l]``, the Legendre function ``P_l^m`` at row ``k``."""
+    colatitude, _ = precompute_latitudes(grid.nlat, grid=grid.grid)
+    return legpoly(band, band, torch.cos(colatitude), inverse=True).permute(0, 2, 1).contiguous()
+
+
+class SpectralResample(nn.Module):
+    """Spectral resampling from ``grid_in`` to ``grid_out`` at band limit ``lmax`` (default :func:`pooling_band_limit`):
+    the common base of :class:`SpectralDownsample` and :class:`SpectralUpsample` (see those for the parameters)."""
+
     def __init__(self, grid_in: SphereGrid, grid_out: SphereGrid, lmax: int | None = None):
         super().__init__()
         band = pooling_band_limit(grid_in, grid_out) if lmax is None else int(lmax)
@@ -66,16 +87,7 @@ class _SpectralResample(nn.Module):
                 f"lmax={lmax} must be in [1, {pooling_band_limit(grid_in, grid_out)}] for {grid_in} -> {grid_out}"
             )
         self.grid_in, self.grid_out, self.lmax, self.mmax = grid_in, grid_out, band, band
-        self.sht = RealSHT(grid_in.nlat, grid_in.nlon, lmax=band, mmax=band, grid=grid_in.grid)
-        self.isht = InverseRealSHT(grid_out.nlat, grid_out.nlon, lmax=band, mmax=band, grid=grid_out.grid)
-        if (self.sht.lmax, self.sht.mmax, self.isht.lmax, self.isht.mmax) != (band,) * 4:
-            raise RuntimeError(
-                f"torch-harmonics changed the truncation to {(self.sht.lmax, self.sht.mmax)}, expected ({band}, {band})"
-            )
-        # cast the float64 tables once (non-persistent buffers stay non-persistent)
-        resample = torch.matmul(self.isht.pct.to(torch.float64), self.sht.weights.to(torch.float64))
-        self.sht.weights = self.sht.weights.to(torch.float32)
-        self.isht.pct = self.isht.pct.to(torch.float32)
+        resample = torch.matmul(legendre_synthesis(grid_out, band), legendre_analysis(grid_in, band))
         # the two Legendre stages composed, one (nlat_out, nlat_in) matrix per order m; entries below
         # 2**-100 (high orders at rows next to the poles, where the Legendre functions fall off as
         # sin(theta)**m) become 0: in float32 many are subnormal, and subnormal operands slow the CPU
@@ -97,7 +109,7 @@ class _SpectralResample(nn.Module):
 
 
 class _Resample(torch.autograd.Function):
-    """``irfft(R_m rfft(x)_m)``: the fused ``isht(sht(x))`` of :class:`_SpectralResample` as one autograd node.
+    """``irfft(R_m rfft(x)_m)``: the fused ``isht(sht(x))`` of :class:`SpectralResample` as one autograd node.
 
     Forward: per order m, the analysis (quadrature weights times Legendre functions, (lmax,
     nlat_in)) and the synthesis (Legendre functions, (nlat_out, lmax)) are one matrix
@@ -130,7 +142,7 @@ class _Resample(torch.autograd.Function):
         return torch.fft.irfft(g, n=nlon_in, dim=-1, norm="forward"), None, None, None
 
 
-class SpectralDownsample(_SpectralResample):
+class SpectralDownsample(SpectralResample):
     """Spectral truncation from a fine grid to a coarse one.
 
     Parameters
@@ -149,7 +161,7 @@ class SpectralDownsample(_SpectralResample):
     """
 
 
-class SpectralUpsample(_SpectralResample):
+class SpectralUpsample(SpectralResample):
     """Spectral interpolation from a coarse grid to a fine one (degrees >= lmax are zero).
 
     Parameters

@@ -1,0 +1,103 @@
+"""The first screen: the verdict paragraph and the headline marks it counts (linear-AR floor ‡, failed seeds ✗,
+saturated columns' skill horizons), and the per-seed table, on synthetic cells whose answers are known."""
+
+import pytest
+
+from dandelion.benchmarks.leaderboard import headline as H
+from dandelion.benchmarks.leaderboard import markdown as MD
+from dandelion.benchmarks.leaderboard.seeds import per_seed_table
+from dandelion.benchmarks.leaderboard.verdict import verdict_paragraph
+
+FAST = [0.6 + 0.1 * k for k in range(1, 21)]  # past VRMSE 1 at lead 5
+SLOW = [0.01 * k for k in range(1, 21)]  # never past 1 nor persistence (1.3)
+
+
+def _cell(key, model, seed, nxt, r20, curve):
+    nlat = int(key.split("_")[-1].split("x")[0])
+    return {
+        "dataset_key": key,
+        "dataset": key.rsplit("_", 1)[0],
+        "model": model,
+        "seed": seed,
+        "n_parameters": 1000,
+        "preset": "small",
+        "lr": 1e-3,
+        "steps": 1200,
+        "minutes": {"train_wall": 1.0},
+        "nlat": nlat,
+        "nlon": 2 * nlat,
+        "evaluation": {"n_steps": 20},
+        "next_step": {"vrmse": {"mean": nxt}},
+        "rollout_mean": {"vrmse": {"mean": r20}},
+        "curves": {"vrmse": {"mean": curve}},
+    }
+
+
+def _refs(lin_next):
+    return {
+        "persistence": {
+            "next_step": {"vrmse": {"mean": 0.5}},
+            "rollout_mean": {"vrmse": {"mean": 1.3}},
+            "curves": {"vrmse": {"mean": [1.3] * 20}},
+        },
+        "linear_ar": {"next_step": {"vrmse": {"mean": lin_next}}, "rollout_mean": {"vrmse": {"mean": 2.0}}},
+    }
+
+
+@pytest.fixture
+def board():
+    """``sat_64x128``: a (0.100, 0.101) ahead of b (0.200, 0.201) beyond t_0.975,1 = 12.7, both behind linear AR
+    (0.05); every 1:20 curve past 1 at lead 5 (saturated). ``ok_32x64``: three seeds, b's seed 1 trained apart
+    (0.60 against 0.20, 0.21), so the next-step column ranks medians and a (0.30) is behind b (0.21)."""
+    cells = [_cell("sat_64x128", "a", k, 0.100 + 0.001 * k, 1.5, FAST) for k in range(2)]
+    cells += [_cell("sat_64x128", "b", k, 0.200 + 0.001 * k, 1.6, FAST) for k in range(2)]
+    cells += [_cell("ok_32x64", "a", k, 0.30 + 0.001 * k, 0.10 + 0.001 * k, SLOW) for k in range(3)]
+    cells += [_cell("ok_32x64", "b", k, v, 0.30 + 0.001 * k, SLOW) for k, v in enumerate((0.20, 0.60, 0.21))]
+    agg = MD.aggregate(cells)
+    for d, lin in (("sat_64x128", 0.05), ("ok_32x64", 0.9)):
+        for e in agg[d].values():
+            e["references"] = _refs(lin)
+    datasets = ["ok_32x64", "sat_64x128"]
+    return agg, datasets, ["a", "b"], H.columns(agg, datasets, ["a", "b"])
+
+
+def test_the_headline_marks_floors_failures_and_saturated_columns(board):
+    agg, datasets, models, _ = board
+    rows = {
+        line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+        for line in MD.headline_table(agg, datasets, models)[2:]
+    }
+    # saturated 1:20: skill horizons (past persistence 1.3 at lead 8, past 1 at lead 5), nothing bold
+    assert rows["sat_64x128"][:2] == ["**0.1005‡** / h 8,5", "0.2005‡ / h 8,5"]
+    # a failed seed: b's median (0.21) is shown and ranks first; a is separated from it at the next step
+    assert rows["ok_32x64"][:2] == ["0.3010 / **0.1010**", "**0.2100 ✗1** / 0.3010"]
+
+
+def test_the_verdict_counts_from_the_same_columns(board):
+    agg, datasets, models, cols = board
+    text = "\n".join(verdict_paragraph(agg, datasets, models, cols))
+    assert text.index("At 64x128") < text.index("At 32x64")  # finest grid first
+    assert (
+        "At 64x128 (1 dataset, 2 seeds per model, t_0.975,1 = 12.7), of 1 ranked column, a is best or tied in 1" in text
+    )
+    assert "1 saturated column is not ranked" in text and ": sat 1:20." in text
+    assert "the best model does not beat linear AR (‡): sat next" in text
+    assert "a is best or tied in 1 (alone: ok 1:20); b is best or tied in 1 (alone: ok next)" in text
+    assert "Failed seeds (✗, their columns ranked by the median): ok_32x64 b next (seed 1)" in text
+    assert "12.7 with two seeds, 4.30 with three), so no two-seed comparison is called a gain or a loss" in text
+
+
+def test_per_seed_table_lists_every_seed_and_marks_the_failed_one(board):
+    agg, datasets, models, cols = board
+    rows = {
+        tuple(c.strip() for c in line.split("|")[1:3]): line for line in per_seed_table(agg, datasets, models, cols)
+    }
+    assert "s0: 0.2000, s1: 0.6000✗, s2: 0.2100" in rows[("ok_32x64", "b")]
+    assert "s0: 0.1000, s1: 0.1010" in rows[("sat_64x128", "a")]
+
+
+def test_saturated_columns_get_their_own_horizon_table(board):
+    agg, _, _, cols = board
+    lines = H.horizon_table(agg, cols)
+    assert lines[2] == "| dataset | a | b |"
+    assert lines[4] == "| sat_64x128 | 8 / 5 (1.5000) | 8 / 5 (1.6000) |"
