@@ -7,8 +7,9 @@ estimated H200-hours, then the total per model and overall, naming the source of
 * ``measured``: a GPU measurement of the same model, preset, grid and dtype committed under
   ``benchmarks/results/gpu/**/bench_models*.json`` on an H200 (the training step per sample x the batch);
 * ``roofline``: else :func:`dandelion.benchmarks.speed.roofline.roofline_model`, one step counted on fake tensors at
-  the cell's grid, preset, batch, dtype (bf16 with ``trainer.amp``) and channels, priced at the H200's effective
-  4.3 TB/s and 400 bf16 TFLOP/s (a lower bound: no launch overhead, no loader, no fusion).
+  the cell's grid, preset, batch, dtype (bf16 with ``trainer.amp``) and channels, Dandelion's warps on the fused
+  Triton kernel that CUDA runs, priced at the H200's effective 4.3 TB/s and 400 bf16 TFLOP/s (a lower bound: no
+  launch overhead, no loader, no fusion beyond that kernel).
 
 A run's time: ``pretrain steps x step + fine-tune steps x n_out x step`` (an ``n_out``-step rollout costs about
 ``n_out`` one-step passes) ``+ epochs x val_max_batches x forward``. Steps: ``epochs x max_batches_per_epoch``
@@ -123,6 +124,7 @@ def price_cells(cfg, grid: list[dict], measured_root: str | Path = "benchmarks/r
                 "out_channels": ch,
                 "fake": True,
                 "top": 0,
+                "warp_kernel": "triton",  # Dandelion's warps on CUDA (kernel=auto; dandelion/warp/layer.py)
             }
             row = roofline_model(c["model"], spec, {DEVICE: DEVICES[DEVICE]})
             fwd = row["estimated_forward_s"][DEVICE]

@@ -3,7 +3,8 @@
 For every model of ``memory.names`` at the configured preset and grid, the activations a training step saves per
 sample are counted on fake tensors (:func:`dandelion.training.memory.saved_bytes_per_sample`: bytes do not depend
 on the device) for each phase's rollout length (``memory.phases``: ``n_out`` of the pretrain and of the fine-tune),
-and the plan of :func:`dandelion.training.memory.plan_micro_batch` is made against the budget the trainer would
+Dandelion's warps on ``memory.warp_kernel`` (``triton``, what CUDA runs), and the plan of
+:func:`dandelion.training.memory.plan_micro_batch` is made against the budget the trainer would
 take on a device of ``memory.device_gib`` free memory: ``fraction * (device - 4 x parameter bytes)`` (the
 weights, their gradients and AdamW's two moments in float32; :func:`dandelion.training.memory.device_budget`).
 Each row: the whole batch's saved activations, the micro-batch and count, whether block checkpointing had to be
@@ -23,6 +24,7 @@ import torch
 
 from dandelion.registry import build_model, count_parameters
 from dandelion.training.memory import plan_micro_batch, saved_bytes_per_sample
+from dandelion.warp import set_warp_kernel
 
 __all__ = ["memory_rows", "bench_memory", "markdown"]
 
@@ -34,6 +36,8 @@ def memory_rows(name: str, m) -> list[dict]:
     torch.manual_seed(0)
     nlat, nlon, c_in, c_out = int(m.nlat), int(m.nlon), int(m.in_channels), int(m.out_channels)
     model = build_model(name, str(m.preset), c_in, c_out, nlat, nlon, str(m.grid))
+    if m.get("warp_kernel"):  # Dandelion's warps as the priced device runs them (counted on the CPU)
+        set_warp_kernel(model, str(m.warp_kernel))
     n_par = count_parameters(model)
     budget = int(float(m.fraction) * (float(m.device_gib) * GIB - 16 * n_par))
     amp, batch = str(m.dtype) == "bf16", int(m.batch)
