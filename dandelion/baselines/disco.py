@@ -109,7 +109,7 @@ def refuse_slow_cuda_path(model: str, path: str, nlat: int, nlon: int, max_point
         f"{model} on CUDA at {nlat}x{nlon} would run torch-harmonics' pure-torch {path} (its CUDA kernels are not "
         f"installed; impractical above {max_points} grid points): build them with "
         f"'python tools/gpu/build_torch_harmonics_cuda.py --install', or accept the slow path with "
-        f"allow_slow_kernels=true (model.overrides.allow_slow_kernels=true)"
+        f"allow_slow_kernels=true (model.allow_slow_kernels=true)"
     )
 
 
