@@ -122,7 +122,14 @@ def extension_specs(th: Path) -> list[dict]:
                 {
                     "name": name,
                     "sources": [str(p) for p in sources],
-                    "include_dirs": [str(opt), str(cpu), str(cuda)],
+                    # then the headers of pip's CUDA wheels (nvidia/*/include: cusparse.h, which ATen's CUDA headers
+                    # include, is missing from a toolkit without cuSPARSE's development files)
+                    "include_dirs": [
+                        str(opt),
+                        str(cpu),
+                        str(cuda),
+                        *sorted(map(str, th.parent.glob("nvidia/*/include"))),
+                    ],
                     "args": release,
                     "cuda": True,
                 }
