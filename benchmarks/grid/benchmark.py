@@ -34,6 +34,7 @@ Use::
     dandelion-benchmark scale=cpu 'only.datasets=[galewsky_32x64]' 'only.models=[dandelion,sfno]' 'scale.seeds=[0]'
     dandelion-benchmark scale=full device=cuda
     dandelion-benchmark scale=cpu dry_run=true          # list the cells and whether they are finished
+    dandelion-benchmark scale=gpu_day dry_run=true      # and, on a GPU scale, their estimated H200-hours (price.py)
     dandelion-benchmark scale=cpu 'only.datasets=[galewsky_32x64]' 'only.models=[sfno]' 'train_rates=[1e-2]'
                                                         # beside a grid process: train only that sweep run
 """
@@ -67,6 +68,7 @@ from dandelion.benchmarks.grid.cells import (
 )
 from dandelion.benchmarks.grid.lr_plan import sweep_plan
 from dandelion.benchmarks.grid.parallel import check_rates, train_rates
+from dandelion.benchmarks.grid.price import print_price
 from dandelion.benchmarks.grid.records import stability_summary
 from dandelion.benchmarks.grid.references import references_of
 from dandelion.benchmarks.grid.runs import (
@@ -359,10 +361,15 @@ def benchmark(cfg) -> dict:
         return {"cells": [], "ran": 0, "skipped": len(grid), "failed": [], "generated": generated}
     if cfg.get("train_rates") is not None and not cfg.get("dry_run"):
         return {"cells": [], "ran": 0, "skipped": len(grid), "failed": [], "trained": train_rates(cfg, grid)}
+    if cfg.get("dry_run"):
+        for c in grid:
+            print(f"  {c['dataset']:<28} {c['model']:<10} seed {c['seed']}: {c['state']} ({c['path']})")
+        price = cfg.get("price")
+        if price or (price is None and str(cfg.scale.get("device") or "cpu").startswith("cuda")):
+            priced = print_price(cfg, grid)
+            return {"cells": [], "ran": 0, "skipped": len(grid), "failed": [], "price": priced}
     for c in grid:
-        state = c["state"]
         if cfg.get("dry_run"):
-            print(f"  {c['dataset']:<28} {c['model']:<10} seed {c['seed']}: {state} ({c['path']})")
             continue
         refs = references_of(dataset_spec(cfg, c["dataset"])["dataset"])  # the oracle where the flow is declared
         stale = [
@@ -403,7 +410,8 @@ def check(cfg, overrides=()) -> None:
     ``scale.work_dir`` can be found from the current directory (:func:`dandelion.benchmarks.paths.resolve_scale_dirs`).
     Raises :class:`dandelion.cli.common.UsageError` (with the closest name, or the option to pass)."""
     resolve_scale_dirs(cfg, overrides)
-    check_device(cfg.get("device") or cfg.scale.get("device") or "cpu")
+    if not cfg.get("dry_run"):  # a dry run lists and prices a GPU scale on any machine
+        check_device(cfg.get("device") or cfg.scale.get("device") or "cpu")
     only = cfg.get("only") or {}
     for key, choices in (("datasets", list(cfg.scale.datasets)), ("models", [str(m) for m in cfg.scale.models])):
         for name in only.get(key) or []:

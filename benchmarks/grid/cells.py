@@ -133,9 +133,10 @@ def _digest(payload) -> str:
 
 #: Trainer options added after cells were made, with the value that trains exactly as before they existed
 #: (``warmup_fraction`` unset: ``warmup_steps``; ``val_subset: first``: the capped validation of the runs made before
-#: it): at that value they are left out of the resolved trainer and of the scale's fingerprint, so that adding one does
-#: not make the cells made before it stale, and a scale keeps them by setting that value (``cpu_v1``).
-_AS_BEFORE = {"warmup_fraction": None, "val_subset": "first"}
+#: it; ``micro_batch`` and ``memory_budget_gib`` unset: the whole batch at once, as every CPU run): at that value they
+#: are left out of the resolved trainer and of the scale's fingerprint, so that adding one does not make the cells made
+#: before it stale, and a scale keeps them by setting that value (``cpu_v1``).
+_AS_BEFORE = {"warmup_fraction": None, "val_subset": "first", "micro_batch": None, "memory_budget_gib": None}
 
 
 def _without_as_before(trainer: dict) -> dict:

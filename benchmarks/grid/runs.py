@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 
 from dandelion.benchmarks.grid.cells import dataset_spec, flatten_overrides, fmt_value, lr_tag, training_hash
 from dandelion.benchmarks.grid.records import cost_fields
+from dandelion.benchmarks.grid.torchrun import train_under_torchrun
 from dandelion.cli.common import compose_config as compose
 from dandelion.cli.rollout import rollout
 from dandelion.cli.train import train
@@ -144,7 +145,9 @@ def _train_one(cfg, key, model, seed, lr, data_path, run_dir: Path | None = None
             print(f"[benchmark] resuming {run_dir}", flush=True)
         print(f"[benchmark] {command}", flush=True)
         try:
-            res = train(tcfg)
+            nproc = int(cfg.get("nproc_per_node") or 1)  # >= 2: this run under torchrun (benchmarks/grid/torchrun.py)
+            resume = [f"resume={tcfg.resume}"] if tcfg.get("resume") else []
+            res = train(tcfg) if nproc < 2 else train_under_torchrun(over + resume, run_dir, nproc)
         except LockHeldError:  # taken by another process since the check above: wait for it on the next pass
             continue
         except FloatingPointError as err:  # diverged: recorded as such (and reused), the worst of any sweep

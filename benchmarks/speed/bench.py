@@ -10,7 +10,11 @@ Targets (each a module of its own, see there for what is measured and how):
 * ``target=profile`` (:mod:`dandelion.benchmarks.speed.profile`): Dandelion's time split by layer
   category and the bytes its warps must move next to the measured memory bandwidth;
 * ``target=roofline`` (:mod:`dandelion.benchmarks.speed.roofline`): FLOPs, bytes moved and saved activations of
-  one training step of any model at any grid, counted on the CPU (fake tensors), priced on an H200 and an H100.
+  one training step of any model at any grid, counted on the CPU (fake tensors), priced on an H200 and an H100;
+* ``target=memory`` (:mod:`dandelion.benchmarks.speed.memory`): saved activations per training phase and the
+  micro-batch plan that fits a GPU's memory (the table of ``benchmarks/speed/README.md``);
+* ``target=loader`` (:mod:`dandelion.benchmarks.speed.loader`): samples per second of the trainer's data loader
+  alone, so that a step's record says whether the loader or the model limits it.
 
 The primitives (clocks, training step, saved activations, peak memory) are in
 :mod:`dandelion.benchmarks.speed.measure`. Every JSON carries the machine (CPU model, cores, torch
@@ -42,12 +46,14 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from dandelion.benchmarks.speed.loader import bench_loader
 from dandelion.benchmarks.speed.measure import DTYPES
+from dandelion.benchmarks.speed.memory import bench_memory
 from dandelion.benchmarks.speed.models import bench_models
 from dandelion.benchmarks.speed.profile import bench_profile
 from dandelion.benchmarks.speed.roofline import DEVICES, bench_roofline
 from dandelion.benchmarks.speed.solvers import bench_solvers
-from dandelion.cli.common import check_choice, check_device, check_positive, run
+from dandelion.cli.common import UsageError, check_choice, check_device, check_positive, run
 from dandelion.datasets.scenario import available_scenarios
 from dandelion.registry import available_models
 from dandelion.runtime import machine, versions, write_json_atomic
@@ -60,6 +66,8 @@ TARGETS = {
     "solvers": (bench_solvers, "solvers"),
     "profile": (bench_profile, "profile"),
     "roofline": (bench_roofline, "roofline"),
+    "memory": (bench_memory, "memory"),
+    "loader": (bench_loader, "loader"),
 }
 
 #: What the numbers of every target mean (copied into each JSON).
@@ -162,6 +170,11 @@ def check(cfg, overrides=()) -> None:
         for dev in cfg.roofline.get("devices") or []:
             check_choice(dev, tuple(DEVICES), "roofline.devices")
         check_positive(cfg, [f"roofline.{k}" for k in ("nlat", "nlon", "batch", "in_channels", "out_channels")])
+    elif target == "memory":
+        for name in cfg.memory.get("names") or []:
+            check_choice(name, available_models(), "memory.names")
+    elif target == "loader" and not cfg.loader.get("path"):
+        raise UsageError("target=loader needs loader.path=<a dataset folder> (written by dandelion-generate)")
     elif target == "solvers":
         for name in cfg.solvers.get("scenarios") or []:
             check_choice(name, available_scenarios(), "solvers.scenarios")

@@ -240,10 +240,11 @@ def roofline_model(name: str, spec: dict, devices: dict[str, dict]) -> dict:
     row["bytes"] = row["forward_bytes"] + row["backward_bytes"] + opt_bytes
     row["flops_per_sample"] = (row["flops"] - opt_flops) / b
     row["bytes_per_sample"] = (row["bytes"] - opt_bytes) / b
-    row["estimated_step_s"] = {}
+    row["estimated_step_s"], row["estimated_forward_s"] = {}, {}
     for dev_name, dev in devices.items():
         secs = price(counter, dev)
         row["estimated_step_s"][dev_name] = sum(secs.values()) + op_seconds(opt_flops, opt_bytes, False, dev)
+        row["estimated_forward_s"][dev_name] = sum(t for (p, _), t in secs.items() if p == "forward")
     first = next(iter(devices.values()))
     secs = price(counter, first)
     ops = [

@@ -39,10 +39,15 @@ continuous filters (fixed radius in radians). On a grid much coarser than the pr
 cover few nodes.
 
 Kernels (important on GPUs): torch-harmonics' PyPI wheels carry compiled DISCO kernels for the CPU
-only. ``optimized_kernel=None`` (default) uses them when CUDA is not available and the pure-torch
-(sparse matrix) path otherwise; a model built with optimized kernels and then moved to CUDA
-(``.to("cuda")``, ``.cuda()``) switches its DISCO layers to the pure-torch path automatically (same
-weights, same results up to rounding; see :meth:`DiscoUNet.use_torch_kernels`).
+only; ``tools/gpu/build_torch_harmonics_cuda.py`` builds the CUDA ones from the CUDA sources inside the
+wheel (README, "GPU"). ``optimized_kernel=None`` (default) uses the compiled kernels where installed. A
+model moved to CUDA (``.to("cuda")``, ``.cuda()``) keeps them when their CUDA build is installed
+(:func:`cuda_kernels_available`); otherwise it switches its DISCO layers to the pure-torch path (same
+weights, same results up to rounding; see :meth:`DiscoUNet.use_torch_kernels`) on grids of at most
+:data:`TORCH_PATH_MAX_POINTS` points, and REFUSES larger grids in one line naming the remedy (build the
+kernels, or ``allow_slow_kernels=True``): the pure-torch path rolls the input once per longitude and basis
+function, about 5.1 TB of memory traffic per sample forward and backward for the paper preset at 256x512,
+at least 19 s per batch-16 step on an H200 (issue #69).
 """
 
 from __future__ import annotations
@@ -66,14 +71,60 @@ except ImportError:  # pragma: no cover
         return False
 
 
-__all__ = ["DiscoUNet", "DISCO_PRESETS", "rebuild_disco_layers_with_torch_kernels"]
+__all__ = [
+    "DiscoUNet",
+    "DISCO_PRESETS",
+    "TORCH_PATH_MAX_POINTS",
+    "cuda_kernels_available",
+    "refuse_slow_cuda_path",
+    "rebuild_disco_layers_with_torch_kernels",
+]
+
+#: Data-grid points (nlat * nlon) up to which a DISCO model runs torch-harmonics' pure-torch DISCO path on CUDA
+#: (64x128); above, a move to CUDA without the CUDA kernels raises unless ``allow_slow_kernels=True``.
+TORCH_PATH_MAX_POINTS = 64 * 128
+
+
+def cuda_kernels_available() -> bool:
+    """Whether the installed torch-harmonics has its DISCO kernels compiled for CUDA (``disco_helpers``)."""
+    try:
+        from disco_helpers import cuda_kernels_is_available
+    except ImportError:  # pragma: no cover
+        return False
+    return bool(cuda_kernels_is_available())
+
+
+def refuse_slow_cuda_path(model: str, path: str, nlat: int, nlon: int, max_points: int, allow: bool) -> None:
+    """Raise where ``model`` would run ``path`` (a pure-torch kernel) on CUDA at a grid above ``max_points`` points.
+
+    Raises
+    ------
+    ValueError
+        In one line naming both remedies, unless ``allow`` (the model's ``allow_slow_kernels``) or
+        ``nlat * nlon <= max_points``.
+    """
+    if allow or nlat * nlon <= max_points:
+        return
+    raise ValueError(
+        f"{model} on CUDA at {nlat}x{nlon} would run torch-harmonics' pure-torch {path} (its CUDA kernels are not "
+        f"installed; impractical above {max_points} grid points): build them with "
+        f"'python tools/gpu/build_torch_harmonics_cuda.py --install', or accept the slow path with "
+        f"allow_slow_kernels=true (model.allow_slow_kernels=true)"
+    )
+
 
 #: Presets: Dandelion's scaffold (levels, blocks per level) with the width lowered to match its
 #: parameter count (16 in, 4 out; resolution-free): tiny 6,756 vs 6,972; small 138,934 vs 147,268;
 #: paper 18,470,308 vs 18,840,004 (Dandelion presets of commit 2466712). ``theta_cutoff`` = two grid
 #: spacings of the preset's resolution (32, 64, 256 rows), in radians.
 DISCO_PRESETS: dict[str, dict] = preset_table(
-    dict(kernel_shape=(3, 3), basis_type="harmonic", position_channels=True, optimized_kernel=None),
+    dict(
+        kernel_shape=(3, 3),
+        basis_type="harmonic",
+        position_channels=True,
+        optimized_kernel=None,
+        allow_slow_kernels=False,
+    ),
     tiny=dict(width=8, multipliers=(1, 2), encoder_blocks=(1, 1), decoder_blocks=(1,), theta_cutoff=2 * math.pi / 32),
     small=dict(
         width=15, multipliers=(1, 2, 4), encoder_blocks=(1, 1, 2), decoder_blocks=(1, 1), theta_cutoff=2 * math.pi / 64
@@ -191,13 +242,16 @@ class DiscoUNet(BaselineModel):
     position_channels : bool
         Append the unit position vector as 3 input channels.
     optimized_kernel : bool or None
-        Use torch-harmonics' compiled DISCO kernels (CPU only); None = when CUDA is not available.
+        Use torch-harmonics' compiled DISCO kernels; None = where they are installed.
+    allow_slow_kernels : bool
+        Accept the pure-torch DISCO path on CUDA above :data:`TORCH_PATH_MAX_POINTS` grid points.
 
     Raises
     ------
     ValueError
         For bad grids, ``nlon`` not divisible by ``2**(levels-1)``, too few rows for the levels,
-        or a ``theta_cutoff`` out of range.
+        or a ``theta_cutoff`` out of range; on a move to CUDA that would run the pure-torch path on a grid
+        above :data:`TORCH_PATH_MAX_POINTS` points without ``allow_slow_kernels``.
     """
 
     model_name = "disco"
@@ -220,8 +274,10 @@ class DiscoUNet(BaselineModel):
         theta_cutoff: float = 2 * math.pi / 32,
         position_channels: bool = True,
         optimized_kernel: bool | None = None,
+        allow_slow_kernels: bool = False,
     ):
         super().__init__()
+        self.allow_slow_kernels = bool(allow_slow_kernels)
         levels = len(multipliers)
         div = 2 ** (levels - 1)
         c_in = self.init_interface(
@@ -237,7 +293,7 @@ class DiscoUNet(BaselineModel):
         )
         _check_levels(levels, theta_cutoff, encoder_blocks, decoder_blocks)
         if optimized_kernel is None:
-            optimized_kernel = (not torch.cuda.is_available()) and _optimized_available()
+            optimized_kernel = _optimized_available()
         self.optimized_kernel = bool(optimized_kernel) and _optimized_available()
         self.theta_cutoff = float(theta_cutoff)
         ch = [int(width * m) for m in multipliers]
@@ -283,8 +339,8 @@ class DiscoUNet(BaselineModel):
     def use_torch_kernels(self) -> None:
         """Rebuild every DISCO layer with ``optimized_kernel=False`` (pure-torch path), keeping weights.
 
-        Called automatically when the model is moved to CUDA (the compiled kernels of torch-harmonics'
-        PyPI wheels are CPU only). The new layers' tables are built on the CPU in float64 by
+        Called automatically when the model is moved to CUDA without torch-harmonics' CUDA kernels (those
+        of its PyPI wheels are CPU only). The new layers' tables are built on the CPU in float64 by
         torch-harmonics and moved to the weights' device.
         """
         if not self.optimized_kernel:
@@ -294,13 +350,16 @@ class DiscoUNet(BaselineModel):
 
     def _apply(self, fn, *args, **kwargs):
         out = super()._apply(fn, *args, **kwargs)
-        if self.optimized_kernel and self._on_cuda():
-            warnings.warn(
-                "DiscoUNet moved to CUDA: switching DISCO layers to torch-harmonics' pure-torch kernels "
-                "(the compiled ones are CPU only)",
-                stacklevel=2,
-            )
-            self.use_torch_kernels()
+        if self._on_cuda() and not (self.optimized_kernel and cuda_kernels_available()):
+            nlat, nlon = self.grid_spec["nlat"], self.grid_spec["nlon"]
+            refuse_slow_cuda_path("disco", "DISCO path", nlat, nlon, TORCH_PATH_MAX_POINTS, self.allow_slow_kernels)
+            if self.optimized_kernel:
+                warnings.warn(
+                    "DiscoUNet moved to CUDA: switching DISCO layers to torch-harmonics' pure-torch kernels "
+                    "(its compiled ones are CPU only here; tools/gpu/build_torch_harmonics_cuda.py builds them)",
+                    stacklevel=2,
+                )
+                self.use_torch_kernels()
         return out
 
     # -- forward --------------------------------------------------------------------------------

@@ -109,8 +109,13 @@ class TrainOptions:
     then ``finetune`` (:class:`FinetuneOptions`). ``target``: what the network outputs (``"increment"`` or
     ``"frame"``, :data:`dandelion.forecast.TARGETS`); ``inputs``: what it sees (``"differences"`` or ``"frames"``,
     :data:`dandelion.forecast.INPUTS`). ``stride``: frames between the starts of consecutive training windows;
-    ``batch_size`` per rank; ``grad_clip``: max global gradient norm (0 or None = off); ``amp``: bf16 autocast on
-    CUDA and CPU; ``num_workers``: DataLoader workers per rank. Limits (None = none): ``max_batches_per_epoch`` and
+    ``batch_size``: the global batch of one optimiser step (divided evenly over the ranks of a torchrun, so that
+    steps, batches and learning rate do not depend on the world size; :func:`dandelion.training.memory.per_rank_batch`);
+    ``micro_batch``: samples per forward/backward, gradients accumulated to the batch (None: chosen from the device's
+    free memory and the model's saved activations on CUDA, the whole batch on the CPU; ``memory_budget_gib``
+    replaces the device's figure; :mod:`dandelion.training.memory`); ``grad_clip``: max global gradient norm (0 or
+    None = off); ``amp``: bf16 autocast on CUDA and CPU; ``num_workers``: DataLoader workers per rank (kept across
+    epochs, :mod:`dandelion.training.loader`). Limits (None = none): ``max_batches_per_epoch`` and
     ``val_max_batches`` (per rank; ``val_subset`` says which windows a capped validation takes: ``"spread"``, evenly
     spaced over the split, or ``"first"``, the first ones, :func:`dandelion.training.schedule.validation_indices`),
     ``max_steps`` (bounds the run and the schedule), ``max_minutes`` and
@@ -133,6 +138,8 @@ class TrainOptions:
     inputs: str = "differences"
     stride: int = 1
     batch_size: int = 8
+    micro_batch: int | None = None
+    memory_budget_gib: float | None = None
     epochs: int = 20
     finetune: FinetuneOptions = field(default_factory=FinetuneOptions)
     lr: float = 1.0e-3
@@ -186,7 +193,11 @@ class TrainOptions:
             "target": _choice("target", self.target, TARGETS, "what the network outputs"),
             "inputs": _choice("inputs", self.inputs, INPUTS, "what the network sees"),
             "stride": _int("stride", self.stride, 1, "the stride between training windows"),
-            "batch_size": _int("batch_size", self.batch_size, 1, "the batch size per rank"),
+            "batch_size": _int("batch_size", self.batch_size, 1, "the global batch size"),
+            "micro_batch": _int("micro_batch", self.micro_batch, 1, "the micro-batch", none_ok=True),
+            "memory_budget_gib": None
+            if self.memory_budget_gib is None
+            else _float("memory_budget_gib", self.memory_budget_gib, "the activation memory budget", strict=True),
             "epochs": _int("epochs", self.epochs, 0, "the number of one-step epochs"),
             "finetune": ft,
             "lr": _float("lr", self.lr, "the learning rate", strict=True),

@@ -39,6 +39,8 @@ from dandelion.training.inputs import (
     open_windows,
     worker_errors,
 )
+from dandelion.training.loader import EpochLoaders
+from dandelion.training.memory import accumulate, per_rank_batch, plan_phases
 from dandelion.training.options import TrainOptions, as_options
 from dandelion.training.resume import resume as resume_from
 from dandelion.training.resume import save as save_state
@@ -158,6 +160,9 @@ class Trainer:
             )
         model = model.to(self.device)
         self.bare_model = model
+        self.rank_batch = per_rank_batch(o.batch_size, self.dist.world_size)  # the configured batch is global
+        self.memory = plan_phases(model, self.device, self.rank_batch, (in_channels, g.nlat, g.nlon), self.phases, o)
+        self._loaders = EpochLoaders(self.rank_batch, o.num_workers, self.device, self.seed)  # kept for the run
         self.n_parameters = count_parameters(model)  # real scalars, as in the speed and parameter tables
         self.optimizer = torch.optim.AdamW(
             model.parameters(), lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay
@@ -177,9 +182,9 @@ class Trainer:
         self.batches_per_epoch = []
         for ds in self.train_sets:
             per_rank = math.ceil(len(ds) / self.dist.world_size)
-            n = math.ceil(per_rank / o.batch_size)
+            n = math.ceil(per_rank / self.rank_batch)
             self.batches_per_epoch.append(min(n, cap) if cap else n)
-            warn_small_split(ds, o.batch_size, self.dist.world_size)
+            warn_small_split(ds, self.rank_batch, self.dist.world_size)
         planned = sum(p["epochs"] * n for p, n in zip(self.phases, self.batches_per_epoch))
         self.total_steps = min(planned, o.max_steps) if o.max_steps else planned
         if self.total_steps < 1:
@@ -236,16 +241,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ loops
     def _loader(self, ds, sampler):
-        return torch.utils.data.DataLoader(
-            ds,
-            batch_size=self.options.batch_size,
-            sampler=sampler,
-            num_workers=self.options.num_workers,
-            pin_memory=self.device.type == "cuda",
-            drop_last=False,
-            generator=torch.Generator().manual_seed(self.seed),  # keeps the global RNG untouched
-            persistent_workers=False,
-        )
+        """The run's kept loader of ``ds`` for these indices (:class:`dandelion.training.loader.EpochLoaders`)."""
+        return self._loaders(ds, sampler)
 
     def _autocast(self):
         """bf16 autocast on the run's device (CUDA or CPU) with ``options.amp``; the models keep their spectral
@@ -256,11 +253,23 @@ class Trainer:
         return contextlib.nullcontext()
 
     def train_step(self, batch) -> float:
-        """One optimiser step on a batch; returns the loss."""
+        """One optimiser step on a batch, in the micro-batches of ``self.memory`` (gradients accumulated); returns the
+        loss."""
         x = batch["x"].to(self.device, non_blocking=True)
         y = batch["y"].to(self.device, non_blocking=True)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
+        loss = accumulate(self.model, x, y, self.memory[y.shape[1]].micro_batch, self._loss)
+        clip = float(self.options.grad_clip or 0)
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step += 1
+        return float(loss)
+
+    def _loss(self, x, y) -> torch.Tensor:
+        """The training loss of the windows ``x`` -> ``y`` (one micro-batch); FloatingPointError if not finite."""
         with self._autocast():
             pred = rollout(
                 self.model,
@@ -279,14 +288,7 @@ class Trainer:
                 f"(every window read is checked finite): lower trainer.lr (now {self.scheduler.get_last_lr()[0]:.3g}) "
                 "or set trainer.grad_clip"
             )
-        loss.backward()
-        clip = float(self.options.grad_clip or 0)
-        if clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
-        self.optimizer.step()
-        self.scheduler.step()
-        self.step += 1
-        return float(loss.detach())
+        return loss
 
     def validate(self, epoch: int = 0) -> dict:
         """Next-step loss and area-weighted VRMSE on the valid split: :func:`dandelion.training.validation.validate`."""
@@ -365,7 +367,7 @@ class Trainer:
         ds, n_batches = self.train_sets[phase_index], self.batches_per_epoch[phase_index]
         start = self.batch_in_epoch if e == self.epoch else 0
         self.epoch, self.batch_in_epoch = e, start
-        bs = self.options.batch_size
+        bs = self.rank_batch
         sampler = EpochSampler(
             len(ds),
             seed=self.seed,
@@ -467,6 +469,7 @@ class Trainer:
 
     def close(self):
         """Close the datasets the trainer opened (not the WindowDatasets passed in) and its process group."""
+        self._loaders.close()
         for ds in self._opened:
             ds.close()
         self.dist.close()

@@ -31,7 +31,7 @@ def validate(trainer, epoch: int = 0) -> dict:
     indices = validation_indices(
         len(trainer.valid_set),
         max_batches=o.val_max_batches,
-        batch_size=o.batch_size,
+        batch_size=trainer.rank_batch,
         rank=trainer.dist.rank,
         world_size=trainer.dist.world_size,
         subset=o.val_subset,

@@ -6,8 +6,8 @@
 # Needs network and pip here; run it once, on any x86_64 or arm machine (wheels are fetched for the
 # GPU machine: CPython 3.12, manylinux x86_64). Only what that machine lacks is fetched (its image
 # has torch 2.11, numpy, scipy, h5py, xarray, pandas, matplotlib, tqdm, pyyaml, pytest):
-#   * torch-harmonics 0.9.2, the binary wheel built for torch 2.11 (its compiled kernels are CPU only,
-#     which is why the GPU check builds DISCO with optimized_kernel=False);
+#   * torch-harmonics 0.9.2, the binary wheel built for torch 2.11 (its compiled kernels are CPU only; the GPU
+#     check compiles the CUDA ones from the sources inside it: tools/gpu/build_torch_harmonics_cuda.py);
 #   * netCDF4 and cftime (binary wheels);
 #   * hydra-core 1.3.2 and omegaconf 2.3.0 (pure Python), and antlr4-python3-runtime 4.9.3, which PyPI
 #     has as a source archive only: turned into a wheel here with `pip wheel`;
