@@ -87,7 +87,8 @@ def build_trainer(cfg) -> Trainer:
     """The :class:`~dandelion.training.trainer.Trainer` of a composed ``train.yaml`` configuration (a DictConfig or a
     plain mapping): ``plugins`` imported, ``trainer.*`` as :class:`~dandelion.training.options.TrainOptions`,
     ``model.{name,preset,overrides}`` as the model spec, ``dataset.path`` for both splits, ``seed``, ``device``,
-    ``run_dir``, ``resume``; the resolved configuration is the run's ``config.yaml``.
+    ``run_dir``, ``resume``; the resolved configuration, with the model group as its spec (the keys left null are the
+    preset's values), is the run's ``config.yaml``.
 
     Raises
     ------
@@ -115,7 +116,7 @@ def build_trainer(cfg) -> Trainer:
         seed=int(c.get("seed", 0)),
         device=c.get("device", "auto"),
         resume=c.get("resume"),
-        config=c,
+        config={**c, "model": spec},  # the model as its spec: the record a run built from Python writes too
         allow_other_data=bool(c.get("allow_other_data", False)),
     )
     name, found = dataset.get("name"), trainer.train_sets[0].metadata.get("name")
