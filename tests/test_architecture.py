@@ -19,9 +19,8 @@ The checker is tested on small synthetic packages first, so that a rule that can
 from __future__ import annotations
 
 import ast
-from pathlib import Path
-
 import tomllib
+from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FACADE = "dandelion.api"
