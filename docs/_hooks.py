@@ -2,7 +2,7 @@
 
 * The API reference: ``dandelion.datasets``, ``.solvers``, ``.benchmarks`` and ``.configs`` live in the repository's
   top-level folders (``[tool.setuptools.package-dir]``), which mkdocstrings' static loader cannot follow, so
-  ``on_config`` builds ``build/api_src/dandelion/``: links to every entry of ``dandelion/`` plus those folders.
+  loading this file builds ``build/api_src/dandelion/``: links to every entry of ``dandelion/`` plus those folders.
 * Links that leave ``docs/`` (``../benchmarks/README.md`` from ``docs/decisions.md``, written for reading the
   sources on a forge) are rewritten to a copy of the file under ``_repo/`` in the site (``on_files`` adds the copy;
   Markdown files are copied as they are, not rendered); a link to a folder becomes its path in code, and one to a
@@ -28,14 +28,12 @@ _ROOT: Path | None = None
 _DOCS: Path | None = None
 
 
-def on_config(config):
-    global _ROOT, _DOCS
-    _ROOT = Path(config.config_file_path).resolve().parent
-    _DOCS = Path(config.docs_dir).resolve()
-    tree = _ROOT / "build" / "api_src" / "dandelion"
+def _build_api_tree(root: Path) -> None:
+    """Make ``build/api_src/dandelion/``: a link to every entry of ``dandelion/`` and to the top-level folders."""
+    tree = root / "build" / "api_src" / "dandelion"
     tree.mkdir(parents=True, exist_ok=True)
-    wanted = {p.name: p for p in (_ROOT / "dandelion").iterdir() if p.name != "__pycache__"}
-    wanted.update({name: _ROOT / folder for name, folder in _MOVED_FOLDERS.items()})
+    wanted = {p.name: p for p in (root / "dandelion").iterdir() if p.name != "__pycache__"}
+    wanted.update({name: root / folder for name, folder in _MOVED_FOLDERS.items()})
     # tolerant of another build doing the same at the same time (two test runs, `mkdocs serve` beside a build):
     # stale links are removed if still there, new ones are made under a private name and renamed into place
     for entry in tree.iterdir():
@@ -50,6 +48,19 @@ def on_config(config):
             tmp.unlink(missing_ok=True)
             tmp.symlink_to(target)
             os.replace(tmp, link)
+
+
+# Built when mkdocs loads this file, before any plugin's ``on_config``: mkdocstrings takes its search paths in its own
+# ``on_config`` and leaves out a folder that does not exist yet, so a tree made in this file's ``on_config`` came too
+# late on a fresh clone (the first build failed, the second passed).
+_build_api_tree(Path(__file__).resolve().parents[1])
+
+
+def on_config(config):
+    global _ROOT, _DOCS
+    _ROOT = Path(config.config_file_path).resolve().parent
+    _DOCS = Path(config.docs_dir).resolve()
+    _build_api_tree(_ROOT)
     return config
 
 
