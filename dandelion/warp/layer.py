@@ -57,7 +57,7 @@ class TangentWarpS2(nn.Module):
         start small), so the heads look around from the first step.
     compile_kernels : bool
         Evaluate the exponential map's indices and their Jacobian with a ``torch.compile``'d kernel
-        (:func:`~dandelion.warp.index.index_of_warp`): faster, equal to the eager path up to rounding.
+        (:func:`~dandelion.warp.index.index_of_warp`), equal to the eager path up to rounding.
     offset_gain : float
         Factor on the default initial weights of the displacement MLP's last layer (0.1: the heads start close
         to their ring of displacements; 1.0: PyTorch's default scale, input-dependent initial displacements as in
