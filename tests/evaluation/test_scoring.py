@@ -74,7 +74,7 @@ def _persistence_builder(preset, in_channels, out_channels, nlat, nlon, grid, **
     return _Persistence(out_channels)
 
 
-for _name, _b in (("test_oracle", _oracle_builder), ("test_persistence", _persistence_builder)):
+for _name, _b in (("_test_oracle", _oracle_builder), ("_test_persistence", _persistence_builder)):
     if _name not in _REGISTRY:
         register_model(_name)(_b)
 
@@ -86,7 +86,7 @@ def _checkpoint(file, data, name, grid=None, fields=None, **overrides):
         layout["stats"] = {k: v for k, v in layout["stats"].items() if k in fields}
     C = data.layout.n_channels
     g = grid or data.grid.to_dict()
-    model = (_oracle_builder if name == "test_oracle" else _persistence_builder)(
+    model = (_oracle_builder if name == "_test_oracle" else _persistence_builder)(
         None, N_IN * C, C, g["nlat"], g["nlon"], g["grid"], **overrides
     )
     spec = {"name": name, "preset": "tiny", "in_channels": N_IN * C, "out_channels": C, "overrides": overrides}
@@ -112,7 +112,7 @@ def tiny(make_tiny_dataset, tmp_path):
 
 def test_oracle_gives_zero_error(tiny, tmp_path):
     path, data = tiny
-    ckpt = _checkpoint(tmp_path / "oracle.pt", data, "test_oracle", path=str(path))
+    ckpt = _checkpoint(tmp_path / "oracle.pt", data, "_test_oracle", path=str(path))
     model = api.load_model(ckpt, dataset=data)
     n_steps = 4
     res = evaluate(model, data, n_steps=n_steps, spectra_leads=[1, 4])["results"]
@@ -129,7 +129,7 @@ def test_oracle_gives_zero_error(tiny, tmp_path):
 def test_persistence_matches_hand_computed_errors(tiny, tmp_path):
     """Lead k of a forecast from frame i is compared with frame i + k: persistence error = |f(i) - f(i+k)|."""
     path, data = tiny
-    model = api.load_model(_checkpoint(tmp_path / "p.pt", data, "test_persistence"), dataset=data)
+    model = api.load_model(_checkpoint(tmp_path / "p.pt", data, "_test_persistence"), dataset=data)
     n_steps = 3
     fc = api.rollout(model, data, n_steps=n_steps, init_stride=2)
     assert fc.fields["h"].shape == (2, len(fc.init_index), n_steps, 9, 16)
@@ -159,32 +159,32 @@ def test_persistence_matches_hand_computed_errors(tiny, tmp_path):
 def test_mismatched_grid_and_fields_refused(tiny, tmp_path):
     path, data = tiny
     other = {"nlat": 17, "nlon": 32, "grid": "equiangular"}
-    ckpt = _checkpoint(tmp_path / "g.pt", data, "test_persistence", grid=other)
+    ckpt = _checkpoint(tmp_path / "g.pt", data, "_test_persistence", grid=other)
     with pytest.raises(ValueError, match="nlat, nlon differ"):
         api.load_model(ckpt, dataset=data)
     # a resolution-free model may be run at another resolution when asked
     model = api.load_model(ckpt, dataset=data, allow_resolution_change=True)
     assert model.grid.shape == data.grid.shape
     lg = _checkpoint(
-        tmp_path / "lg.pt", data, "test_persistence", grid={"nlat": 9, "nlon": 16, "grid": "legendre-gauss"}
+        tmp_path / "lg.pt", data, "_test_persistence", grid={"nlat": 9, "nlon": 16, "grid": "legendre-gauss"}
     )
     with pytest.raises(ValueError, match="grid differ"):
         api.load_model(lg, dataset=data)
-    wrong = _checkpoint(tmp_path / "f.pt", data, "test_persistence", fields={"h": "scalar"})
+    wrong = _checkpoint(tmp_path / "f.pt", data, "_test_persistence", fields={"h": "scalar"})
     with pytest.raises(ValueError, match="fields"):
         api.load_model(wrong, dataset=data)
 
 
 def test_too_many_steps_names_the_fix(tiny, tmp_path):
     path, data = tiny
-    model = api.load_model(_checkpoint(tmp_path / "p.pt", data, "test_persistence"), dataset=data)
+    model = api.load_model(_checkpoint(tmp_path / "p.pt", data, "_test_persistence"), dataset=data)
     with pytest.raises(ValueError, match="fewer steps"):
         api.rollout(model, data, n_steps=N_FRAMES)
 
 
 def test_rollout_export_report_cli_in_process(tiny, tmp_path):
     path, data = tiny
-    ckpt = _checkpoint(tmp_path / "run" / "best.pt", data, "test_persistence")
+    ckpt = _checkpoint(tmp_path / "run" / "best.pt", data, "_test_persistence")
     out = tmp_path / "roll"
     cfg = compose(
         "rollout",
@@ -239,7 +239,7 @@ def test_rollout_export_report_cli_in_process(tiny, tmp_path):
 def test_cli_subprocess_smoke(tiny, tmp_path, entry):
     """One real process per entry point; the persistence model is registered in the fresh process by a plugin module."""
     path, data = tiny
-    ckpt = _checkpoint(tmp_path / "run" / "best.pt", data, "test_persistence")
+    ckpt = _checkpoint(tmp_path / "run" / "best.pt", data, "_test_persistence")
     plug = tmp_path / "plug"
     plug.mkdir()
     (plug / "e2_persistence_plugin.py").write_text(
@@ -248,7 +248,7 @@ def test_cli_subprocess_smoke(tiny, tmp_path, entry):
         "    def __init__(self, c):\n        super().__init__()\n        self.c = c\n"
         "        self.scale = nn.Parameter(__import__('torch').ones(()))\n"
         "    def forward(self, x):\n        return x[:, -self.c:] * self.scale\n"
-        "register_model('test_persistence')(\n"
+        "register_model('_test_persistence')(\n"
         "    lambda preset, in_channels, out_channels, nlat, nlon, grid, **kw: P(out_channels)\n)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(plug), "OMP_NUM_THREADS": "1"}
@@ -287,7 +287,7 @@ def test_stability_counts_blown_up_forecasts_and_gives_the_median(tiny, tmp_path
     VRMSE (mean over variables) computed here from the forecasts themselves; a network that multiplies its state
     by 1000 every step blows up every forecast at the first lead."""
     path, data = tiny
-    model = api.load_model(_checkpoint(tmp_path / "p.pt", data, "test_persistence"), dataset=data)
+    model = api.load_model(_checkpoint(tmp_path / "p.pt", data, "_test_persistence"), dataset=data)
     n_steps = 3
     res = evaluate(model, data, n_steps=n_steps)["results"]
     st = res["stability"]
