@@ -4,22 +4,24 @@ from dandelion.cli.common import compose_config as compose
 from dandelion.cli.train import build_trainer
 
 
+def train_argv(data, run_dir, *overrides) -> list[str]:
+    """The command-line overrides of :func:`train_cfg` (for ``dandelion-train``'s ``main``)."""
+    return [
+        f"dataset.path={data}",
+        f"run_dir={run_dir}",
+        "model.name=_pointwise_test",
+        "model.preset=tiny",
+        "trainer=quick",
+        "device=cpu",
+        "trainer.progress=false",
+        *overrides,
+    ]
+
+
 def train_cfg(data, run_dir, *overrides):
     """``train.yaml`` composed for the tiny pointwise test model (``import tiny_model`` first) with the quick
     trainer on CPU, reading ``data`` and writing ``run_dir``; ``overrides`` are more hydra overrides."""
-    return compose(
-        "train",
-        [
-            f"dataset.path={data}",
-            f"run_dir={run_dir}",
-            "model.name=_pointwise_test",
-            "model.preset=tiny",
-            "trainer=quick",
-            "device=cpu",
-            "trainer.progress=false",
-            *overrides,
-        ],
-    )
+    return compose("train", train_argv(data, run_dir, *overrides))
 
 
 def fit_from_scratch(data, run_dir, *overrides) -> tuple[float, dict]:

@@ -14,7 +14,7 @@ import sys
 import pytest
 import tiny_model  # noqa: F401 - registers "_pointwise_test"
 from cli_result import one_line_error
-from train_config import train_cfg
+from train_config import train_argv, train_cfg
 
 from dandelion.cli import train
 from dandelion.cli.common import compose_config
@@ -23,18 +23,7 @@ from dandelion.datasets import folder
 from dandelion.datasets.integrity import integrity_problems
 from dandelion.training import Trainer
 
-
-def _argv(data, run_dir, *more):
-    return [
-        f"dataset.path={data}",
-        f"run_dir={run_dir}",
-        "model.name=_pointwise_test",
-        "model.preset=tiny",
-        "trainer=quick",
-        "device=cpu",
-        "trainer.progress=false",
-        *more,
-    ]
+_argv = train_argv
 
 
 def _flip(path, offset_fraction=0.5, n=64):

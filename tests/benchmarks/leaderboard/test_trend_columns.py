@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from leaderboard_cells import leaderboard_cell
 
 from dandelion.benchmarks.leaderboard import headline as H
 from dandelion.benchmarks.leaderboard import markdown as MD
@@ -19,24 +20,7 @@ APART = (0.1856, 0.3359, 0.1912)
 
 
 def _cell(key, model, seed, nxt, r20):
-    nlat = int(key.split("_")[-1].split("x")[0])
-    return {
-        "dataset_key": key,
-        "dataset": key.rsplit("_", 1)[0],
-        "model": model,
-        "seed": seed,
-        "n_parameters": 1000,
-        "preset": "small",
-        "lr": 1e-3,
-        "steps": 1200,
-        "minutes": {"train_wall": 1.0},
-        "nlat": nlat,
-        "nlon": 2 * nlat,
-        "evaluation": {"n_steps": 20},
-        "next_step": {"vrmse": {"mean": nxt}},
-        "rollout_mean": {"vrmse": {"mean": r20}},
-        "curves": {"vrmse": {"mean": CURVE}},
-    }
+    return leaderboard_cell(key, model, seed, nxt, r20, CURVE)
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 saturated columns' skill horizons), and the per-seed table, on synthetic cells whose answers are known."""
 
 import pytest
+from leaderboard_cells import leaderboard_cell
 
 from dandelion.benchmarks.leaderboard import headline as H
 from dandelion.benchmarks.leaderboard import markdown as MD
@@ -13,25 +14,7 @@ FAST = [0.6 + 0.1 * k for k in range(1, 21)]  # past VRMSE 1 at lead 5
 SLOW = [0.01 * k for k in range(1, 21)]  # never past 1 nor persistence (1.3)
 
 
-def _cell(key, model, seed, nxt, r20, curve):
-    nlat = int(key.split("_")[-1].split("x")[0])
-    return {
-        "dataset_key": key,
-        "dataset": key.rsplit("_", 1)[0],
-        "model": model,
-        "seed": seed,
-        "n_parameters": 1000,
-        "preset": "small",
-        "lr": 1e-3,
-        "steps": 1200,
-        "minutes": {"train_wall": 1.0},
-        "nlat": nlat,
-        "nlon": 2 * nlat,
-        "evaluation": {"n_steps": 20},
-        "next_step": {"vrmse": {"mean": nxt}},
-        "rollout_mean": {"vrmse": {"mean": r20}},
-        "curves": {"vrmse": {"mean": curve}},
-    }
+_cell = leaderboard_cell
 
 
 def _refs(lin_next):
