@@ -5,9 +5,9 @@
 
 A warp head that transports information reads its features upstream: its displacement at a node should be
 ``-dt * u``, the frame interval times the flow velocity there (``u`` the vector field named by ``--field``, east and
-north components; ``dt = dt_frame`` of the dataset). For every :class:`~dandelion.warp.TangentWarpS2` layer of the
-model (one per block, at the block's grid level), on ``--windows`` test windows evenly spaced over the split, this
-measures each head's area-weighted cosine with ``-dt * u``::
+north components; ``dt = dt_frame`` of the dataset, over the sphere's radius where ``u`` is in m/s). For every
+:class:`~dandelion.warp.TangentWarpS2` layer of the model (one per block, at the block's grid level), on ``--windows``
+test windows evenly spaced over the split, this measures each head's area-weighted cosine with ``-dt * u``::
 
     cos_h = sum_w <d_h, t> / sqrt(sum_w |d_h|^2 * sum_w |t|^2),    t = -dt * u,
 
@@ -36,6 +36,8 @@ from dandelion.spectral_pooling import SpectralResample
 from dandelion.warp import TangentWarpS2
 
 __all__ = ["head_alignment", "alignment_figure", "main"]
+
+EARTH_RADIUS = 6.37122e6  # m, the shallow-water solver's (solvers/shallow_water.py)
 
 
 def _cartesian(grid, east_north: torch.Tensor) -> torch.Tensor:
@@ -80,7 +82,9 @@ class _Tap:
 
 
 @torch.no_grad()
-def head_alignment(forecaster, dataset: WindowDataset, field: str = "velocity", n_windows: int = 64) -> dict:
+def head_alignment(
+    forecaster, dataset: WindowDataset, field: str = "velocity", n_windows: int = 64, radius: float | None = None
+) -> dict:
     """Per warp layer, every head's area-weighted cosine with the upstream step ``-dt * u`` (module docstring).
 
     Parameters
@@ -88,6 +92,9 @@ def head_alignment(forecaster, dataset: WindowDataset, field: str = "velocity", 
     forecaster : a Dandelion :class:`~dandelion.forecast.Forecaster` (:func:`dandelion.checkpoint.load_model`).
     dataset : a split with the vector field ``field`` among its fields.
     n_windows : windows evenly spaced over the split (all if fewer).
+    radius : the sphere's radius in the velocity's length unit, which turns ``dt * u`` into radians (None: 1 for a
+        non-dimensional field, Earth's 6.37122e6 m for one in ``m/s``; the cosines do not depend on it, the RMS
+        length ratio does).
 
     Returns
     -------
@@ -106,7 +113,10 @@ def head_alignment(forecaster, dataset: WindowDataset, field: str = "velocity", 
     layers = [(n, m) for n, m in forecaster.model.named_modules() if isinstance(m, TangentWarpS2)]
     if not layers:
         raise ValueError("the model has no TangentWarpS2 layer: head alignment applies to Dandelion models")
-    dt = float(dataset.metadata["dt_frame"])
+    if radius is None:
+        units = str(((dataset.metadata.get("fields") or {}).get(field) or {}).get("units", "1"))
+        radius = EARTH_RADIUS if units == "m/s" else 1.0
+    dt = float(dataset.metadata["dt_frame"]) / float(radius)
     idx = np.unique(np.linspace(0, len(dataset) - 1, min(n_windows, len(dataset))).round().astype(int))
     fine = dataset.grid
     taps = [_Tap(m) for _, m in layers]
@@ -160,7 +170,7 @@ def head_alignment(forecaster, dataset: WindowDataset, field: str = "velocity", 
         )
         if sample is None or g.nlat > sample["nlat"]:
             sample = {"name": name, "nlat": g.nlat, "d": d[0, best].numpy(), "t": t[0, 0].numpy(), "grid": g}
-    return {"dt": dt, "n_windows": len(idx), "field": field, "layers": out, "sample": sample}
+    return {"dt": dt, "radius": float(radius), "n_windows": len(idx), "field": field, "layers": out, "sample": sample}
 
 
 def alignment_figure(result: dict, path, title: str = "") -> Path:
@@ -201,12 +211,13 @@ def main(argv=None) -> None:
     p.add_argument("--figure", default=None)
     p.add_argument("--title", default="")
     p.add_argument("--json", default=None)
+    p.add_argument("--radius", type=float, default=None)
     a = p.parse_args(argv)
     data = WindowDataset(a.dataset, a.split, n_in=4, n_out=1)
     fc = load_model(a.checkpoint, dataset=data)
     if data.n_in != fc.n_in:
         data = WindowDataset(a.dataset, a.split, n_in=fc.n_in, n_out=1)
-    res = head_alignment(fc, data, a.field, a.windows)
+    res = head_alignment(fc, data, a.field, a.windows, a.radius)
     for r in res["layers"]:
         print(
             f"{r['name']:24s} {r['nlat']:3d}x{r['nlon']:<3d} best head {r['best_head']}: cos {r['best_cos']:+.3f}, "
