@@ -508,6 +508,9 @@ def test_data_digest_covers_the_data_files_not_the_provenance(make_tiny_dataset,
     extra = [f"{'1' * 64}  dataset.yaml", f"{'2' * 64}  stats.yaml"]
     ck.write_text("\n".join(extra + lines + [splits]) + "\n")
     assert B.data_digest(data) == with_splits  # the provenance and derived statistics are not
+    sizes = [f"# size {100 + i}  {line.split(None, 1)[1]}" for i, line in enumerate(lines) if not line.startswith("#")]
+    ck.write_text("\n".join([x for x in lines if not x.startswith("#")] + [splits] + sizes) + "\n")
+    assert B.data_digest(data) == with_splits  # nor are the file sizes (the same bytes, listed with or without them)
     ck.write_text("\n".join(lines) + "\n")
     h5 = next(i for i, line in enumerate(lines) if line.endswith(".h5"))
     lines[h5] = "0" * 64 + lines[h5][64:]
