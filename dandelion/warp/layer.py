@@ -124,9 +124,9 @@ class TangentWarpS2(nn.Module):
         if self.kernel == "auto":
             if device.type != "cuda":
                 return False
-            from . import triton_sample  # imports triton (~75 MB resident): only where its kernels may run
+            from .triton_sample import AVAILABLE, usable_on  # imports triton (~75 MB resident): only on CUDA
 
-            return triton_sample.AVAILABLE and triton_sample.usable_on(device)
+            return AVAILABLE and usable_on(device)
         return self.kernel == "triton"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
