@@ -7,7 +7,7 @@ eager one up to rounding only, so it is off by default. A compiler failure gives
 
 :func:`compile_deferred`: torch-harmonics (0.9) wraps a method of ``SpectralConvS2`` in ``torch.compile`` when it is
 imported (``torch_harmonics.utils.compile_if_supported``), and ``torch.compile`` imports torch's compiler stack
-(``torch._inductor``, triton, sympy) as soon as it is called, before anything is compiled: about 190 MB resident
+(``torch._inductor``, triton, sympy) as soon as it is called, before anything is compiled: about 170 MB resident
 and a second of start-up in every job, none of which compiles unless asked (docs/jobs/export.md). Inside
 :func:`compile_deferred` the call is made on the wrapped function's first call instead, which is when
 ``torch.compile`` compiles anyway; :mod:`dandelion.sphere` imports torch-harmonics inside it.

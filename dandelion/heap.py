@@ -4,7 +4,7 @@ glibc's allocator keeps the memory a process frees in its heap for later request
 the largest block freed so far (up to 32 MB), so that a job allocating and freeing the same few large arrays again
 and again (a rollout batch, its decoded fields, a netCDF write) holds, after the first round, a heap of free pages
 the size of one round's arrays on top of what it uses: +116 MB free of 307 MB after the first 8-forecast, 40-step
-batch of a 64x128 export (``mallinfo2``; docs/jobs/export.md). :func:`release_free_memory` asks the allocator to
+batch of a 64x128 export (``mallinfo2``; benchmarks/speed/README.md). :func:`release_free_memory` asks the allocator to
 return them (``malloc_trim(0)``, which also releases whole free pages inside the heap); the next round takes them
 back from the system at the cost of page faults, small next to a rollout.
 

@@ -129,7 +129,7 @@ def _load_all():
 def _load_for(name: str) -> None:
     """Import the model modules in order until ``name`` is registered (all of them for a name none registers):
     building Dandelion imports no baseline, whose torch-harmonics example models import torch's compiler stack
-    (``torch._dynamo``, ``torch._inductor``: about 150 MB resident, docs/jobs/export.md)."""
+    (``torch._dynamo``, ``torch._inductor``: about 170 MB resident, docs/jobs/export.md)."""
     for mod in _MODEL_MODULES:
         if name in _REGISTRY:
             return
