@@ -1,18 +1,32 @@
-"""Optional ``torch.compile``'d kernels, with one warning and the eager path when compilation fails.
+"""``torch.compile`` in Dandelion: optional compiled kernels, and compiling deferred to a function's first call.
 
 With ``compile_kernels=True`` on :class:`~dandelion.model.Dandelion`, the warp index and its Jacobian
 (:func:`dandelion.warp.index.index_of_warp`) and the area norms (:mod:`dandelion.norm`) run through
 :func:`call_compiled`, which fuses their chains of elementwise passes into a few loops; that path equals the
-eager one up to rounding only, so it is off by default.
+eager one up to rounding only, so it is off by default. A compiler failure gives one warning and the eager path.
+
+:func:`compile_deferred`: torch-harmonics (0.9) wraps a method of ``SpectralConvS2`` in ``torch.compile`` when it is
+imported (``torch_harmonics.utils.compile_if_supported``), and ``torch.compile`` imports torch's compiler stack
+(``torch._inductor``, triton, sympy) as soon as it is called, before anything is compiled: about 170 MB resident
+and a second of start-up in every job, none of which compiles unless asked (docs/jobs/export.md). Inside
+:func:`compile_deferred` the call is made on the wrapped function's first call instead, which is when
+``torch.compile`` compiles anyway; :mod:`dandelion.sphere` imports torch-harmonics inside it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
 import warnings
 
 import torch
 
-__all__ = ["call_compiled", "compile_failures"]
+__all__ = ["call_compiled", "compile_failures", "compile_deferred"]
+
+#: How torch begins the RuntimeError with which torch.compile refuses an interpreter (Python 3.15+ for torch 2.14):
+#: torch-harmonics then runs the function eagerly, and so does a deferred compile.
+_REFUSAL = "torch.compile is not supported on Python"
 
 #: torch.compile'd kernels, built on first use (one per function). Arguments are passed detached
 #: (the autograd Functions around them own the gradients), so the cache does not split on
@@ -69,3 +83,41 @@ def call_compiled(fn, *args):
             stacklevel=3,
         )
         return None
+
+
+@contextlib.contextmanager
+def compile_deferred():
+    """Within the block, ``torch.compile(fn, **options)`` of a plain function returns a wrapper that calls
+    ``torch.compile(fn, **options)`` on its first call and the compiled function from then on (decorator form too);
+    a module or other callable is compiled at once, as before. ``torch.compile`` is restored on leaving the block.
+    Where torch refuses to compile on this Python (``RuntimeError`` starting with :data:`_REFUSAL`), the wrapper
+    runs ``fn`` eagerly, as torch-harmonics does; any other error of ``torch.compile`` is raised at that first call.
+    """
+    real = torch.compile
+    torch.compile = functools.partial(_deferred, real)
+    try:
+        yield
+    finally:
+        torch.compile = real
+
+
+def _deferred(compile_fn, model=None, **options):
+    if model is None:  # @torch.compile(mode=...): the function comes next
+        return functools.partial(_deferred, compile_fn, **options)
+    if not inspect.isfunction(model):
+        return compile_fn(model, **options)
+    compiled = None
+
+    @functools.wraps(model)
+    def call(*args, **kwargs):
+        nonlocal compiled
+        if compiled is None:
+            try:
+                compiled = compile_fn(model, **options)
+            except RuntimeError as err:
+                if not str(err).startswith(_REFUSAL):
+                    raise
+                compiled = model
+        return compiled(*args, **kwargs)
+
+    return call

@@ -301,7 +301,6 @@ def select_files(dataset, trajectories=None, max_trajectories=None) -> list[int]
     return out
 
 
-@torch.no_grad()
 def iter_rollout(
     model: Forecaster,
     dataset,
@@ -314,7 +313,7 @@ def iter_rollout(
     progress: bool = False,
     amp: bool = False,
 ) -> Iterator[dict]:
-    """Autoregressive rollouts over a dataset split, yielded batch by batch (constant memory).
+    """Autoregressive rollouts over a dataset split, yielded batch by batch (constant memory: one batch at a time).
 
     ``amp=True`` runs the network under bf16 autocast on the model's device (CUDA or CPU); increments are
     added and the forecasts decoded in float32.
@@ -349,17 +348,20 @@ def iter_rollout(
     for k, f in enumerate(files):
         raw = dataset.read_frames(f, 0, n_frames)
         raw = {n: torch.as_tensor(np.asarray(v, dtype=np.float32)) for n, v in raw.items()}
-        frames = layout.encode(raw).to(device=dev, dtype=torch.float32)  # (T, C, nlat, nlon)
+        with torch.no_grad():
+            frames = layout.encode(raw).to(device=dev, dtype=torch.float32)  # (T, C, nlat, nlon)
         times = dataset.times(f)
         for s in range(0, len(inits), batch_size):
             idx = inits[s : s + batch_size]
-            x = torch.stack([frames[i - n_in + 1 : i + 1].reshape(n_in * C, nlat, nlon) for i in idx])
-            tgt = torch.as_tensor(np.stack([np.arange(i + 1, i + 1 + n_steps) for i in idx]))
-            forced = None if fch is None else (fch, frames[tgt.to(frames.device)])
-            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bool(amp)):
-                out = rollout(model, x, n_steps, C, forcing=forced)
-            pred = layout.decode(out.float())
-            true = {n: v[tgt].to(dev) for n, v in raw.items()}
+            # no_grad here, not as a decorator: torch's generator wrapper holds a yielded batch while making the next
+            with torch.no_grad():
+                x = torch.stack([frames[i - n_in + 1 : i + 1].reshape(n_in * C, nlat, nlon) for i in idx])
+                tgt = torch.as_tensor(np.stack([np.arange(i + 1, i + 1 + n_steps) for i in idx]))
+                forced = None if fch is None else (fch, frames[tgt.to(frames.device)])
+                with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bool(amp)):
+                    out = rollout(model, x, n_steps, C, forcing=forced)
+                pred = layout.decode(out.float())
+                true = {n: v[tgt].to(dev) for n, v in raw.items()}
             yield {
                 "traj_index": k,
                 "trajectory": dataset.trajectory_ids[f],
@@ -370,6 +372,7 @@ def iter_rollout(
                 "true": true,
                 "times": times,
             }
+            del out, pred, true  # the next batch is rolled out without this one's arrays
             if bar is not None:
                 bar.update(len(idx))
     if bar is not None:

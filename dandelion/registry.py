@@ -31,7 +31,7 @@ _REGISTRY: dict[str, Callable[..., nn.Module]] = {}
 # name -> (preset table, extra keys) of the models registered by register_preset_model
 _PRESET_TABLES: dict[str, tuple[dict[str, dict], tuple[str, ...]]] = {}
 
-# Modules that register models when imported (imported lazily by build_model).
+# Modules that register models when imported (imported lazily: build_model stops at the one registering its name).
 _MODEL_MODULES = ("dandelion.model", "dandelion.baselines")
 
 
@@ -123,11 +123,25 @@ def preset_keys(name: str) -> tuple[list[str], list[str]]:
 
 def _load_all():
     for mod in _MODEL_MODULES:
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as err:  # a module of the list not written yet
-            if err.name != mod:
-                raise
+        _import(mod)
+
+
+def _load_for(name: str) -> None:
+    """Import the model modules in order until ``name`` is registered (all of them for a name none registers):
+    building Dandelion imports no baseline, whose torch-harmonics example models import torch's compiler stack
+    (``torch._dynamo``, ``torch._inductor``: about 170 MB resident, docs/jobs/export.md)."""
+    for mod in _MODEL_MODULES:
+        if name in _REGISTRY:
+            return
+        _import(mod)
+
+
+def _import(mod: str) -> None:
+    try:
+        importlib.import_module(mod)
+    except ModuleNotFoundError as err:  # a module of the list not written yet
+        if err.name != mod:
+            raise
 
 
 def available_models() -> list[str]:
@@ -166,7 +180,7 @@ def build_model(
     ValueError
         For an unknown model name or preset.
     """
-    _load_all()
+    _load_for(name)
     if name not in _REGISTRY:
         raise ValueError(f"unknown model {name!r}: choose one of {sorted(_REGISTRY)}")
     return _REGISTRY[name](

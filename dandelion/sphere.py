@@ -19,7 +19,11 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import torch
-from torch_harmonics.quadrature import precompute_latitudes
+
+from .compiled import compile_deferred
+
+with compile_deferred():  # torch-harmonics calls torch.compile when imported: see dandelion/compiled.py
+    from torch_harmonics.quadrature import precompute_latitudes
 
 __all__ = ["SphereGrid", "GRIDS", "analysis_lmax"]
 

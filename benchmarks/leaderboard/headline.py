@@ -7,6 +7,12 @@ column_stats`: Student-t intervals over the seeds that did not fail, and the fai
 †; linear AR: a model that does not beat it is marked ‡ and counted in the verdict) and, for the 1:N summary, the
 skill horizons of a saturated column, which is not ranked. :func:`headline_table` renders it; the verdict paragraph
 (:mod:`dandelion.benchmarks.leaderboard.verdict`) counts from the same columns.
+
+A dataset key is ranked only when it is complete: every model the scale trains there has a cell for every seed
+(:func:`completeness`; the scale's lists, or, for results without a scale, each model with the seeds it has at that
+grid, :func:`expected_cells`). An incomplete key shows its entries without bold or skill horizons and is named
+"incomplete: k of n models" in the headline and the verdict: a column of two models, one with one seed, would
+otherwise call a model best of a comparison the others never entered.
 """
 
 from __future__ import annotations
@@ -17,7 +23,18 @@ from dandelion.benchmarks.grid.cells import REFERENCES
 from dandelion.benchmarks.leaderboard.stats import column_stats, differ, saturation, summary_leads
 from dandelion.reporting.numbers import fmt_value
 
-__all__ = ["PARTS", "bold_best", "best_within_spread", "columns", "headline_table", "horizon_table", "reference_value"]
+__all__ = [
+    "PARTS",
+    "bold_best",
+    "best_within_spread",
+    "expected_cells",
+    "completeness",
+    "columns",
+    "headline_table",
+    "horizon_table",
+    "incomplete_text",
+    "reference_value",
+]
 
 PARTS = ("next_step", "rollout_mean")
 
@@ -55,32 +72,73 @@ def reference_value(refs: dict, name: str, part: str, metric: str = "vrmse", fie
     return value if math.isfinite(value) else math.inf
 
 
-def columns(agg: dict, datasets: list[str], models: list[str], metric: str = "vrmse") -> dict:
-    """``(dataset key, part) -> {"stats", "best", "persistence", "linear_ar", "horizons", "n_leads"}``: the
-    column statistics (model -> :func:`~dandelion.benchmarks.leaderboard.stats.column_stats`), the best models (empty
-    for a saturated column), the two floors and the skill horizons (model -> ``(past persistence, past 1)`` leads;
-    None unless the column is a saturated 1:N summary, :func:`~dandelion.benchmarks.leaderboard.stats.saturation`)."""
+def _grid(entry: dict) -> tuple:
+    return entry.get("nlat"), entry.get("nlon")
+
+
+def expected_cells(agg: dict) -> dict:
+    """Dataset key -> {model: seeds} that a complete key holds when no scale says: every model with cells at the
+    key's grid (nlat x nlon) in ``agg``, each with every seed it has at that grid."""
+    by_grid: dict = {}
+    for models in agg.values():
+        for m, e in models.items():
+            by_grid.setdefault(_grid(e), {}).setdefault(m, set()).update(int(k) for k in e.get("seeds", []))
+    return {
+        d: {m: sorted(k) for m, k in by_grid[_grid(next(iter(models.values())))].items()} for d, models in agg.items()
+    }
+
+
+def completeness(agg: dict, d: str, expected: dict | None = None) -> tuple[int, int]:
+    """``(k, n)``: of the ``n`` models dataset key ``d`` should hold (``expected``: key -> {model: seeds}, the
+    scale's lists; default :func:`expected_cells`), the ``k`` that have a cell for every one of their seeds. The key
+    is complete, and ranked, when ``k == n``."""
+    need = (expected if expected is not None else expected_cells(agg)).get(d) or {}
+    have = {m: {int(k) for k in e.get("seeds", [])} for m, e in agg[d].items()}
+    return sum(1 for m, seeds in need.items() if {int(k) for k in seeds} <= have.get(m, set())), len(need)
+
+
+def columns(
+    agg: dict, datasets: list[str], models: list[str], metric: str = "vrmse", expected: dict | None = None
+) -> dict:
+    """``(dataset key, part) -> {"stats", "best", "persistence", "linear_ar", "horizons", "n_leads",
+    "incomplete"}``: the column statistics (model -> :func:`~dandelion.benchmarks.leaderboard.stats.column_stats`),
+    the best models (empty for a saturated or incomplete column), the two floors, the skill horizons (model ->
+    ``(past persistence, past 1)`` leads; None unless the column is a saturated 1:N summary,
+    :func:`~dandelion.benchmarks.leaderboard.stats.saturation`, of a complete key) and ``(k, n)`` of
+    :func:`completeness` when the key is incomplete (None when complete; ``expected`` is passed to it)."""
     out = {}
+    expected = expected if expected is not None else expected_cells(agg)
     for d in datasets:
         entries = {m: agg[d][m] for m in models if m in agg[d]}
         refs = next(iter(agg[d].values())).get("references") or {}
         n = summary_leads(agg[d].values())
+        k, n_models = completeness(agg, d, expected)
+        incomplete = (k, n_models) if k < n_models else None
         for p in PARTS:
             stats = column_stats(entries, p, metric, "mean", n)
             floor = reference_value(refs, "persistence", p, metric)
             horizons = None
-            if p == "rollout_mean" and metric == "vrmse" and stats:
+            if p == "rollout_mean" and metric == "vrmse" and stats and incomplete is None:
                 pers = ((refs.get("persistence") or {}).get("curves") or {}).get("vrmse", {}).get("mean")
                 horizons = saturation({m: entries[m] for m in stats}, pers, n)
             out[(d, p)] = {
                 "stats": stats,
-                "best": set() if horizons else best_within_spread(stats, floor),
+                "best": set() if horizons or incomplete else best_within_spread(stats, floor),
                 "persistence": floor,
                 "linear_ar": reference_value(refs, "linear_ar", p, metric),
                 "horizons": horizons,
                 "n_leads": n,
+                "incomplete": incomplete,
             }
     return out
+
+
+def incomplete_text(col: dict) -> str:
+    """``"incomplete: k of n models"`` for a column of an incomplete key, else ``""``."""
+    if not col.get("incomplete"):
+        return ""
+    k, n = col["incomplete"]
+    return f"incomplete: {k} of {n} models"
 
 
 def _lead(h: int | None, n: int) -> str:
@@ -105,15 +163,18 @@ def entry_text(col: dict, m: str) -> str:
     return f"**{txt}**" if m in col["best"] else txt
 
 
-def headline_table(agg: dict, datasets: list[str], models: list[str], metric: str = "vrmse") -> list[str]:
+def headline_table(
+    agg: dict, datasets: list[str], models: list[str], metric: str = "vrmse", expected: dict | None = None
+) -> list[str]:
     """One row per dataset, one column per model, then the references in italics (persistence; linear AR where any
     dataset has it): ``next step / 1:N`` of the field-averaged ``metric`` (:func:`entry_text`; mean over the seeds that
     did not fail). **Bold**: the best of the row for that lead summary and every model
     tied with it within the t interval (:func:`best_within_spread`; never a reference, never a model worse than
-    persistence); a saturated 1:N column shows skill horizons and nothing bold."""
+    persistence); a saturated 1:N column shows skill horizons and nothing bold; an incomplete key (:func:`completeness`
+    with ``expected``) nothing bold, its row named "(incomplete: k of n models)"."""
     refs = [r for r in REFERENCES if any(r in (agg[d][next(iter(agg[d]))].get("references") or {}) for d in datasets)]
     refs = refs or ["persistence"]
-    cols = columns(agg, datasets, models, metric)
+    cols = columns(agg, datasets, models, metric, expected)
     lines = [
         "| dataset | "
         + " | ".join(models)
@@ -124,7 +185,7 @@ def headline_table(agg: dict, datasets: list[str], models: list[str], metric: st
     ]
     for d in datasets:
         have = agg[d][next(iter(agg[d]))].get("references") or {}
-        row = [d]
+        row = [d + (f" ({incomplete_text(cols[(d, PARTS[0])])})" if cols[(d, PARTS[0])]["incomplete"] else "")]
         for m in models:
             if any(m not in cols[(d, p)]["stats"] for p in PARTS):
                 row.append("–")

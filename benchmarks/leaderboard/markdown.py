@@ -126,7 +126,7 @@ def _cell(s: dict, bold: bool, failed: int = 0) -> str:
     return f"**{txt}**" if bold else txt
 
 
-def _table(agg: dict, metric: str, datasets: list[str], models: list[str]) -> list[str]:
+def _table(agg: dict, metric: str, datasets: list[str], models: list[str], expected: dict | None = None) -> list[str]:
     head = ["model"]
     cols = []
     for d in datasets:
@@ -147,7 +147,7 @@ def _table(agg: dict, metric: str, datasets: list[str], models: list[str]) -> li
                 )
                 + " |"
             )
-    ranked = columns(agg, datasets, models, metric)  # as in the headline: floors, failed seeds, saturation
+    ranked = columns(agg, datasets, models, metric, expected)  # as the headline: floors, failures, saturation
     for m in models:
         row = [m]
         for d, part in cols:
@@ -160,10 +160,11 @@ def _table(agg: dict, metric: str, datasets: list[str], models: list[str]) -> li
     return lines
 
 
-def _field_table(agg: dict, d: str, models: list[str], metric: str = "vrmse") -> list[str]:
+def _field_table(agg: dict, d: str, models: list[str], metric: str = "vrmse", ranked: bool = True) -> list[str]:
     """One row per field (a dataset can have dozens: Held-Suarez has 41), one column per model and lead
     summary; bold as in the other tables (:func:`best_within_spread`), with persistence's score of that field as
-    the floor."""
+    the floor; nothing bold unless ``ranked`` (an incomplete key, :func:`~dandelion.benchmarks.leaderboard.headline.
+    completeness`)."""
     variables = [v for v in next(iter(agg[d].values()))["next_step"][metric] if v != "mean"]
     have = [m for m in models if m in agg[d]]
     refs = (agg[d][have[0]].get("references") or {}) if have else {}
@@ -173,6 +174,8 @@ def _field_table(agg: dict, d: str, models: list[str], metric: str = "vrmse") ->
     for v in variables:
         best = {
             p: best_within_spread({m: agg[d][m][p][metric][v] for m in have}, _persistence(refs, p, metric, v))
+            if ranked
+            else set()
             for p in ("next_step", "rollout_mean")
         }
         lines.append("| " + " | ".join([v] + [_cell(agg[d][m][p][metric][v], m in best[p]) for p, m in cols]) + " |")
@@ -322,6 +325,7 @@ def render_markdown(
     links: list[str] | None = None,
     sections: list[str] | None = None,
     trend_notes: dict | None = None,
+    expected: dict | None = None,
 ) -> str:
     """The ``leaderboard.md`` text for the cells of one scale, in the order of the module docstring.
 
@@ -331,7 +335,9 @@ def render_markdown(
     (:func:`~dandelion.benchmarks.grid.cells.data_equivalences`), which turn the warning about several data versions
     into a note that names the evidence; ``links``: lines (markdown) shown under the headline; ``sections``: lines
     of further sections placed after the per-field tables (the zero-shot transfer); ``trend_notes``: dataset name ->
-    caveat of its resolution trend (:func:`~dandelion.benchmarks.leaderboard.trend.trend_section`)."""
+    caveat of its resolution trend (:func:`~dandelion.benchmarks.leaderboard.trend.trend_section`); ``expected``:
+    dataset key -> {model: seeds} the scale trains there (a key missing any of them is not ranked,
+    :func:`~dandelion.benchmarks.leaderboard.headline.completeness`; default: what the results hold at each grid)."""
     agg = aggregate(cells)
     for d, refs in (references or {}).items():
         for e in agg.get(d, {}).values():
@@ -344,7 +350,7 @@ def render_markdown(
     if REFERENCE_MODEL in models:
         models = [REFERENCE_MODEL] + [m for m in models if m != REFERENCE_MODEL]
     n20 = summary_leads(e for d in datasets for e in agg[d].values())
-    cols = columns(agg, datasets, models)
+    cols = columns(agg, datasets, models, expected=expected)
     L = [f"# Dandelion benchmark leaderboard, scale `{scale}`", ""]
     L += verdict_paragraph(agg, datasets, models, cols, trend_notes)
     L += [budget_line(cells), ""]
@@ -363,7 +369,9 @@ def render_markdown(
         "fixed on 2026-12-07 before any v3 cell, `benchmarks/leaderboard/stats.py`); `h P,V` = a saturated "
         f"1:{n20} column (every model past "
         f"persistence or VRMSE 1 by lead {n20 // 2}), not ranked: the model's skill horizon, the first lead where its "
-        f"VRMSE exceeds persistence's (P) and 1 (V), '>{n20}' if never; – = no cell (a model the scale does not "
+        f"VRMSE exceeds persistence's (P) and 1 (V), '>{n20}' if never; (incomplete: k of n models) = a dataset "
+        "where only k of the n models the scale trains there have a cell for every seed yet: its values are shown, "
+        "nothing in it is ranked or bold; – = no cell (a model the scale does not "
         "train at that grid, or a pending cell). *persistence*: the last input frame as every forecast; *linear "
         "AR*: one pointwise linear map fitted on the train split (references, never bold). Seeds per cell: see the "
         "training table. Each seed's values, the intervals, the Well's unweighted VRMSE and the per-field values "
@@ -371,7 +379,7 @@ def render_markdown(
         "",
         HEADLINE,
         "",
-        *headline_table(agg, datasets, models),
+        *headline_table(agg, datasets, models, expected=expected),
         "",
     ]
     L += horizon_table(agg, cols)
@@ -406,10 +414,10 @@ def render_markdown(
         ]
     for metric in metric_names(table=True):  # one table per registered metric the cells hold
         if any(metric in e["next_step"] for d in datasets for e in agg[d].values()):
-            L += [f"## {METRICS[metric].title}", ""] + _table(agg, metric, datasets, models) + [""]
+            L += [f"## {METRICS[metric].title}", ""] + _table(agg, metric, datasets, models, expected) + [""]
     L += ["## Per field, area-weighted VRMSE", "", field_rmse.NOTE, ""]
     for d in datasets:
-        L += [f"### {d}", ""] + _field_table(agg, d, models) + [""]
+        L += [f"### {d}", ""] + _field_table(agg, d, models, ranked=not cols[(d, "next_step")]["incomplete"]) + [""]
         rmse = field_rmse.field_rmse_table(agg, d, models)  # ours beside WeatherBench 2's (field_rmse.py)
         L += [field_rmse.CAPTION, "", *rmse, ""] if rmse else []
     L += list(sections or [])

@@ -82,18 +82,15 @@ def _pending(scale_cfg, results_dir: Path, agg: dict, stale_cells: list[dict] = 
     describe."""
     if scale_cfg is None or _scale_results_dir(scale_cfg).resolve() != Path(results_dir).resolve():
         return {}
-    models, seeds = list(scale_cfg.get("models") or []), list(scale_cfg.get("seeds") or [])
     old = {(c["dataset_key"], c["model"], int(c["seed"])) for c in stale_cells}
     out = {}
+    plan = _expected(scale_cfg, results_dir)
     for key, spec in scale_cfg.datasets.items():
         why = str(spec.get("pending_reason") or "not run yet")
         if key not in agg:
             out[key] = why
             continue
-        # a key may narrow the scale's models and seeds (benchmarks.grid.cells.cells)
-        key_models = [str(m) for m in (spec.get("models") or models)]
-        key_seeds = [int(k) for k in (spec.get("seeds") or seeds)]
-        for m in key_models:
+        for m, key_seeds in plan[key].items():
             missing = [s for s in key_seeds if s not in (agg[key].get(m) or {}).get("seeds", [])]
             if missing:
                 rerun = all((key, m, k) in old for k in missing)
@@ -101,6 +98,20 @@ def _pending(scale_cfg, results_dir: Path, agg: dict, stale_cells: list[dict] = 
                     "rerun pending (the committed result is stale, listed below)" if rerun else why
                 )
     return out
+
+
+def _expected(scale_cfg, results_dir: Path) -> dict | None:
+    """Dataset key -> {model: seeds} the composed scale ``scale_cfg`` trains (a key may narrow the scale's models
+    and seeds, :func:`dandelion.benchmarks.grid.cells.cells`): what a key must hold to be ranked
+    (:func:`~dandelion.benchmarks.leaderboard.headline.completeness`). None when ``results_dir`` is not the scale's
+    own folder (as :func:`_pending`)."""
+    if scale_cfg is None or _scale_results_dir(scale_cfg).resolve() != Path(results_dir).resolve():
+        return None
+    models, seeds = list(scale_cfg.get("models") or []), list(scale_cfg.get("seeds") or [])
+    return {
+        key: {str(m): [int(k) for k in (spec.get("seeds") or seeds)] for m in (spec.get("models") or models)}
+        for key, spec in scale_cfg.datasets.items()
+    }
 
 
 def _current_cells(scale_cfg, results_dir: Path, cells: list[dict]) -> tuple[list[dict], dict]:
@@ -249,6 +260,7 @@ def leaderboard(cfg) -> dict:
         links=_links(results_dir),
         sections=section,
         trend_notes=_checked_notes(trend_notes(results_dir), agg, results_dir),
+        expected=_expected(scale_cfg, results_dir),
     )
     out = results_dir / "leaderboard.md"
     write_text_atomic(out, md)

@@ -2,14 +2,17 @@
 (:func:`~dandelion.benchmarks.leaderboard.headline.columns`) and the same trend verdicts
 (:func:`~dandelion.benchmarks.leaderboard.trend.verdict`), so that it can never disagree with the tables.
 
-Per grid it says which model is best or tied in how many columns (and where it is best alone), which columns are
-saturated (not ranked), in which the best model does not beat the linear-AR reference, and which seeds failed; then
+Per grid it says which model is best or tied in how many columns (and where it is best alone), which dataset keys
+are incomplete (not every model of the scale has every seed's cell: not ranked, as in the headline), which columns
+are saturated (not ranked), in which the best model does not beat the linear-AR reference, and which seeds failed;
+then
 the resolution trend's counts, naming the dataset behind each gain or loss and marking those whose caveats
 (``trend_notes.yaml``) change what the verdict means.
 """
 
 from __future__ import annotations
 
+from dandelion.benchmarks.leaderboard.headline import incomplete_text
 from dandelion.benchmarks.leaderboard.stats import t_critical
 from dandelion.benchmarks.leaderboard.trend import PARTS as TREND_PARTS
 from dandelion.benchmarks.leaderboard.trend import WARP_MODELS, families, verdict
@@ -44,8 +47,10 @@ def _under_linear_ar(col: dict) -> bool:
 
 
 def _grid_sentence(agg: dict, grid: str, keys: list[str], models: list[str], cols: dict) -> str:
-    ranked = [(d, p) for d in keys for p in _LABEL if not cols[(d, p)]["horizons"]]
-    saturated = [f"{_name(agg, d)} {_LABEL[p]}" for d in keys for p in _LABEL if cols[(d, p)]["horizons"]]
+    incomplete = [d for d in keys if cols[(d, "next_step")].get("incomplete")]
+    complete = [d for d in keys if d not in incomplete]
+    ranked = [(d, p) for d in complete for p in _LABEL if not cols[(d, p)]["horizons"]]
+    saturated = [f"{_name(agg, d)} {_LABEL[p]}" for d in complete for p in _LABEL if cols[(d, p)]["horizons"]]
     wins = []
     for m in models:
         best = [(d, p) for d, p in ranked if m in cols[(d, p)]["best"]]
@@ -55,8 +60,8 @@ def _grid_sentence(agg: dict, grid: str, keys: list[str], models: list[str], col
         wins.append((len(best), m, alone))
     wins.sort(key=lambda w: (-w[0], w[1]))
     text = (
-        f"At {grid} ({len(keys)} dataset{'s' if len(keys) > 1 else ''}, {_seeds_text(agg, keys)}), of {len(ranked)} "
-        f"ranked column{'s' if len(ranked) != 1 else ''}, "
+        f"At {grid} ({len(keys)} dataset{'s' if len(keys) > 1 else ''}, {_seeds_text(agg, complete or keys)}), of "
+        f"{len(ranked)} ranked column{'s' if len(ranked) != 1 else ''}, "
     )
     if wins:
         text += "; ".join(
@@ -65,6 +70,12 @@ def _grid_sentence(agg: dict, grid: str, keys: list[str], models: list[str], col
     else:
         text += "no model is best (every one is worse than persistence)"
     text += "."
+    if incomplete:
+        named = ", ".join(f"{_name(agg, d)} ({incomplete_text(cols[(d, 'next_step')])})" for d in incomplete)
+        text += (
+            f" {len(incomplete)} dataset{'s are' if len(incomplete) > 1 else ' is'} not ranked, incomplete (models "
+            f"of the scale with a cell for every seed): {named}."
+        )
     if saturated:
         are = "s are" if len(saturated) > 1 else " is"
         text += (

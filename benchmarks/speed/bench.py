@@ -14,7 +14,9 @@ Targets (each a module of its own, see there for what is measured and how):
 * ``target=memory`` (:mod:`dandelion.benchmarks.speed.memory`): saved activations per training phase and the
   micro-batch plan that fits a GPU's memory (the table of ``benchmarks/speed/README.md``);
 * ``target=loader`` (:mod:`dandelion.benchmarks.speed.loader`): samples per second of the trainer's data loader
-  alone, so that a step's record says whether the loader or the model limits it.
+  alone, so that a step's record says whether the loader or the model limits it;
+* ``target=export`` (:mod:`dandelion.benchmarks.speed.export_memory`): peak resident memory of ``dandelion-export``
+  runs of growing size, each a fresh process (the table of ``benchmarks/speed/README.md``).
 
 The primitives (clocks, training step, saved activations, peak memory) are in
 :mod:`dandelion.benchmarks.speed.measure`. Every JSON carries the machine (CPU model, cores, torch
@@ -46,6 +48,7 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from dandelion.benchmarks.speed.export_memory import bench_export
 from dandelion.benchmarks.speed.loader import bench_loader
 from dandelion.benchmarks.speed.measure import DTYPES
 from dandelion.benchmarks.speed.memory import bench_memory
@@ -68,6 +71,7 @@ TARGETS = {
     "roofline": (bench_roofline, "roofline"),
     "memory": (bench_memory, "memory"),
     "loader": (bench_loader, "loader"),
+    "export": (bench_export, "export"),
 }
 
 #: What the numbers of every target mean (copied into each JSON).
@@ -175,6 +179,10 @@ def check(cfg, overrides=()) -> None:
             check_choice(name, available_models(), "memory.names")
     elif target == "loader" and not cfg.loader.get("path"):
         raise UsageError("target=loader needs loader.path=<a dataset folder> (written by dandelion-generate)")
+    elif target == "export" and not (cfg.export.get("checkpoint") and cfg.export.get("dataset_path")):
+        raise UsageError(
+            "target=export needs export.checkpoint=RUN/best.pt and export.dataset_path=DIR (and export.dataset=NAME)"
+        )
     elif target == "solvers":
         for name in cfg.solvers.get("scenarios") or []:
             check_choice(name, available_scenarios(), "solvers.scenarios")

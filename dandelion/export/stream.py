@@ -8,10 +8,16 @@ float32, time coordinates in hours since the epoch; the names of ``convention``)
 1. the coordinates and global attributes (:func:`dandelion.export.forecasts.forecasts_to_xarray` with no field, all
    ``trajectory`` and ``init_time`` values known before the rollout) are written by xarray under the temporary name;
 2. every data variable is created empty (netCDF4: ``createVariable``; Zarr: ``create_array`` with xarray's
-   ``_ARRAY_DIMENSIONS``) with the attributes of the first batch's Dataset;
-3. each batch (one trajectory, ``batch_size`` initial times) is written into its region; the temporary file is
-   renamed onto ``path`` only when complete (:func:`dandelion.export.writers.write_netcdf`'s rule), and removed when
-   the job fails (a full disk: :func:`dandelion.disk.disk_error`'s one line).
+   ``_ARRAY_DIMENSIONS``) with the attributes of the first Dataset written;
+3. each batch (one trajectory, ``batch_size`` initial times) is written into its region forecast by forecast
+   (:data:`WRITE_FORECASTS`); the temporary file is renamed onto ``path`` only when complete
+   (:func:`dandelion.export.writers.write_netcdf`'s rule), and removed when the job fails (a full disk:
+   :func:`dandelion.disk.disk_error`'s one line).
+
+Memory: one rollout batch (its normalised and decoded forecasts and truth; the batch before it is released first,
+:func:`dandelion.forecast.iter_rollout`), one forecast's Dataset and one trajectory's frames; the heap's freed pages
+are returned to the system after each batch (:func:`dandelion.heap.release_free_memory`). docs/jobs/export.md gives
+the measured peaks.
 """
 
 from __future__ import annotations
@@ -30,9 +36,28 @@ from dandelion.disk import check_free_space, disk_error
 from dandelion.export.forecasts import forecasts_to_xarray, to_xarray
 from dandelion.export.writers import _encoding, _fill, _time_encoding, to_convention
 from dandelion.forecast import collect_forecast, iter_rollout, select_files
+from dandelion.heap import release_free_memory
 from dandelion.runtime import is_zarr_store, temp_path
 
-__all__ = ["stream_forecasts"]
+__all__ = ["stream_forecasts", "WRITE_FORECASTS"]
+
+#: Forecasts made into one xarray Dataset and written at a time. Each step of the conversion (gathering, flipping
+#: the latitudes, splitting vector components) copies the data, so a Dataset of a whole rollout batch costs a few
+#: times the batch; one forecast's costs a few MB. The file is the same whatever the number (one map per chunk).
+WRITE_FORECASTS = 1
+
+
+def _parts(batch: dict, size: int):
+    """The forecasts of one :func:`dandelion.forecast.iter_rollout` batch, ``size`` at a time (views, no copy)."""
+    for s in range(0, len(batch["init"]), size):
+        cut = slice(s, s + size)
+        yield {
+            **batch,
+            "init": batch["init"][cut],
+            "init_slot": batch["init_slot"][cut],
+            "pred": {name: v[cut] for name, v in batch["pred"].items()},
+            "true": {name: v[cut] for name, v in batch["true"].items()},
+        }
 
 
 def _batch_dataset(batch: dict, model, dataset, n_steps: int, include_truth: bool, convention: str) -> xr.Dataset:
@@ -97,13 +122,17 @@ def stream_forecasts(
     n = 0
     try:
         for batch in batches:
-            ds = _batch_dataset(batch, model, dataset, n_steps, include_truth, convention)
-            if writer is None:
-                full = _full_coordinates(ds, batch, ids, model, dataset, n_steps, include_truth, convention)
-                _check_space(path, full, ds)
-                writer = (_ZarrWriter if format == "zarr" else _NetcdfWriter)(tmp, full, ds, chunks)
-            writer.write(ds, ids.index(int(batch["trajectory"])), int(batch["init_slot"][0]))
+            for part in _parts(batch, WRITE_FORECASTS):
+                ds = _batch_dataset(part, model, dataset, n_steps, include_truth, convention)
+                if writer is None:
+                    full = _full_coordinates(ds, part, ids, model, dataset, n_steps, include_truth, convention)
+                    _check_space(path, full, ds)
+                    writer = (_ZarrWriter if format == "zarr" else _NetcdfWriter)(tmp, full, ds, chunks)
+                writer.write(ds, ids.index(int(part["trajectory"])), int(part["init_slot"][0]))
+                del ds, part  # before the next part's copies are made
             n += len(batch["init"])
+            del batch  # before the rollout makes the next one
+            release_free_memory()  # the batch's freed pages, not kept in the heap beside the next one's
         if writer is None:
             raise ValueError("the rollout produced no forecast: check the trajectories and initial frames chosen")
         writer.close()

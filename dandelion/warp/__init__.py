@@ -50,7 +50,6 @@ from .layer import WARP_KERNELS, TangentWarpS2, set_warp_kernel
 from .padding import GhostPad
 from .sample import WarpSample
 from .sampler import SphereSampler, sample_sphere
-from .triton_sample import TritonWarpSample
 
 __all__ = [
     "GhostPad",
@@ -66,3 +65,12 @@ __all__ = [
     "set_warp_kernel",
     "warp_index",
 ]
+
+
+def __getattr__(name: str):
+    # read on first use (PEP 562): the Triton kernels' module imports triton (~75 MB resident), which only CUDA runs
+    if name == "TritonWarpSample":
+        from .triton_sample import TritonWarpSample
+
+        return TritonWarpSample
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,8 +18,6 @@ from ..pointwise import Pointwise
 from ..sphere import SphereGrid
 from .sample import WarpSample
 from .sampler import SphereSampler
-from .triton_sample import AVAILABLE as TRITON_AVAILABLE
-from .triton_sample import triton_warp_sample, usable_on
 
 __all__ = ["TangentWarpS2", "WARP_KERNELS", "set_warp_kernel"]
 
@@ -124,7 +122,11 @@ class TangentWarpS2(nn.Module):
         (:func:`~dandelion.warp.triton_sample.usable_on`; a failure is warned about once and the eager path runs).
         """
         if self.kernel == "auto":
-            return device.type == "cuda" and TRITON_AVAILABLE and usable_on(device)
+            if device.type != "cuda":
+                return False
+            from .triton_sample import AVAILABLE, usable_on  # imports triton (~75 MB resident): only on CUDA
+
+            return AVAILABLE and usable_on(device)
         return self.kernel == "triton"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -157,6 +159,8 @@ class TangentWarpS2(nn.Module):
         """:meth:`warp` with the displacements as one ``(B*heads, 2, nlat, nlon)`` tensor (east, north)."""
         b, c, nlat, nlon = values.shape
         if self.uses_triton(values.device):  # values stay in their (autocast) dtype; the index runs in float32
+            from .triton_sample import triton_warp_sample  # triton is imported on the first Triton warp only
+
             v = values.reshape(b * self.heads, c // self.heads, nlat, nlon)
             return triton_warp_sample(v, d, self.sampler).reshape(b, c, nlat, nlon)
         work = torch.promote_types(values.dtype, torch.float32)

@@ -1,8 +1,10 @@
 """Streaming export (dandelion/export/stream.py): the file written batch by batch equals the one written from the
 whole forecast in memory, in both formats and conventions; a failed write leaves no temporary file and an existing
-output untouched."""
+output untouched; the memory held at once is one rollout batch and one forecast's Dataset, never more."""
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ import tiny_model  # noqa: F401 - registers "_pointwise_test"
 import xarray as xr
 from tiny_checkpoint import pointwise_checkpoint
 
+from dandelion import forecast as forecast_module
 from dandelion.checkpoint import load_model
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.disk import DiskFullError
@@ -86,3 +89,46 @@ def test_a_write_that_runs_out_of_space_is_one_line_and_leaves_nothing(model_and
         stream.stream_forecasts(model, ds, tmp_path / "f.nc", n_steps=3)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "run"]
     assert np.isfinite(len(calls))
+
+
+def test_a_batch_is_written_one_forecast_at_a_time(model_and_data, tmp_path, monkeypatch):
+    """Each Dataset built and written holds WRITE_FORECASTS (one) forecast whatever the rollout's batch, and the
+    writes cover every (trajectory, initial time) once: the conversion's copies cost one forecast, not a batch."""
+    model, ds = model_and_data
+    real = stream._NetcdfWriter.write
+    writes = []
+
+    def spy(self, data, traj, slot):
+        writes.append((traj, slot, data.sizes["init_time"]))
+        real(self, data, traj, slot)
+
+    monkeypatch.setattr(stream._NetcdfWriter, "write", spy)
+    _, n = stream.stream_forecasts(model, ds, tmp_path / "f.nc", n_steps=3, batch_size=4, include_truth=True)
+    assert {size for *_, size in writes} == {1} == {stream.WRITE_FORECASTS}
+    assert sorted((traj, slot) for traj, slot, _ in writes) == [(t, s) for t in range(3) for s in range(6)]
+    assert n == len(writes) == 18
+
+
+def test_the_next_batch_is_rolled_out_once_the_last_one_is_released(model_and_data, tmp_path, monkeypatch):
+    """When a batch is rolled out, no array of an earlier batch is alive (its normalised rollout, decoded forecast
+    and truth): the export's memory is one batch, not two (torch's no_grad around a generator held the batch last
+    yielded while the next was made)."""
+    model, ds = model_and_data
+    earlier, alive = [], []
+    real_rollout, real_decode = forecast_module.rollout, model.layout.decode
+
+    def rollout(*args, **kwargs):
+        alive.append(sum(ref() is not None for ref in earlier))
+        out = real_rollout(*args, **kwargs)
+        earlier.append(weakref.ref(out))
+        return out
+
+    def decode(x):
+        fields = real_decode(x)
+        earlier.extend(weakref.ref(v) for v in fields.values())
+        return fields
+
+    monkeypatch.setattr(forecast_module, "rollout", rollout)
+    monkeypatch.setattr(model.layout, "decode", decode)
+    _, n = stream.stream_forecasts(model, ds, tmp_path / "f.nc", n_steps=3, batch_size=2, include_truth=True)
+    assert n == 18 and alive == [0] * 9

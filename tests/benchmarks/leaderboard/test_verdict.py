@@ -87,3 +87,48 @@ def test_saturated_columns_get_their_own_horizon_table(board):
     lines = H.horizon_table(agg, cols)
     assert lines[2] == "| dataset | a | b |"
     assert lines[4] == "| sat_64x128 | 8 / 5 (1.5000) | 8 / 5 (1.6000) |"
+
+
+def _incomplete_board():
+    """Both keys at 32x64. ``full_32x64``: a, b, c with three seeds each (b best). ``part_32x64``: a with three seeds,
+    far ahead, and b with one seed; c never ran there (as transport_32x64 with Dandelion's three seeds and SFNO's
+    one)."""
+    cells = [
+        _cell("full_32x64", m, k, v + 0.001 * k, v + 0.001 * k, SLOW)
+        for m, v in (("a", 0.30), ("b", 0.20), ("c", 0.25))
+        for k in range(3)
+    ]
+    cells += [_cell("part_32x64", "a", k, 0.10 + 0.001 * k, 0.10 + 0.001 * k, SLOW) for k in range(3)]
+    cells += [_cell("part_32x64", "b", 0, 0.50, 0.50, SLOW)]
+    agg = MD.aggregate(cells)
+    for d in agg:
+        for e in agg[d].values():
+            e["references"] = _refs(0.01)
+    return agg, ["full_32x64", "part_32x64"], ["a", "b", "c"]
+
+
+@pytest.mark.parametrize(
+    "expected, ranked",
+    [
+        (None, False),  # what the results hold at 32x64: a, b and c with seeds 0-2
+        ({"part_32x64": {"a": [0, 1, 2], "b": [0, 1, 2], "c": [0, 1, 2]}}, False),  # the scale's lists
+        ({"part_32x64": {"a": [0, 1, 2], "b": [0]}}, True),  # a scale that trains only these there
+    ],
+)
+def test_a_key_missing_a_models_cells_is_neither_ranked_nor_bold(expected, ranked):
+    agg, datasets, models = _incomplete_board()
+    kw = {} if expected is None else {"expected": expected}
+    cols = H.columns(agg, datasets, models, **kw)
+    text = "\n".join(verdict_paragraph(agg, datasets, models, cols))
+    rows = {
+        line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:5]]
+        for line in H.headline_table(agg, datasets, models, **kw)[2:]
+    }
+    assert rows["full_32x64"][1] == "**0.2010‡** / **0.2010**"  # the complete key is ranked either way
+    if ranked:
+        assert "a is best or tied in 2 (alone: part next, part 1:20)" in text and rows["part_32x64"][0].startswith("**")
+        return
+    assert "of 2 ranked columns" in text and "part next" not in text and "part 1:20" not in text
+    assert "1 dataset is not ranked, incomplete (models of the scale with a cell for every seed): part " in text
+    assert "(incomplete: 1 of 3 models)" in text
+    assert rows["part_32x64 (incomplete: 1 of 3 models)"] == ["0.1010‡ / 0.1010", "0.5000‡ / 0.5000", "–"]
