@@ -27,7 +27,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from dandelion.benchmarks.grid.cells import cell_path, fmt_value, metric_summaries
+from dandelion.benchmarks.grid.cells import cell_path, fmt_value, metric_summaries, protocol_hash
 from dandelion.benchmarks.grid.runs import _evaluate
 from dandelion.benchmarks.paths import resolve_scale_dirs
 from dandelion.cli.common import compose_config as compose
@@ -171,35 +171,47 @@ def _score(rec: dict, which: str) -> float:
     return float(rec[which]["vrmse"]["mean"])
 
 
-def _cell(values: list[float]) -> str:
+def _cell(values: list[float], digits: int = 4) -> str:
+    """``mean (min-max, n)`` of the seeds' values, or a dash."""
+    values = [v for v in values if v is not None]
     if not values:
         return "—"
     mean = statistics.fmean(values)
-    spread = (max(values) - min(values)) / 2 if len(values) > 1 else 0.0
-    return f"{mean:.4f} ± {spread:.4f} ({len(values)})"
+    if len(values) == 1:
+        return f"{mean:.{digits}f} (1)"
+    return f"{mean:.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f}, {len(values)})"
 
 
-def ablation_table(results_dir, variant: str, keys: list[str], references: list[str]) -> str:
-    """Markdown: per dataset, next-step and 1:20 VRMSE (mean ± half the min-max range over seeds, seed count) of
-    the variant, its base model's cells and the ``references`` models' cells (e.g. ``["sfno"]``)."""
+def ablation_table(
+    results_dir, variant: str, keys: list[str], references: list[str], protocols: dict | None = None
+) -> str:
+    """Markdown: per dataset, next-step and 1:20 VRMSE (mean, min-max over seeds, seed count), training CPU-seconds
+    per run (the step cost: every run takes the same number of steps) and parameters of the variant, its base model's
+    cells and the ``references`` models' cells (e.g. ``["sfno"]``). ``protocols``: dataset key -> the scale's
+    current ``protocol_hash``; cells made under another protocol (stale ones, which the next benchmark run remakes)
+    are left out, and so are variant records whose base cell's protocol was another."""
     spec = VARIANTS[variant]
     root = Path(results_dir)
     lines = [
-        "| dataset | model | next-step VRMSE | 1:20 VRMSE | parameters |",
-        "|---|---|---:|---:|---:|",
+        "| dataset | model | next-step VRMSE | 1:20 VRMSE | train CPU-s per run | parameters |",
+        "|---|---|---:|---:|---:|---:|",
     ]
     for key in keys:
+        current = (protocols or {}).get(key)
         rows = []
         for model in [spec["model"], *references]:
             recs = [json.loads(p.read_text()) for p in sorted((root / key / model).glob("seed*.json"))]
-            rows.append((model, recs))
+            rows.append((model, [r for r in recs if current is None or r.get("protocol_hash") == current]))
         vrecs = [json.loads(p.read_text()) for p in sorted((root / "ablation" / variant / key).glob("seed*.json"))]
+        vrecs = [r for r in vrecs if current is None or r.get("base_protocol_hash") == current]
         rows.insert(1, (f"{spec['model']} + {variant}", vrecs))
         for name, recs in rows:
             n_par = sorted({int(r.get("n_parameters", 0)) for r in recs})
+            cpu = [r.get("train_cpu_seconds") for r in recs]
             lines.append(
                 f"| {key} | {name} | {_cell([_score(r, 'next_step') for r in recs])} | "
-                f"{_cell([_score(r, 'rollout_mean') for r in recs])} | {', '.join(f'{n:,}' for n in n_par) or '—'} |"
+                f"{_cell([_score(r, 'rollout_mean') for r in recs])} | {_cell(cpu, 0)} | "
+                f"{', '.join(f'{n:,}' for n in n_par) or '—'} |"
             )
     return "\n".join(lines) + "\n"
 
@@ -226,7 +238,8 @@ def main(argv: list[str] | None = None) -> None:
                     f"1:20 {_score(rec, 'rollout_mean'):.4f}",
                     flush=True,
                 )
-    print(ablation_table(cfg.scale.results_dir, a.variant, a.datasets, a.references), end="")
+    protocols = {key: protocol_hash(cfg, key) for key in a.datasets}
+    print(ablation_table(cfg.scale.results_dir, a.variant, a.datasets, a.references, protocols), end="")
 
 
 if __name__ == "__main__":

@@ -49,3 +49,26 @@ def test_variant_retrains_the_cell_with_its_overrides_then_is_reused(tiny_scale,
 def test_unknown_variant_is_refused(tiny_scale):
     with pytest.raises(ValueError, match="choose one of"):
         V.run_variant(tiny_scale, "no_such_variant", "tiny_16x32", 0)
+
+
+def _record(path, **fields):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    score = {"vrmse": {"mean": fields.pop("score")}}
+    path.write_text(json.dumps({"next_step": score, "rollout_mean": score, "n_parameters": 10, **fields}))
+
+
+def test_table_leaves_out_cells_of_another_protocol(tmp_path):
+    """A stale base cell (made under another protocol, e.g. on the dataset's earlier size) is not compared with a
+    variant trained on the current data; seed ranges and the step cost come from the kept cells only."""
+    root = tmp_path / "results"
+    _record(root / "k" / "dandelion" / "seed0.json", protocol_hash="new", score=0.5, train_cpu_seconds=100.0)
+    _record(root / "k" / "dandelion" / "seed1.json", protocol_hash="new", score=0.7, train_cpu_seconds=120.0)
+    _record(root / "k" / "dandelion" / "seed2.json", protocol_hash="old", score=9.0, train_cpu_seconds=1.0)
+    _record(root / "ablation" / "cartesian" / "k" / "seed0.json", base_protocol_hash="new", score=0.25)
+    _record(root / "ablation" / "cartesian" / "k" / "seed1.json", base_protocol_hash="old", score=8.0)
+    table = V.ablation_table(root, "cartesian", ["k"], [], {"k": "new"})
+    base = next(line for line in table.splitlines() if line.startswith("| k | dandelion |"))
+    assert "0.6000 (0.5000-0.7000, 2)" in base and "110 (100-120, 2)" in base
+    variant = next(line for line in table.splitlines() if "+ cartesian" in line)
+    assert "0.2500 (1)" in variant and "8.0" not in variant
+    assert "9.0" in V.ablation_table(root, "cartesian", ["k"], [])  # without protocols, every cell is listed
