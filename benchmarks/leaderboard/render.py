@@ -155,10 +155,15 @@ def plot_error_vs_resolution(agg: dict, family: str, path) -> Path | None:
     return None if not keys else plot_trend(agg, keys, path, family)
 
 
-def plot_error_vs_lead_log(models: dict, path, title: str) -> Path:
+_REFERENCE_STYLES = {"persistence": ":", "linear_ar": "-.", "oracle": "--"}
+
+
+def plot_error_vs_lead_log(models: dict, path, title: str, references: dict | None = None) -> Path:
     """Error versus lead, one colour per model, one line style per metric registered with ``curve=True``
     (area-weighted VRMSE solid, the Well's dashed), log y axis (an unstable rollout grows by orders of
-    magnitude and would flatten every other curve)."""
+    magnitude and would flatten every other curve). ``references``: name -> reference record (persistence, linear
+    AR, the oracle; :data:`~dandelion.benchmarks.grid.cells.REFERENCES`), whose area-weighted VRMSE curves are drawn
+    in black, one line style each."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.6, 3.8))
     fig.subplots_adjust(left=0.13, right=0.97, bottom=0.14, top=0.9)
@@ -175,6 +180,13 @@ def plot_error_vs_lead_log(models: dict, path, title: str) -> Path:
                 x, y, ls=ls, color=c, marker="o" if ls == "-" else None, ms=3, label=f"{m}, {METRICS[metric].label}"
             )
             top = max([top, *(v for v in y if v == v)])
+    for name, rec in (references or {}).items():
+        y = ((rec.get("curves") or {}).get("vrmse") or {}).get("mean")
+        if y:
+            x = list(range(1, len(y) + 1))
+            if next(iter(models.values()))["lead_time_hours"]:
+                x = next(iter(models.values()))["lead_time_hours"][: len(y)]
+            ax.semilogy(x, y, ls=_REFERENCE_STYLES.get(name, ":"), color="k", lw=1.0, label=REFERENCES[name])
     for ref in sorted({METRICS[m].reference for m in metric_names(curve=True)} - {None}):
         if (
             top > 0.3 * ref
@@ -235,7 +247,9 @@ def leaderboard(cfg) -> dict:
     plots = {}
     if cfg.get("plots", True):
         for d, models in agg.items():
-            plots[f"error_vs_lead_{d}"] = str(plot_error_vs_lead_log(models, results_dir / f"error_vs_lead_{d}.png", d))
+            plots[f"error_vs_lead_{d}"] = str(
+                plot_error_vs_lead_log(models, results_dir / f"error_vs_lead_{d}.png", d, references.get(d))
+            )
             p = plot_training_curves(models, results_dir / f"training_curves_{d}.png", d)
             if p is not None:
                 plots[f"training_curves_{d}"] = str(p)
