@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import platform
 import sys
@@ -129,7 +130,6 @@ def _tables(sampler) -> list[torch.Tensor]:
         sampler.row_table,
         sampler.row_inv_step,
         sampler.bin_row,
-        sampler.kernel_constants,
     ]
 
 
@@ -138,23 +138,29 @@ def _grid(sampler) -> list[int]:
     return [sampler.gn, sampler.gs, sampler.nbins, sampler.hp, sampler.wp, int(sampler.uniform_rows)]
 
 
+def _scalars(sampler) -> list[float]:
+    """The sampler's scalars in double precision, as the eager path uses them: ``1/step``, ``nlon/(2 pi)``,
+    ``1/bin width`` (``kernel_constants`` would carry the rounding of the dtype the sampler was built in)."""
+    return [sampler.inv_step, sampler.nlon / (2 * math.pi), sampler.inv_bin_width]
+
+
 # The two kernels as torch ops, so that dispatch-level tools (the roofline meter; FakeTensorMode) see each as ONE op
 # reading its inputs and writing its outputs (as the Triton kernels, dandelion/warp/triton_sample.py). The schemas
 # and fake kernels are defined here, once per process; the compiled library adds the CPU kernels when loaded.
 if not globals().get("_OPS_DEFINED", False):
     _LIBRARY = torch.library.Library("dandelion", "FRAGMENT")
-    _LIBRARY.define("warp_sample_cpu(Tensor values, Tensor d, Tensor[] tables, int[] grid) -> Tensor")
+    _LIBRARY.define("warp_sample_cpu(Tensor values, Tensor d, Tensor[] tables, int[] grid, float[] scalars) -> Tensor")
     _LIBRARY.define(
-        "warp_sample_cpu_backward(Tensor grad, Tensor values, Tensor d, Tensor[] tables, int[] grid, bool need_v, "
-        "bool need_d) -> (Tensor, Tensor)"
+        "warp_sample_cpu_backward(Tensor grad, Tensor values, Tensor d, Tensor[] tables, int[] grid, "
+        "float[] scalars, bool need_v, bool need_d) -> (Tensor, Tensor)"
     )
 
     @torch.library.register_fake("dandelion::warp_sample_cpu", lib=_LIBRARY)
-    def _(values, d, tables, grid):
+    def _(values, d, tables, grid, scalars):
         return torch.empty_like(values)
 
     @torch.library.register_fake("dandelion::warp_sample_cpu_backward", lib=_LIBRARY)
-    def _(grad, values, d, tables, grid, need_v, need_d):
+    def _(grad, values, d, tables, grid, scalars, need_v, need_d):
         g_values = torch.empty_like(values) if need_v else values.new_empty(0)
         return g_values, (torch.empty_like(d) if need_d else d.new_empty(0))
 
@@ -175,7 +181,7 @@ class CppWarpSample(torch.autograd.Function):
     @staticmethod
     def forward(ctx, values, d, sampler):
         values, d = values.contiguous(), d.contiguous()
-        out = torch.ops.dandelion.warp_sample_cpu(values, d, _tables(sampler), _grid(sampler))
+        out = torch.ops.dandelion.warp_sample_cpu(values, d, _tables(sampler), _grid(sampler), _scalars(sampler))
         ctx.save_for_backward(values, d)
         ctx.sampler = sampler
         return out
@@ -184,11 +190,12 @@ class CppWarpSample(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         values, d = ctx.saved_tensors
+        s = ctx.sampler
         need_v, need_d = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         if not (need_v or need_d):
             return None, None, None
         g_values, g_d = torch.ops.dandelion.warp_sample_cpu_backward(
-            grad.contiguous(), values, d, _tables(ctx.sampler), _grid(ctx.sampler), need_v, need_d
+            grad.contiguous(), values, d, _tables(s), _grid(s), _scalars(s), need_v, need_d
         )
         return (g_values if need_v else None), (g_d if need_d else None), None
 
@@ -206,7 +213,8 @@ def usable() -> bool:
     The check runs forward and backward on tiny equiangular and Legendre-Gauss grids (both row maps; odd and
     even ``nlon``) and compares values and both gradients with :class:`~dandelion.warp.sample.WarpSample` (to
     1e-4 of their largest entry). A failure is warned about once and the caller (``kernel="auto"``) runs the
-    eager path. It runs outside any active dispatch mode (fake tensors, the roofline meter's op counter).
+    eager path. It runs outside any active dispatch mode and saved-tensor hooks (fake tensors, the roofline
+    meter's op counter and its count of saved activations).
     """
     if "usable" not in _STATE:
         _STATE["usable"] = load() is not None and _check()
@@ -216,8 +224,10 @@ def usable() -> bool:
 def _check() -> bool:
     from torch.utils._python_dispatch import _disable_current_modes  # private: the check must see real tensors
 
+    # identity hooks shadow any saved-tensor hooks of the caller (the roofline meter's count of saved activations)
+    shield = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
     try:
-        with _disable_current_modes(), torch.enable_grad(), torch.autocast("cpu", enabled=False):
+        with _disable_current_modes(), shield, torch.enable_grad(), torch.autocast("cpu", enabled=False):
             for grid, nlon in (("equiangular", 12), ("legendre-gauss", 11)):
                 sampler = SphereSampler(SphereGrid(6, nlon, grid))
                 gen = torch.Generator().manual_seed(0)

@@ -338,7 +338,7 @@ void run_all(const Args<T>& x, const Tables<T>& g) {
 }
 
 template <typename T>
-Tables<T> tables_of(at::TensorList t, int64_t nlat, int64_t nlon, at::IntArrayRef grid) {
+Tables<T> tables_of(at::TensorList t, int64_t nlat, int64_t nlon, at::IntArrayRef grid, at::ArrayRef<double> scalars) {
   Tables<T> g;
   g.sin_colat = t[0].data_ptr<T>();
   g.cos_colat = t[1].data_ptr<T>();
@@ -346,14 +346,16 @@ Tables<T> tables_of(at::TensorList t, int64_t nlat, int64_t nlon, at::IntArrayRe
   g.row_table = t[3].data_ptr<T>();
   g.row_inv_step = t[4].data_ptr<T>();
   g.bin_row = t[5].data_ptr<int32_t>();
-  const T* k = t[6].data_ptr<T>();
-  g.inv_step = k[0], g.col_per_rad = k[1], g.inv_bin_width = k[4];
+  // rounded to T as the eager path rounds its Python scalars (a float32 tensor times a double: float32 arithmetic)
+  g.inv_step = static_cast<T>(scalars[0]), g.col_per_rad = static_cast<T>(scalars[1]);
+  g.inv_bin_width = static_cast<T>(scalars[2]);
   g.nlat = nlat, g.nlon = nlon, g.gn = grid[0], g.gs = grid[1], g.nbins = grid[2], g.hp = grid[3], g.wp = grid[4];
   g.uniform = grid[5] != 0;
   return g;
 }
 
-void check(const at::Tensor& values, const at::Tensor& d, at::TensorList t, at::IntArrayRef grid) {
+void check(const at::Tensor& values, const at::Tensor& d, at::TensorList t, at::IntArrayRef grid,
+           at::ArrayRef<double> scalars) {
   TORCH_CHECK(values.dim() == 4 && d.dim() == 4, "warp_cpu: values (N, C, nlat, nlon) and d (N, 2, nlat, nlon)");
   TORCH_CHECK(d.size(0) == values.size(0) && d.size(1) == 2 && d.size(2) == values.size(2) &&
                   d.size(3) == values.size(3),
@@ -361,13 +363,14 @@ void check(const at::Tensor& values, const at::Tensor& d, at::TensorList t, at::
   TORCH_CHECK(values.is_contiguous() && d.is_contiguous(), "warp_cpu: values and d must be contiguous");
   TORCH_CHECK(values.device().is_cpu() && d.device().is_cpu(), "warp_cpu: CPU tensors only");
   TORCH_CHECK(values.scalar_type() == d.scalar_type(), "warp_cpu: values and d must have one dtype");
-  TORCH_CHECK(t.size() == 7 && grid.size() == 6, "warp_cpu: 7 tables and 6 grid integers expected");
+  TORCH_CHECK(t.size() == 6 && grid.size() == 6 && scalars.size() == 3,
+              "warp_cpu: 6 tables, 6 grid integers and 3 scalars expected");
   const int64_t nlat = values.size(2), nlon = values.size(3);
   TORCH_CHECK(grid[0] >= 0 && grid[0] < nlat && grid[1] >= 0 && grid[1] < nlat && grid[2] >= 1 &&
                   grid[3] >= nlat + 2 && grid[4] >= nlon + 1 && nlat >= 1 && nlon >= 2,
               "warp_cpu: grid integers (gn, gs, nbins, hp, wp, uniform) do not fit the values' grid");
-  const int64_t sizes[7] = {nlat, nlat, nlat, nlat + 2, nlat + 1, grid[2], 5};
-  for (int k = 0; k < 7; ++k) {
+  const int64_t sizes[6] = {nlat, nlat, nlat, nlat + 2, nlat + 1, grid[2]};
+  for (int k = 0; k < 6; ++k) {
     TORCH_CHECK(t[k].device().is_cpu() && t[k].is_contiguous() && t[k].numel() == sizes[k],
                 "warp_cpu: the sampler's tables must be contiguous CPU tensors that fit the grid");
     TORCH_CHECK(t[k].scalar_type() == (k == 5 ? at::kInt : values.scalar_type()),
@@ -375,21 +378,23 @@ void check(const at::Tensor& values, const at::Tensor& d, at::TensorList t, at::
   }
 }
 
-at::Tensor forward(const at::Tensor& values, const at::Tensor& d, at::TensorList tables, at::IntArrayRef grid) {
-  check(values, d, tables, grid);
+at::Tensor forward(const at::Tensor& values, const at::Tensor& d, at::TensorList tables, at::IntArrayRef grid,
+                   at::ArrayRef<double> scalars) {
+  check(values, d, tables, grid, scalars);
   auto out = at::empty_like(values);
   const int64_t nlat = values.size(2), nlon = values.size(3);
   AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "warp_cpu_forward", [&] {
     Args<scalar_t> x{values.data_ptr<scalar_t>(), d.data_ptr<scalar_t>(), nullptr, out.data_ptr<scalar_t>(),
                      nullptr, nullptr, values.size(0), values.size(1)};
-    run_all<scalar_t, false, false, false>(x, tables_of<scalar_t>(tables, nlat, nlon, grid));
+    run_all<scalar_t, false, false, false>(x, tables_of<scalar_t>(tables, nlat, nlon, grid, scalars));
   });
   return out;
 }
 
 std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& grad, const at::Tensor& values, const at::Tensor& d,
-                                            at::TensorList tables, at::IntArrayRef grid, bool need_v, bool need_d) {
-  check(values, d, tables, grid);
+                                            at::TensorList tables, at::IntArrayRef grid,
+                                            at::ArrayRef<double> scalars, bool need_v, bool need_d) {
+  check(values, d, tables, grid, scalars);
   TORCH_CHECK(grad.sizes() == values.sizes() && grad.is_contiguous() && grad.scalar_type() == values.scalar_type(),
               "warp_cpu: the output gradient must be contiguous, with the values' shape and dtype");
   auto g_values = need_v ? at::zeros_like(values) : values.new_empty({0});
@@ -404,7 +409,7 @@ std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& grad, const at::Te
                      need_d ? g_d.data_ptr<scalar_t>() : nullptr,
                      values.size(0),
                      values.size(1)};
-    auto g = tables_of<scalar_t>(tables, nlat, nlon, grid);
+    auto g = tables_of<scalar_t>(tables, nlat, nlon, grid, scalars);
     if (need_v && need_d) run_all<scalar_t, true, true, true>(x, g);
     if (need_v && !need_d) run_all<scalar_t, true, true, false>(x, g);
     if (!need_v && need_d) run_all<scalar_t, true, false, true>(x, g);

@@ -101,7 +101,7 @@ WARP_INLINE Index<T> warp_index(T a, T b, T st, T ct, T colat_i, T i1, T j, cons
   constexpr T TOL2 = (8 * EPS) * (8 * EPS);
   const T top = static_cast<T>(g.nlat + 1);
   T s2 = a * a + b * b;
-  T s = std::sqrt(s2 > EPS * EPS ? s2 : EPS * EPS);
+  T s = std::sqrt(s2 < EPS * EPS ? EPS * EPS : s2);  // NaN stays NaN, as torch.clamp_min keeps it
   T sn, cs;
   M::sincos(s, sn, cs);
   T sinc = sn / s;
@@ -121,8 +121,8 @@ WARP_INLINE Index<T> warp_index(T a, T b, T st, T ct, T colat_i, T i1, T j, cons
   T slope;
   if (UNIFORM) {
     T pre = i1 + dth * g.inv_step;
-    T r = pre > 0 ? pre : T(0);
-    out.rows = r < top ? r : top;
+    T r = pre < 0 ? T(0) : pre;  // NaN stays NaN (the corners poison its weights)
+    out.rows = r > top ? top : r;
     slope = (pre >= 0 && pre <= top) ? g.inv_step : T(0);
   } else {  // the colatitude; row_lookup maps it to a row (table gathers do not vectorise) and scales ra, rb
     out.rows = colat_i + dth;
@@ -169,7 +169,7 @@ WARP_INLINE T row_lookup(T theta, const Tables<T>& g, T& slope) {
   k = k < 0 ? 0 : (k > g.nlat ? static_cast<int>(g.nlat) : k);
   const T step_inv = g.row_inv_step[k];
   slope = (theta >= t0 && theta <= t1) ? step_inv : T(0);
-  return static_cast<T>(k) + (t - g.row_table[k]) * step_inv;
+  return static_cast<T>(k) + (t - g.row_table[k]) * step_inv + (theta - theta);  // + 0, or NaN for NaN
 }
 
 }  // namespace dandelion_warp
