@@ -16,7 +16,8 @@ float32 rounding; zero displacement is the identity bit for bit; the gradients d
 points where a sample lies exactly on the south ghost row's lower edge or rounds onto the periodic column,
 where the eager sampler differentiates through the zero border that the padded image carries. The backward
 scatters the value gradient per head without atomics (deterministic for any thread count) and recomputes the
-index and its Jacobian instead of saving them: it saves only the values and the displacements.
+index and its Jacobian instead of saving them: it saves only the displacements and, where they need a gradient, a
+channels-last copy of the values (the layout its channel loops read; the size of the values).
 """
 
 from __future__ import annotations
@@ -149,19 +150,23 @@ def _scalars(sampler) -> list[float]:
 # and fake kernels are defined here, once per process; the compiled library adds the CPU kernels when loaded.
 if not globals().get("_OPS_DEFINED", False):
     _LIBRARY = torch.library.Library("dandelion", "FRAGMENT")
-    _LIBRARY.define("warp_sample_cpu(Tensor values, Tensor d, Tensor[] tables, int[] grid, float[] scalars) -> Tensor")
     _LIBRARY.define(
-        "warp_sample_cpu_backward(Tensor grad, Tensor values, Tensor d, Tensor[] tables, int[] grid, "
+        "warp_sample_cpu(Tensor values, Tensor d, Tensor[] tables, int[] grid, float[] scalars, bool keep) "
+        "-> (Tensor, Tensor)"
+    )
+    _LIBRARY.define(
+        "warp_sample_cpu_backward(Tensor grad, Tensor values_cl, Tensor d, Tensor[] tables, int[] grid, "
         "float[] scalars, bool need_v, bool need_d) -> (Tensor, Tensor)"
     )
 
     @torch.library.register_fake("dandelion::warp_sample_cpu", lib=_LIBRARY)
-    def _(values, d, tables, grid, scalars):
-        return torch.empty_like(values)
+    def _(values, d, tables, grid, scalars, keep):
+        n, c, nlat, nlon = values.shape
+        return torch.empty_like(values), (values.new_empty(n, nlat, nlon, c) if keep else values.new_empty(0))
 
     @torch.library.register_fake("dandelion::warp_sample_cpu_backward", lib=_LIBRARY)
-    def _(grad, values, d, tables, grid, scalars, need_v, need_d):
-        g_values = torch.empty_like(values) if need_v else values.new_empty(0)
+    def _(grad, values_cl, d, tables, grid, scalars, need_v, need_d):
+        g_values = torch.empty_like(grad) if need_v else grad.new_empty(0)
         return g_values, (torch.empty_like(d) if need_d else d.new_empty(0))
 
     _OPS_DEFINED = True
@@ -172,7 +177,8 @@ class CppWarpSample(torch.autograd.Function):
 
     ``values (N, C, nlat, nlon)`` and displacements ``d (N, 2, nlat, nlon)`` (east, north; radians) on the CPU, in
     the dtype of ``sampler`` (the grid's :class:`~dandelion.warp.sampler.SphereSampler`: float32, or float64 after
-    ``.double()``). Returns ``(N, C, nlat, nlon)``. Saves only ``values`` and ``d``. Differentiable once. The
+    ``.double()``). Returns ``(N, C, nlat, nlon)``. Saves only ``d`` and, where ``d`` needs a gradient, the values
+    channels last ``(N, nlat, nlon, C)``. Differentiable once. The
     kernels run as the custom ops ``torch.ops.dandelion.warp_sample_cpu`` and ``warp_sample_cpu_backward``.
 
     Raises RuntimeError (from the kernel) for tensors off the CPU or of another dtype than the sampler's tables.
@@ -181,21 +187,24 @@ class CppWarpSample(torch.autograd.Function):
     @staticmethod
     def forward(ctx, values, d, sampler):
         values, d = values.contiguous(), d.contiguous()
-        out = torch.ops.dandelion.warp_sample_cpu(values, d, _tables(sampler), _grid(sampler), _scalars(sampler))
-        ctx.save_for_backward(values, d)
+        keep = ctx.needs_input_grad[1]  # the displacement gradient reads the values, channels last
+        out, values_cl = torch.ops.dandelion.warp_sample_cpu(
+            values, d, _tables(sampler), _grid(sampler), _scalars(sampler), keep
+        )
+        ctx.save_for_backward(values_cl, d)
         ctx.sampler = sampler
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
-        values, d = ctx.saved_tensors
+        values_cl, d = ctx.saved_tensors
         s = ctx.sampler
         need_v, need_d = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         if not (need_v or need_d):
             return None, None, None
         g_values, g_d = torch.ops.dandelion.warp_sample_cpu_backward(
-            grad.contiguous(), values, d, _tables(s), _grid(s), _scalars(s), need_v, need_d
+            grad.contiguous(), values_cl, d, _tables(s), _grid(s), _scalars(s), need_v, need_d
         )
         return (g_values if need_v else None), (g_d if need_d else None), None
 

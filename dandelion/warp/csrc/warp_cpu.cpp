@@ -139,7 +139,8 @@ WARP_INLINE T corner_value(const T* v, const Block<T, NC>& blk, int c, int k) {
 
 template <typename T>
 struct Args {
-  const T* values;
+  const T* values;  // channels first (the forward's input)
+  T* values_cl;     // channels last: the forward's copy kept for the backward (or null), the backward's input
   const T* d;
   const T* g_out;
   T* out;
@@ -282,7 +283,14 @@ void run_head(const Args<T>& x, int64_t n, const Tables<T>& g, std::vector<T>& v
   const int64_t npix = g.nlat * g.nlon, plane = n * x.c * npix;
   const T* da = x.d + n * 2 * npix;
   const T* db = da + npix;
-  if (!BACKWARD || NEED_D) to_channels_last<T, CC>(x.values + plane, vt.data(), x.c, npix);
+  const T* v = nullptr;  // this head's values, channels last
+  if (!BACKWARD) {
+    T* copy = x.values_cl ? x.values_cl + plane : vt.data();
+    to_channels_last<T, CC>(x.values + plane, copy, x.c, npix);
+    v = copy;
+  } else if (NEED_D) {
+    v = x.values_cl + plane;
+  }
   if (BACKWARD && NEED_V) std::fill(gvt.begin(), gvt.end(), T(0));
   Block<T, NC> blk;  // about 24 KiB (float32, odd nlon) to 40 KiB (float64) of stack
   for (int64_t i = 0; i < g.nlat; ++i) {
@@ -292,11 +300,10 @@ void run_head(const Args<T>& x, int64_t n, const Tables<T>& g, std::vector<T>& v
       index_block<T, UNIFORM, BACKWARD && NEED_D, NC>(blk, da + base, db + base, i, j0, len, g);
       corner_block<T, ODD, NC>(blk, len, g);
       if (!BACKWARD) {
-        forward_block<T, ODD, NC, CC>(vt.data(), x.out + plane + base, x.c, npix, len, blk);
+        forward_block<T, ODD, NC, CC>(v, x.out + plane + base, x.c, npix, len, blk);
         continue;
       }
-      backward_block<T, ODD, NEED_V, NEED_D, NC, CC>(vt.data(), gvt.data(), x.g_out + plane + base, x.c, npix, len,
-                                                     blk);
+      backward_block<T, ODD, NEED_V, NEED_D, NC, CC>(v, gvt.data(), x.g_out + plane + base, x.c, npix, len, blk);
       if (NEED_D) {
         T* ga = x.g_d + n * 2 * npix + base;
         T* gb = ga + npix;
@@ -327,7 +334,7 @@ void run_all(const Args<T>& x, const Tables<T>& g) {
   const bool odd = g.nlon % 2 == 1, uniform = g.uniform;
   at::parallel_for(0, x.n, 1, [&](int64_t n0, int64_t n1) {
     const int64_t size = x.c * g.nlat * g.nlon;  // one head's values, channels last (and its gradient)
-    std::vector<T> vt(!BACKWARD || NEED_D ? size : 0), gvt(BACKWARD && NEED_V ? size : 0);
+    std::vector<T> vt(!BACKWARD && !x.values_cl ? size : 0), gvt(BACKWARD && NEED_V ? size : 0);
     for (int64_t n = n0; n < n1; ++n) {
       if (uniform && !odd) run_head_c<T, true, false, BACKWARD, NEED_V, NEED_D>(x, n, g, vt, gvt);
       if (uniform && odd) run_head_c<T, true, true, BACKWARD, NEED_V, NEED_D>(x, n, g, vt, gvt);
@@ -356,6 +363,7 @@ Tables<T> tables_of(at::TensorList t, int64_t nlat, int64_t nlon, at::IntArrayRe
 
 void check(const at::Tensor& values, const at::Tensor& d, at::TensorList t, at::IntArrayRef grid,
            at::ArrayRef<double> scalars) {
+  // values: the values (forward) or the output gradient (backward), (N, C, nlat, nlon)
   TORCH_CHECK(values.dim() == 4 && d.dim() == 4, "warp_cpu: values (N, C, nlat, nlon) and d (N, 2, nlat, nlon)");
   TORCH_CHECK(d.size(0) == values.size(0) && d.size(1) == 2 && d.size(2) == values.size(2) &&
                   d.size(3) == values.size(3),
@@ -378,37 +386,49 @@ void check(const at::Tensor& values, const at::Tensor& d, at::TensorList t, at::
   }
 }
 
-at::Tensor forward(const at::Tensor& values, const at::Tensor& d, at::TensorList tables, at::IntArrayRef grid,
-                   at::ArrayRef<double> scalars) {
+// values (N, C, nlat, nlon) -> (output, the values channels last (N, nlat, nlon, C) for the backward if keep)
+std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& values, const at::Tensor& d, at::TensorList tables,
+                                           at::IntArrayRef grid, at::ArrayRef<double> scalars, bool keep) {
   check(values, d, tables, grid, scalars);
   auto out = at::empty_like(values);
-  const int64_t nlat = values.size(2), nlon = values.size(3);
+  const int64_t n = values.size(0), c = values.size(1), nlat = values.size(2), nlon = values.size(3);
+  auto values_cl = keep ? values.new_empty({n, nlat, nlon, c}) : values.new_empty({0});
   AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "warp_cpu_forward", [&] {
-    Args<scalar_t> x{values.data_ptr<scalar_t>(), d.data_ptr<scalar_t>(), nullptr, out.data_ptr<scalar_t>(),
-                     nullptr, nullptr, values.size(0), values.size(1)};
+    Args<scalar_t> x{values.data_ptr<scalar_t>(),
+                     keep ? values_cl.data_ptr<scalar_t>() : nullptr,
+                     d.data_ptr<scalar_t>(),
+                     nullptr,
+                     out.data_ptr<scalar_t>(),
+                     nullptr,
+                     nullptr,
+                     n,
+                     c};
     run_all<scalar_t, false, false, false>(x, tables_of<scalar_t>(tables, nlat, nlon, grid, scalars));
   });
-  return out;
+  return std::make_tuple(out, values_cl);
 }
 
-std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& grad, const at::Tensor& values, const at::Tensor& d,
+// -> (value gradient, displacement gradient); values_cl: the forward's channels-last copy (needed for need_d)
+std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& grad, const at::Tensor& values_cl, const at::Tensor& d,
                                             at::TensorList tables, at::IntArrayRef grid,
                                             at::ArrayRef<double> scalars, bool need_v, bool need_d) {
-  check(values, d, tables, grid, scalars);
-  TORCH_CHECK(grad.sizes() == values.sizes() && grad.is_contiguous() && grad.scalar_type() == values.scalar_type(),
-              "warp_cpu: the output gradient must be contiguous, with the values' shape and dtype");
-  auto g_values = need_v ? at::zeros_like(values) : values.new_empty({0});
+  check(grad, d, tables, grid, scalars);
+  const int64_t n = grad.size(0), c = grad.size(1), nlat = grad.size(2), nlon = grad.size(3);
+  TORCH_CHECK(!need_d || (values_cl.sizes() == at::IntArrayRef({n, nlat, nlon, c}) && values_cl.is_contiguous() &&
+                          values_cl.scalar_type() == grad.scalar_type() && values_cl.device().is_cpu()),
+              "warp_cpu: the values must come channels last, (N, nlat, nlon, C), as the forward kept them");
+  auto g_values = need_v ? at::empty_like(grad) : grad.new_empty({0});  // every entry is written
   auto g_d = need_d ? at::empty_like(d) : d.new_empty({0});
-  const int64_t nlat = values.size(2), nlon = values.size(3);
-  AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "warp_cpu_backward", [&] {
-    Args<scalar_t> x{values.data_ptr<scalar_t>(),
+  AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "warp_cpu_backward", [&] {
+    Args<scalar_t> x{nullptr,
+                     need_d ? const_cast<scalar_t*>(values_cl.data_ptr<scalar_t>()) : nullptr,
                      d.data_ptr<scalar_t>(),
                      grad.data_ptr<scalar_t>(),
                      nullptr,
                      need_v ? g_values.data_ptr<scalar_t>() : nullptr,
                      need_d ? g_d.data_ptr<scalar_t>() : nullptr,
-                     values.size(0),
-                     values.size(1)};
+                     n,
+                     c};
     auto g = tables_of<scalar_t>(tables, nlat, nlon, grid, scalars);
     if (need_v && need_d) run_all<scalar_t, true, true, true>(x, g);
     if (need_v && !need_d) run_all<scalar_t, true, true, false>(x, g);
