@@ -202,3 +202,26 @@ def test_a_failed_build_warns_once_and_auto_runs_eager(monkeypatch):
     assert torch.equal(layer(x), eager(x))
     with pytest.raises(RuntimeError, match="kernel='cpp'.*could not be built"):
         TangentWarpS2(grid, 8, 2, 4, init_radius=0.4, kernel="cpp")(x)
+
+
+def test_roofline_meter_sees_one_op_each_way_and_the_bench_records_the_kernel():
+    """On fake tensors the C++ warp is one op each way (the ops' fake kernels), moving fewer bytes and saving less
+    than the eager warp; ``dandelion-bench target=models`` records the kernel the warps ran."""
+    from dandelion.benchmarks.speed.models import warp_kernel_ran
+    from dandelion.benchmarks.speed.roofline import count_step
+    from dandelion.registry import build_model
+
+    counts = {}
+    for kernel in ("cpp", "eager"):
+        torch.manual_seed(0)
+        model = build_model("dandelion", "tiny", 4, 2, 16, 32, "equiangular")
+        set_warp_kernel(model, kernel)
+        assert warp_kernel_ran(model, torch.device("cpu")) == kernel
+        counts[kernel] = count_step(model, torch.zeros(2, 4, 16, 32), "fp32")
+    (cpp, cpp_saved), (eager, eager_saved) = counts["cpp"], counts["eager"]
+    names = {name for _, name in cpp.ops}
+    assert {"dandelion.warp_sample_cpu", "dandelion.warp_sample_cpu_backward"} <= names
+    assert "grid_sampler_2d" not in names and "grid_sampler_2d" in {name for _, name in eager.ops}
+    assert sum(r["bytes"] for r in cpp.ops.values()) < sum(r["bytes"] for r in eager.ops.values())
+    assert cpp_saved < eager_saved
+    assert warp_kernel_ran(build_model("sfno", "tiny", 4, 2, 16, 32, "equiangular"), torch.device("cpu")) is None
