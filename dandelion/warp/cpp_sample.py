@@ -37,7 +37,7 @@ from ..sphere import SphereGrid
 from .sample import WarpSample
 from .sampler import SphereSampler
 
-__all__ = ["SOURCE", "CppWarpSample", "cpp_warp_sample", "load", "usable"]
+__all__ = ["HEADERS", "SOURCE", "CppWarpSample", "load", "usable"]
 
 #: the kernel's source and the header it includes, shipped as package data
 SOURCE = Path(__file__).with_name("csrc") / "warp_cpu.cpp"
@@ -179,13 +179,17 @@ class CppWarpSample(torch.autograd.Function):
     the dtype of ``sampler`` (the grid's :class:`~dandelion.warp.sampler.SphereSampler`: float32, or float64 after
     ``.double()``). Returns ``(N, C, nlat, nlon)``. Saves only ``d`` and, where ``d`` needs a gradient, the values
     channels last ``(N, nlat, nlon, C)``. Differentiable once. The
-    kernels run as the custom ops ``torch.ops.dandelion.warp_sample_cpu`` and ``warp_sample_cpu_backward``.
+    kernels run as the custom ops ``torch.ops.dandelion.warp_sample_cpu`` and ``warp_sample_cpu_backward``; the
+    first call builds or loads them (:func:`load`).
 
-    Raises RuntimeError (from the kernel) for tensors off the CPU or of another dtype than the sampler's tables.
+    Raises RuntimeError where the kernels cannot be built, and (from the kernel) for tensors off the CPU or of
+    another dtype than the sampler's tables.
     """
 
     @staticmethod
     def forward(ctx, values, d, sampler):
+        if load() is None:  # builds or loads the kernels on first use (cached)
+            raise RuntimeError("the fused C++ warp kernel could not be built (see the warning); use kernel='eager'")
         values, d = values.contiguous(), d.contiguous()
         keep = ctx.needs_input_grad[1]  # the displacement gradient reads the values, channels last
         out, values_cl = torch.ops.dandelion.warp_sample_cpu(
@@ -207,13 +211,6 @@ class CppWarpSample(torch.autograd.Function):
             grad.contiguous(), values_cl, d, _tables(s), _grid(s), _scalars(s), need_v, need_d
         )
         return (g_values if need_v else None), (g_d if need_d else None), None
-
-
-def cpp_warp_sample(values: torch.Tensor, d: torch.Tensor, sampler) -> torch.Tensor:
-    """:class:`CppWarpSample` ``.apply`` (RuntimeError where the extension cannot be built)."""
-    if load() is None:
-        raise RuntimeError("the fused C++ warp kernel could not be built (see the warning); use kernel='eager'")
-    return CppWarpSample.apply(values, d, sampler)
 
 
 def usable() -> bool:
