@@ -76,6 +76,21 @@ def test_cpp_warp_matches_eager_forward_and_backward(nlat, nlon, grid, kind, cha
         torch.testing.assert_close(a, b, rtol=0, atol=float(tol * b.detach().abs().max()))
 
 
+@pytest.mark.parametrize("channels", [8, 16, 32, 5])
+@pytest.mark.parametrize("grid", ["equiangular", "legendre-gauss"])
+def test_cpp_warp_matches_eager_for_every_vectorised_channel_count(channels, grid):
+    """The channel counts with their own vectorised loops (8, 16, 32 per head) and one without, against eager."""
+    s = SphereSampler(SphereGrid(6, 12, grid))
+    g = torch.Generator().manual_seed(channels)
+    v = torch.randn(3, channels, 6, 12, generator=g, requires_grad=True)
+    d = _displacements("beyond_half_pi", 3, 6, 12, torch.float32, g).requires_grad_()
+    w = torch.randn(3, channels, 6, 12, generator=g)
+    out, ref = CppWarpSample.apply(v, d, s), WarpSample.apply(v, d, s)
+    torch.testing.assert_close(out, ref, rtol=0, atol=2e-4 * float(ref.detach().abs().max()))
+    for a, b in zip(torch.autograd.grad(out, (v, d), w), torch.autograd.grad(ref, (v, d), w)):
+        torch.testing.assert_close(a, b, rtol=0, atol=2e-4 * float(b.abs().max()))
+
+
 @pytest.mark.parametrize("nlat,nlon,grid", CASES)
 @pytest.mark.parametrize("channels", CHANNELS)
 def test_cpp_warp_zero_displacement_is_identity(nlat, nlon, grid, channels):

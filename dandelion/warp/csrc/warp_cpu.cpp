@@ -11,14 +11,14 @@
 //   B. the four corners of every node in the data planes (ghost rows beyond the poles are the rows nearest the
 //      poles at longitude + pi, the mean of the two columns around it for odd nlon; the periodic column is
 //      column 0): no padded image is ever built;
-//   C. per channel, the bilinear sum (forward), or the scatter of the value gradient and the accumulation of
-//      the index gradient over channels (backward), applied through the Jacobian at the end.
+//   C. over the head's channels at once (its values channels last, one vector per node), the bilinear sum
+//      (forward), or the scatter of the value gradient and the derivatives of the sample in the padded row and
+//      column summed over channels (backward), applied through the Jacobian at the end.
 // Zero displacement is the identity bit for bit (the increments are gated to exactly zero).
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty_like.h>
-#include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -131,12 +131,6 @@ inline void corner_block(Block<T, NC>& blk, int len, const Tables<T>& g) {
   }
 }
 
-template <typename T, bool ODD, int NC>
-WARP_INLINE T corner_value(const T* v, const Block<T, NC>& blk, int c, int k) {
-  if (ODD) return T(0.5) * (v[blk.off[2 * c][k]] + v[blk.off[2 * c + 1][k]]);
-  return v[blk.off[c][k]];
-}
-
 template <typename T>
 struct Args {
   const T* values;  // channels first (the forward's input)
@@ -149,9 +143,10 @@ struct Args {
   int64_t n, c;
 };
 
-// Pass C works on one head's values in channels-last order (node-major: a node's C channels side by side), copied
-// into a scratch buffer per head (L2-resident at these sizes): a corner is then C contiguous values, and the
-// channel loops below vectorise (C a compile-time constant for the common 4, 8, 16 and 32 channels per head).
+// Pass C works on one head's values in channels-last order (node-major: a node's C channels side by side): the
+// forward copies them there (into the tensor the backward keeps, or a scratch buffer), the backward scatters the
+// value gradient into a scratch buffer in that order and copies it back. A corner is then C contiguous values, and
+// the channel loops below vectorise (C a compile-time constant for the common 4, 8, 16 and 32 channels per head).
 template <typename T, int CC>
 void to_channels_last(const T* __restrict__ src, T* __restrict__ dst, int64_t c_rt, int64_t npix) {
   const int64_t C = CC > 0 ? CC : c_rt;
