@@ -28,6 +28,7 @@ import math
 import os
 import platform
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -37,7 +38,7 @@ from ..sphere import SphereGrid
 from .sample import WarpSample
 from .sampler import SphereSampler
 
-__all__ = ["HEADERS", "SOURCE", "CppWarpSample", "load", "usable"]
+__all__ = ["HEADERS", "SOURCE", "STALE_LOCK_S", "CppWarpSample", "clear_stale_lock", "load", "usable"]
 
 #: the kernel's source and the header it includes, shipped as package data
 SOURCE = Path(__file__).with_name("csrc") / "warp_cpu.cpp"
@@ -92,6 +93,32 @@ def load() -> str | None:
     return _STATE["module"]
 
 
+#: seconds after which a build folder's lock counts as left by an interrupted build (a build takes a minute or two)
+STALE_LOCK_S = 1800.0
+
+
+def clear_stale_lock(folder: Path) -> bool:
+    """Remove ``folder/lock`` when it is older than :data:`STALE_LOCK_S` (warned about); True if one was removed.
+
+    torch.utils.cpp_extension waits, without a time limit, for the lock of a build that another process runs; a
+    build killed before it released its lock would leave every later process waiting forever.
+    """
+    lock = Path(folder) / "lock"
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except OSError:
+        return False
+    if age <= STALE_LOCK_S:
+        return False
+    warnings.warn(
+        f"removing {lock}, left {age / 60:.0f} minutes ago by an interrupted build of the C++ warp kernel",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+    lock.unlink(missing_ok=True)
+    return True
+
+
 def _build() -> str:
     # torch.utils.cpp_extension imports setuptools and logs a CUDA_HOME notice on import: only when building
     quiet = logging.getLogger("torch.utils.cpp_extension")
@@ -105,6 +132,7 @@ def _build() -> str:
     files = {path.name: path.read_bytes() for path in (SOURCE, *HEADERS)}
     name = _build_name(b"".join(files.values()), cflags)
     folder = Path(cpp_extension._get_build_directory(name, verbose=False))  # private: TORCH_EXTENSIONS_DIR's rules
+    clear_stale_lock(folder)
     for file, text in files.items():
         copy = folder / file
         if not copy.exists() or copy.read_bytes() != text:

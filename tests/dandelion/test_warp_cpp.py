@@ -10,6 +10,7 @@ cannot be built (no C++ compiler or ninja).
 
 import copy
 import math
+import os
 
 import pytest
 import torch
@@ -194,6 +195,19 @@ def test_layer_selects_the_cpp_kernel_on_the_cpu():
     torch.testing.assert_close(fused(x), eager(x), rtol=1e-4, atol=1e-4)
     with torch.autocast("cpu", dtype=torch.bfloat16):  # both run the warp in float32 under autocast
         torch.testing.assert_close(fused(x), eager(x), rtol=1e-4, atol=1e-4)
+
+
+def test_a_stale_build_lock_is_removed_and_a_fresh_one_kept(tmp_path):
+    """A lock older than STALE_LOCK_S (an interrupted build) is removed with a warning; a recent one is another
+    process's build in progress and stays."""
+    lock = tmp_path / "lock"
+    lock.write_text("")
+    assert not cpp_sample.clear_stale_lock(tmp_path) and lock.exists()
+    old = lock.stat().st_mtime - cpp_sample.STALE_LOCK_S - 60
+    os.utime(lock, (old, old))
+    with pytest.warns(RuntimeWarning, match="interrupted build"):
+        assert cpp_sample.clear_stale_lock(tmp_path)
+    assert not lock.exists() and not cpp_sample.clear_stale_lock(tmp_path)
 
 
 def test_a_failed_build_warns_once_and_auto_runs_eager(monkeypatch):
