@@ -129,7 +129,7 @@ class WarpBlockS2(nn.Module):
         Each head's displacement also follows a Cartesian vector linear in the features
         (:class:`~dandelion.warp.TangentWarpS2`, ``cartesian``).
     warp_kernel : str
-        The warp's sampling kernel (``auto``, ``eager``, ``triton``; :data:`~dandelion.warp.WARP_KERNELS`).
+        The warp's sampling kernel (``auto``, ``eager``, ``triton``, ``cpp``; :data:`~dandelion.warp.WARP_KERNELS`).
 
     Shapes: ``(B, channels, nlat, nlon)`` (and ``cond (B, cond_dim)``) -> same.
     """

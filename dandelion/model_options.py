@@ -181,8 +181,9 @@ class DandelionExecution:
         identity bit for bit). Falls back to the eager kernels with a warning when compilation fails. Off by
         default.
     warp_kernel : str
-        The warps' sampling kernel: ``auto`` (default: the fused Triton kernel on CUDA, the eager one elsewhere),
-        ``eager`` or ``triton`` (:data:`~dandelion.warp.WARP_KERNELS`); both equal to float32 rounding.
+        The warps' sampling kernel: ``auto`` (default: the fused Triton kernel on CUDA, the fused C++ kernel on
+        the CPU, compiled on first use and cached; the eager one where neither runs), ``eager``, ``triton`` or
+        ``cpp`` (:data:`~dandelion.warp.WARP_KERNELS`); all equal to float32 rounding.
 
     Raises
     ------
@@ -197,8 +198,8 @@ class DandelionExecution:
     def __post_init__(self):
         object.__setattr__(self, "checkpoint_blocks", bool(self.checkpoint_blocks))
         object.__setattr__(self, "compile_kernels", bool(self.compile_kernels))
-        if self.warp_kernel not in ("auto", "eager", "triton"):
-            raise ValueError(f"warp_kernel={self.warp_kernel!r}: choose one of auto, eager, triton")
+        if self.warp_kernel not in ("auto", "eager", "triton", "cpp"):
+            raise ValueError(f"warp_kernel={self.warp_kernel!r}: choose one of auto, eager, triton, cpp")
 
 
 @dataclass(frozen=True)

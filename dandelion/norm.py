@@ -128,8 +128,11 @@ def _norm_forward(x, weight, bias, row_weights, groups: int, eps: float):
     var = torch.matmul(torch.linalg.vecdot(d, d), row_weights).reshape(b, g, -1).mean(-1, keepdim=True)
     s = torch.rsqrt(var + eps)  # (B, G, 1)
     scale = s.expand(b, g, c // g).reshape(b, c) * weight
-    y = torch.empty_like(x) if x.dtype != d.dtype else None  # the float32 result written in x's dtype
-    return torch.addcmul(bias[:, None, None], d, scale[:, :, None, None], out=y), d, s
+    if x.dtype != d.dtype:  # the float32 result written in x's dtype, rounded once
+        return torch.addcmul(bias[:, None, None], d, scale[:, :, None, None], out=torch.empty_like(x)), d, s
+    # d * scale + bias as a product and an in-place add: on the CPU an addcmul whose first operand is the broadcast
+    # (C, 1, 1) one takes a slow path, three times the two passes
+    return torch.mul(d, scale[:, :, None, None]).add_(bias[:, None, None]), d, s
 
 
 def _norm_backward(dy, d, s, weight, row_weights, groups: int, out_dtype: torch.dtype | None = None):
@@ -150,7 +153,7 @@ def _norm_backward(dy, d, s, weight, row_weights, groups: int, out_dtype: torch.
     alpha = (s_c * weight)[:, :, None, None]
     beta = (-s * a / cg).expand(b, g, cg).reshape(b, c, 1, 1)
     gamma = (-s * s * s * bq / cg).expand(b, g, cg).reshape(b, c, 1, 1)
-    t = torch.addcmul(beta, d, gamma)
+    t = torch.mul(d, gamma).add_(beta)  # not addcmul(beta, d, gamma): its broadcast first operand is slow on the CPU
     t.mul_(row_weights[:, None])
     if out_dtype is None or out_dtype == t.dtype:
         return t.addcmul_(dy, alpha), g_weight, g_bias

@@ -41,6 +41,7 @@ from dandelion.benchmarks.speed.measure import (
 )
 from dandelion.compiled import compile_failures
 from dandelion.registry import build_model, count_parameters
+from dandelion.warp import TangentWarpS2
 
 __all__ = ["measure_group", "add_ratios", "search_largest", "largest_batch", "bench_models"]
 
@@ -192,6 +193,8 @@ def _build(name: str, spec: dict, device: torch.device) -> torch.nn.Module:
         overrides["checkpoint_blocks"] = True
     if name in DANDELIONS and spec.get("compile_kernels"):
         overrides["compile_kernels"] = True
+    if name in DANDELIONS and spec.get("warp_kernel"):
+        overrides["warp_kernel"] = str(spec["warp_kernel"])
     torch.manual_seed(0)
     return build_model(
         name,
@@ -205,13 +208,24 @@ def _build(name: str, spec: dict, device: torch.device) -> torch.nn.Module:
     ).to(device)
 
 
+def warp_kernel_ran(model: torch.nn.Module, device: torch.device) -> str | None:
+    """The sampling kernel the model's warps run on ``device`` (``triton``, ``cpp`` or ``eager``; None: no warps)."""
+    warps = [m for m in model.modules() if isinstance(m, TangentWarpS2)]
+    if not warps:
+        return None
+    if warps[0].uses_triton(device):
+        return "triton"
+    return "cpp" if warps[0].uses_cpp(device, torch.float32) else "eager"
+
+
 def measure_group(names: list[str], spec: dict) -> list[dict]:
     """Measure every model of ``names`` in one process for one group (see the module docstring).
 
     ``spec`` keys: preset, nlat, nlon, grid, batch, dtype (fp32 | bf16), device, in_channels,
     out_channels, n_warmup, n_repeat, disco_optimized_kernel (None = the preset's choice),
     checkpoint_blocks (Dandelion's activation checkpointing, default False), compile_kernels (Dandelion's
-    torch.compile'd warp-index and norm kernels, default False), largest_batch (bool), max_batch, max_step_s,
+    torch.compile'd warp-index and norm kernels, default False), warp_kernel (Dandelion's sampling kernel, None =
+    auto; the kernel that ran is recorded per row), largest_batch (bool), max_batch, max_step_s,
     max_tries, cpu_capacity_mib (None).
 
     Returns one row per model; a model that fails to build or run gets a row with ``error``.
@@ -242,6 +256,7 @@ def measure_group(names: list[str], spec: dict) -> list[dict]:
             if name in DANDELIONS:
                 row["checkpoint_blocks"] = bool(spec.get("checkpoint_blocks", False))
                 row["compile_kernels"] = bool(spec.get("compile_kernels", False))
+                row["warp_kernel"] = warp_kernel_ran(model, device)
             row["n_parameters"] = count_parameters(model)
             row["resolution_dependent"] = bool(getattr(model, "resolution_dependent", True))
             opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-6)
@@ -375,6 +390,7 @@ def bench_models(m, device: str, save: Callable[[dict], None] | None = None, out
                         "disco_optimized_kernel": m.get("disco_optimized_kernel"),
                         "checkpoint_blocks": bool(m.get("checkpoint_blocks", False)),
                         "compile_kernels": bool(m.get("compile_kernels", False)),
+                        "warp_kernel": m.get("warp_kernel"),
                         "largest_batch": bool(m.get("largest_batch", False))
                         and str(dtype) in [str(d) for d in m.get("largest_batch_dtypes", ["fp32"])],
                         "max_batch": m.get("max_batch"),

@@ -41,9 +41,12 @@ Modules, bottom up:
   backward in one autograd node);
 * :mod:`~dandelion.warp.triton_sample`: the same node as one Triton kernel each way (:class:`TritonWarpSample`,
   chosen on CUDA);
+* :mod:`~dandelion.warp.cpp_sample`: the same node as one C++ kernel each way (:class:`CppWarpSample`, compiled on
+  first use from ``csrc/`` and chosen on the CPU);
 * :mod:`~dandelion.warp.layer`: the multi-head layer :class:`TangentWarpS2`.
 """
 
+from .cpp_sample import CppWarpSample
 from .expmap import exp_map
 from .index import WarpIndex, index_of_warp, warp_index
 from .layer import WARP_KERNELS, TangentWarpS2, set_warp_kernel
@@ -52,6 +55,7 @@ from .sample import WarpSample
 from .sampler import SphereSampler, sample_sphere
 
 __all__ = [
+    "CppWarpSample",
     "GhostPad",
     "SphereSampler",
     "TangentWarpS2",

@@ -16,14 +16,19 @@ import torch.nn as nn
 
 from ..pointwise import Pointwise
 from ..sphere import SphereGrid
+from .cpp_sample import CppWarpSample
+from .cpp_sample import load as load_cpp
+from .cpp_sample import usable as cpp_usable
 from .sample import WarpSample
 from .sampler import SphereSampler
 
 __all__ = ["TangentWarpS2", "WARP_KERNELS", "set_warp_kernel"]
 
-#: the warp's sampling kernels: ``auto`` (Triton on CUDA where triton is installed, eager elsewhere), ``eager``
-#: (:class:`~dandelion.warp.sample.WarpSample`), ``triton`` (:class:`~dandelion.warp.triton_sample.TritonWarpSample`)
-WARP_KERNELS = ("auto", "eager", "triton")
+#: the warp's sampling kernels: ``auto`` (Triton on CUDA where triton is installed, the C++ kernel on the CPU where
+#: it builds, eager elsewhere), ``eager`` (:class:`~dandelion.warp.sample.WarpSample`), ``triton``
+#: (:class:`~dandelion.warp.triton_sample.TritonWarpSample`), ``cpp``
+#: (:class:`~dandelion.warp.cpp_sample.CppWarpSample`)
+WARP_KERNELS = ("auto", "eager", "triton", "cpp")
 
 
 class TangentWarpS2(nn.Module):
@@ -65,9 +70,13 @@ class TangentWarpS2(nn.Module):
         with True, the stock parameters draw the same initial values, and at initialisation the layer computes
         exactly what the stock layer computes).
     kernel : str
-        The sampling kernel, one of :data:`WARP_KERNELS` (default ``auto``). The fused Triton kernel
-        keeps the values in the autocast dtype and equals the eager path to float32 rounding; the eager path runs
-        values and indices in float32 at least. Settable after construction (``layer.kernel = "eager"``).
+        The sampling kernel, one of :data:`WARP_KERNELS` (default ``auto``: Triton on CUDA, the C++ kernel on
+        the CPU, eager where neither runs). The fused Triton kernel keeps the values in the autocast dtype and
+        equals the eager path to float32 rounding; the eager path and the C++ kernel run values and indices in
+        float32 at least (the C++ kernel equals the eager path to float32 rounding too). On the CPU, ``auto``
+        compiles the C++ kernel on its first use in a process where no build is cached (about a minute, once per
+        machine; :mod:`dandelion.warp.cpp_sample`); ``eager`` never compiles anything. Settable after
+        construction (``layer.kernel = "eager"``).
 
     Shapes
     ------
@@ -129,6 +138,32 @@ class TangentWarpS2(nn.Module):
             return AVAILABLE and usable_on(device)
         return self.kernel == "triton"
 
+    def uses_cpp(self, device: torch.device, dtype: torch.dtype) -> bool:
+        """Whether a forward on ``device`` with values of ``dtype`` runs the fused C++ kernel.
+
+        ``kernel="auto"``: on the CPU, where the kernel builds and passes its one check per process
+        (:func:`~dandelion.warp.cpp_sample.usable`; a failure is warned about once and the eager path runs),
+        where the values' working dtype (float32 at least) is the sampler's, and unless ``compile_kernels``
+        asked for the eager path's ``torch.compile``'d index. ``kernel="cpp"`` raises ValueError for that dtype
+        mismatch and RuntimeError where the kernel cannot be built.
+        """
+        work = torch.promote_types(dtype, torch.float32)
+        fits = device.type == "cpu" and work == self.sampler.sin_colat.dtype
+        if self.kernel == "auto":
+            return fits and not self.sampler.compile_kernels and cpp_usable()
+        if self.kernel != "cpp":
+            return False
+        if not fits:
+            raise ValueError(
+                f"kernel='cpp' runs on the CPU with values in the sampler's dtype ({self.sampler.sin_colat.dtype}); "
+                f"got {dtype} values on {device}: move the model (model.to(dtype)) or use kernel='eager'"
+            )
+        if load_cpp() is None:
+            raise RuntimeError(
+                "kernel='cpp': the fused C++ warp kernel could not be built (see the warning); use 'eager'"
+            )
+        return True
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._warp(self.value(x), self.displacements(x))
 
@@ -164,9 +199,10 @@ class TangentWarpS2(nn.Module):
             v = values.reshape(b * self.heads, c // self.heads, nlat, nlon)
             return triton_warp_sample(v, d, self.sampler).reshape(b, c, nlat, nlon)
         work = torch.promote_types(values.dtype, torch.float32)
+        fused = CppWarpSample if self.uses_cpp(values.device, values.dtype) else WarpSample
         with torch.autocast(device_type=values.device.type, enabled=False):
             v = values.to(work).reshape(b * self.heads, c // self.heads, nlat, nlon)
-            return WarpSample.apply(v, d.to(work), self.sampler).reshape(b, c, nlat, nlon)
+            return fused.apply(v, d.to(work), self.sampler).reshape(b, c, nlat, nlon)
 
 
 def set_warp_kernel(model: nn.Module, kernel: str) -> int:
