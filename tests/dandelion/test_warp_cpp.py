@@ -9,11 +9,11 @@ cannot be built (no C++ compiler or ninja).
 """
 
 import copy
-import math
 import os
 
 import pytest
 import torch
+from warp_cases import warp_displacements
 
 from dandelion.model import Dandelion
 from dandelion.sphere import SphereGrid
@@ -30,28 +30,6 @@ def built():
         pytest.skip("the C++ warp kernel cannot be built here (no C++ compiler or ninja)")
 
 
-def _displacements(kind, n, nlat, nlon, dtype, g):
-    d = torch.randn(n, 2, nlat, nlon, generator=g, dtype=F64)
-    if kind == "small":
-        d *= 0.3
-    elif kind == "beyond_half_pi":  # walks of 1.6 to 3 rad: across a pole and round the far side
-        d *= (1.6 + 1.4 * torch.rand(n, 1, nlat, nlon, generator=g, dtype=F64)) / d.norm(dim=1, keepdim=True)
-    elif kind == "seam":  # the first and last columns walk east/west over the 0/360 seam
-        d *= 0.05
-        d[:, 0, :, :2] = -2.5 * 2 * math.pi / nlon
-        d[:, 0, :, -2:] = 2.5 * 2 * math.pi / nlon
-    elif kind == "poles":  # the rows next to the poles walk north/south over them
-        d *= 0.05
-        d[:, 1, :2] += 0.4
-        d[:, 1, -2:] -= 0.4
-    elif kind == "huge":  # |d| = 5 * 2^k >= 20480 rad, past the float32 polynomial sine's range (the C library's);
-        # Pythagorean components (3, 4) * 2^k make |d|^2 exact in float32, so both paths walk exactly |d|
-        scale = 2.0 ** torch.randint(12, 15, (n, 1, nlat, nlon), generator=g).to(F64)
-        swap = torch.rand(n, 1, nlat, nlon, generator=g) < 0.5
-        d = torch.cat([torch.where(swap, 4.0, 3.0), torch.where(swap, 3.0, 4.0)], dim=1) * scale * d.sign()
-    return d.to(dtype)
-
-
 CASES = [(9, 16, "equiangular"), (8, 16, "legendre-gauss"), (7, 15, "legendre-gauss"), (8, 15, "equiangular")]
 KINDS = ["small", "beyond_half_pi", "seam", "poles", "huge"]
 CHANNELS = [3, 4]  # any channel count, and one of the counts with vectorised channel loops (float32, even nlon)
@@ -66,7 +44,7 @@ def test_cpp_warp_matches_eager_forward_and_backward(nlat, nlon, grid, kind, cha
     s = SphereSampler(SphereGrid(nlat, nlon, grid), dtype=dtype)
     g = torch.Generator().manual_seed(nlat * nlon + channels)
     v = torch.randn(2, channels, nlat, nlon, generator=g, dtype=dtype, requires_grad=True)
-    d = _displacements(kind, 2, nlat, nlon, dtype, g).requires_grad_()
+    d = warp_displacements(kind, 2, nlat, nlon, dtype, g).requires_grad_()
     w = torch.randn(2, channels, nlat, nlon, generator=g, dtype=dtype)
     out = CppWarpSample.apply(v, d, s)
     ref = WarpSample.apply(v, d, s)
@@ -84,7 +62,7 @@ def test_cpp_warp_matches_eager_for_every_vectorised_channel_count(channels, gri
     s = SphereSampler(SphereGrid(6, 12, grid))
     g = torch.Generator().manual_seed(channels)
     v = torch.randn(3, channels, 6, 12, generator=g, requires_grad=True)
-    d = _displacements("beyond_half_pi", 3, 6, 12, torch.float32, g).requires_grad_()
+    d = warp_displacements("beyond_half_pi", 3, 6, 12, torch.float32, g).requires_grad_()
     w = torch.randn(3, channels, 6, 12, generator=g)
     out, ref = CppWarpSample.apply(v, d, s), WarpSample.apply(v, d, s)
     torch.testing.assert_close(out, ref, rtol=0, atol=2e-4 * float(ref.detach().abs().max()))

@@ -8,10 +8,10 @@ bit; a float64 gradcheck. Grids are tiny: the interpreter runs a kernel at some 
 """
 
 import importlib
-import math
 
 import pytest
 import torch
+from warp_cases import warp_displacements
 
 from dandelion.sphere import SphereGrid
 from dandelion.warp import SphereSampler, TangentWarpS2, WarpSample
@@ -32,23 +32,6 @@ def kernel():
     importlib.reload(triton_sample)
 
 
-def _displacements(kind, n, nlat, nlon, dtype, g):
-    d = torch.randn(n, 2, nlat, nlon, generator=g, dtype=F64)
-    if kind == "small":
-        d *= 0.3
-    elif kind == "beyond_half_pi":  # walks of 1.6 to 3 rad: across a pole and round the far side
-        d *= (1.6 + 1.4 * torch.rand(n, 1, nlat, nlon, generator=g, dtype=F64)) / d.norm(dim=1, keepdim=True)
-    elif kind == "seam":  # the first and last columns walk east/west over the 0/360 seam
-        d *= 0.05
-        d[:, 0, :, :2] = -2.5 * 2 * math.pi / nlon
-        d[:, 0, :, -2:] = 2.5 * 2 * math.pi / nlon
-    elif kind == "poles":  # the rows next to the poles walk north/south over them
-        d *= 0.05
-        d[:, 1, :2] += 0.4
-        d[:, 1, -2:] -= 0.4
-    return d.to(dtype)
-
-
 CASES = [(9, 16, "equiangular"), (8, 16, "legendre-gauss"), (7, 15, "legendre-gauss"), (8, 15, "equiangular")]
 KINDS = ["small", "beyond_half_pi", "seam", "poles"]
 
@@ -61,7 +44,7 @@ def test_triton_warp_matches_eager_forward_and_backward(kernel, nlat, nlon, grid
     s = SphereSampler(SphereGrid(nlat, nlon, grid), dtype=dtype)
     g = torch.Generator().manual_seed(nlat * nlon)
     v = torch.randn(2, 3, nlat, nlon, generator=g, dtype=dtype, requires_grad=True)
-    d = _displacements(kind, 2, nlat, nlon, dtype, g).requires_grad_()
+    d = warp_displacements(kind, 2, nlat, nlon, dtype, g).requires_grad_()
     w = torch.randn(2, 3, nlat, nlon, generator=g, dtype=dtype)
     out = kernel.TritonWarpSample.apply(v, d, s)
     ref = WarpSample.apply(v, d, s)
