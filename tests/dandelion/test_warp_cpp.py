@@ -137,7 +137,8 @@ def _run(model, kernel, dtype, x, w):
 def test_dandelion_with_cpp_warps_equals_the_eager_model_to_float32_rounding(grid):
     """A small Dandelion (both row maps: the data grid and Legendre-Gauss levels): output and every gradient of the
     C++ warps differ from the float64 model's by no more than the eager float32 model's do (a few times its
-    largest error), and in float64 the two kernels agree to 1e-12."""
+    largest error, or float32 rounding through the network, 1e-5 of the largest value: the eager error itself varies
+    with the thread count's summation order), and in float64 the two kernels agree to 1e-12."""
     torch.manual_seed(0)
     kw = dict(width=8, multipliers=(1, 2), heads=2, encoder_blocks=(1, 1), decoder_blocks=(1,))
     model = Dandelion(3, 2, 16, 32, grid=grid, **kw)
@@ -149,7 +150,7 @@ def test_dandelion_with_cpp_warps_equals_the_eager_model_to_float32_rounding(gri
     for ref, e32, c32, c64 in zip(truth, eager32, cpp32, cpp64):
         scale = float(ref.abs().max())
         eager_err = float((e32 - ref).abs().max())
-        assert float((c32 - ref).abs().max()) <= 4 * eager_err + 1e-6 * scale
+        assert float((c32 - ref).abs().max()) <= max(4 * eager_err, 1e-5 * scale)
         assert float((c64 - ref).abs().max()) <= 1e-12 * scale
 
 
