@@ -11,7 +11,7 @@ import importlib
 
 import pytest
 import torch
-from warp_cases import warp_displacements
+from warp_cases import assert_matches_eager, warp_displacements
 
 from dandelion.sphere import SphereGrid
 from dandelion.warp import SphereSampler, TangentWarpS2, WarpSample
@@ -46,13 +46,7 @@ def test_triton_warp_matches_eager_forward_and_backward(kernel, nlat, nlon, grid
     v = torch.randn(2, 3, nlat, nlon, generator=g, dtype=dtype, requires_grad=True)
     d = warp_displacements(kind, 2, nlat, nlon, dtype, g).requires_grad_()
     w = torch.randn(2, 3, nlat, nlon, generator=g, dtype=dtype)
-    out = kernel.TritonWarpSample.apply(v, d, s)
-    ref = WarpSample.apply(v, d, s)
-    scale = ref.detach().abs().max()
-    torch.testing.assert_close(out, ref, rtol=0, atol=float(tol * scale))
-    got, want = torch.autograd.grad(out, (v, d), w), torch.autograd.grad(ref, (v, d), w)
-    for a, b in zip(got, want):
-        torch.testing.assert_close(a, b, rtol=0, atol=float(tol * b.detach().abs().max()))
+    assert_matches_eager(kernel.TritonWarpSample, v, d, s, w, tol)
 
 
 @pytest.mark.parametrize("nlat,nlon,grid", CASES)

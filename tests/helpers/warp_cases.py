@@ -32,3 +32,16 @@ def warp_displacements(kind: str, n: int, nlat: int, nlon: int, dtype, g: torch.
         swap = torch.rand(n, 1, nlat, nlon, generator=g) < 0.5
         d = torch.cat([torch.where(swap, 4.0, 3.0), torch.where(swap, 3.0, 4.0)], dim=1) * scale * d.sign()
     return d.to(dtype)
+
+
+def assert_matches_eager(fused, v: torch.Tensor, d: torch.Tensor, sampler, w: torch.Tensor, tol: float) -> None:
+    """A fused warp node ``fused.apply(v, d, sampler)`` equals the eager :class:`dandelion.warp.WarpSample` forward,
+    and its gradients to the values and the displacements (against the cotangent ``w``), within ``tol`` of each
+    reference's largest value."""
+    from dandelion.warp import WarpSample
+
+    out, ref = fused.apply(v, d, sampler), WarpSample.apply(v, d, sampler)
+    torch.testing.assert_close(out, ref, rtol=0, atol=float(tol * ref.detach().abs().max()))
+    got, want = torch.autograd.grad(out, (v, d), w), torch.autograd.grad(ref, (v, d), w)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=0, atol=float(tol * b.detach().abs().max()))
