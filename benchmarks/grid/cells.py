@@ -18,6 +18,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from dandelion.cli.common import compose_config as compose
+from dandelion.datasets.folder import read_checksums
 from dandelion.evaluation.definitions import WB2_METRICS
 from dandelion.metrics import metric_names
 
@@ -88,15 +89,11 @@ def data_digest(data_path) -> str | None:
     digest of the whole checksum file (``dataset.yaml`` included); the two are never compared with each other
     (:data:`dandelion.benchmarks.leaderboard.markdown.DIGEST_KEYS`). None when the folder has no checksum file (an
     incomplete dataset)."""
-    p = Path(data_path) / "checksums.sha256"
-    if not p.exists():
+    try:
+        digests = read_checksums(data_path)  # the hash lines only (the size lines are comments)
+    except FileNotFoundError:
         return None
-    lines = sorted(
-        line.strip()
-        for line in p.read_text().splitlines()
-        if not line.startswith("#")  # the size lines (datasets.folder): a folder's digest is that of its hashes
-        and (line.strip().endswith(".h5") or line.strip().endswith("splits.json"))
-    )
+    lines = sorted(f"{d}  {p}" for p, d in digests.items() if p.endswith(".h5") or p.endswith("splits.json"))
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 
 
