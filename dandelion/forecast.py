@@ -44,6 +44,7 @@ from tqdm.auto import tqdm
 
 from .channels import ChannelLayout
 from .sphere import SphereGrid
+from .step import INPUTS, TARGETS, difference_window, next_frame, nonzero_scale
 
 __all__ = [
     "TARGETS",
@@ -61,69 +62,6 @@ __all__ = [
     "collect_forecast",
     "forecast",
 ]
-
-#: What the network outputs: the next normalised frame, or the scaled normalised increment.
-TARGETS = ("frame", "increment")
-#: What the network sees: the window of normalised frames, or the older frames as differences to the newest.
-INPUTS = ("frames", "differences")
-
-
-# ---------------------------------------------------------------------------------------------- one step
-def nonzero_scale(scale: torch.Tensor) -> torch.Tensor:
-    """The increment scale with zeros (fields that never change) read as 1, for dividing by it."""
-    return torch.where(scale > 0, scale, torch.ones_like(scale))
-
-
-def difference_window(x: torch.Tensor, n_channels: int, scale: torch.Tensor) -> torch.Tensor:
-    """Re-express a frame window as differences: ``[(x_{t-k} - x_t) / scale for k = n_in-1..1] + [x_t]``.
-
-    ``x`` : (B, n_in*C, nlat, nlon), frame-major, oldest first; ``scale`` : (C,) (the increment scale;
-    0 is read as 1). Same shape out, the same information (invertible), but the frame-to-frame changes,
-    a few percent of a field's spread, arrive at unit size instead of as small differences of large,
-    nearly equal inputs (``inputs=differences``).
-    """
-    n_in = x.shape[1] // n_channels
-    if n_in == 1:
-        return x
-    s = nonzero_scale(scale.to(device=x.device, dtype=x.dtype)).repeat(n_in - 1).reshape(1, -1, 1, 1)
-    last = x[:, -n_channels:]
-    return torch.cat([(x[:, :-n_channels] - last.repeat(1, n_in - 1, 1, 1)) / s, last], dim=1)
-
-
-def next_frame(
-    model,
-    x: torch.Tensor,
-    n_channels: int,
-    increment_scale: torch.Tensor | None = None,
-    input_scale: torch.Tensor | None = None,
-    wet: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """The next normalised frame from a window, for either target and input form.
-
-    ``x`` : (B, n_in*C, nlat, nlon) frame-major window (last C channels = newest frame ``x_t``).
-    The network sees ``x`` (``input_scale=None``, ``inputs=frames``) or :func:`difference_window` of
-    it (``inputs=differences``). Returns its output (target ``frame``, ``increment_scale=None``) or
-    ``x_t + increment_scale[c] * output`` (target ``increment``; ``increment_scale`` of shape (C,),
-    :meth:`ChannelLayout.increment_scale`), shape (B, C, nlat, nlon); the increment is added in the
-    output's dtype promoted to at least float32.
-
-    ``wet`` : (nlat, nlon) bool ocean mask of a masked dataset, or None. The network then gets it as one more
-    input channel (last), and land points of the result are the newest input frame's (module docstring).
-    """
-    inp = x if input_scale is None else difference_window(x, n_channels, input_scale)
-    if wet is not None:
-        wet = wet.to(device=x.device)
-        inp = torch.cat([inp, wet.to(inp.dtype).expand(inp.shape[0], 1, *wet.shape)], dim=1)
-    out = _step(model(inp), x[:, -n_channels:], n_channels, increment_scale)
-    return out if wet is None else torch.where(wet, out, x[:, -n_channels:].to(out.dtype))
-
-
-def _step(out: torch.Tensor, last: torch.Tensor, n_channels: int, increment_scale: torch.Tensor | None) -> torch.Tensor:
-    if increment_scale is None:
-        return out
-    dt = torch.promote_types(out.dtype, torch.float32)  # bf16 (autocast) outputs are added in float32
-    s = increment_scale.to(device=out.device, dtype=dt).reshape(1, n_channels, 1, 1)
-    return last.to(dt) + s * out.to(dt)
 
 
 def forcing_channels(layout: ChannelLayout, metadata) -> torch.Tensor | None:

@@ -16,6 +16,8 @@ down:    spectral truncation to level k+1, then a pointwise map to the wider wid
 up:      pointwise map to the narrower width, spectral zero-padding to level k, concatenation with
          the encoder's output at level k (skip), pointwise fuse, ``decoder_blocks[k]`` warp blocks
 head:    area-weighted norm, pointwise MLP -> out_channels
+advection (``advect_state``): three more output channels, a Cartesian displacement linear in the input and the head's
+         normed features, along which a forecast step moves the newest frame (:mod:`dandelion.warp.advection`)
 spectral path (``spectral_lmax > 0``): a per-degree linear map of the input in the spherical-harmonic domain
          (:class:`~dandelion.degree_mixing.DegreeMixS2`, zero at initialisation), added before the head's norm
 
@@ -53,6 +55,7 @@ from .registry import register_preset_model
 from .spectral_pooling import SpectralDownsample, SpectralUpsample, coarse_grid, pooling_band_limit
 from .sphere import SphereGrid
 from .warp import TangentWarpS2
+from .warp.advection import StateAdvection
 
 __all__ = ["Dandelion", "WarpBlockS2", "PRESETS", "FAST_PRESETS"]
 
@@ -305,6 +308,9 @@ class Dandelion(GridGuard, nn.Module):
             data_grid, in_channels, widths[0], out_channels, abl.spectral_lmax, abl.spectral_into, abl.spectral_from,
             abl.spectral_anchors,
         )  # fmt: skip
+        self.advection = (  # advected persistence: 3 more output channels (draws nothing from the generator)
+            StateAdvection(data_grid, in_channels + widths[0], kernel=run.warp_kernel) if arch.advect_state else None
+        )
 
     def _blocks(self, k: int, n: int) -> nn.ModuleList:
         """``n`` warp blocks on level ``k``."""
@@ -360,7 +366,9 @@ class Dandelion(GridGuard, nn.Module):
         )
 
     def forward(self, x: torch.Tensor, cond: torch.Tensor | None = None) -> torch.Tensor:
-        """``x (B, in_channels, nlat, nlon)`` [, ``cond (B, cond_dim)``] -> ``(B, out_channels, nlat, nlon)``.
+        """``x (B, in_channels, nlat, nlon)`` [, ``cond (B, cond_dim)``] -> ``(B, out_channels, nlat, nlon)``, or
+        ``(B, out_channels + 3, nlat, nlon)`` with ``advect_state`` (the last three: the Cartesian displacement of
+        advected persistence, radians; :mod:`dandelion.warp.advection`).
 
         Raises
         ------
@@ -404,10 +412,31 @@ class Dandelion(GridGuard, nn.Module):
                 h = self._block(blk, h, cond)
         if self.spectral is not None and abl.spectral_into == "head":
             h = h + self.spectral(source).to(h.dtype)
-        out = self.head(self.head_norm(h))
+        hn = self.head_norm(h)
+        out = self.head(hn)
         if self.spectral is not None and abl.spectral_into == "output":
             out = out + self.spectral(source).to(out.dtype)
+        if self.advection is not None:  # the Cartesian displacement of advected persistence, after the increment
+            out = torch.cat([out, self.advection(torch.cat([x, hn.to(x.dtype)], dim=1)).to(out.dtype)], dim=1)
         return out
+
+    @property
+    def advects_state(self) -> bool:
+        """Whether the output ends with the three channels of advected persistence (``advect_state``)."""
+        return self.advection is not None
+
+    def advect(self, state: torch.Tensor, vector: torch.Tensor) -> torch.Tensor:
+        """The newest frame ``state (B, C, nlat, nlon)`` moved by the output's displacement channels ``vector (B, 3,
+        nlat, nlon)`` (:meth:`dandelion.warp.advection.StateAdvection.advect`).
+
+        Raises
+        ------
+        RuntimeError
+            For a model built without ``advect_state``.
+        """
+        if self.advection is None:
+            raise RuntimeError("this Dandelion was built without advect_state: its output has no displacement")
+        return self.advection.advect(state, vector)
 
     def _block(self, blk: WarpBlockS2, h: torch.Tensor, cond: torch.Tensor | None) -> torch.Tensor:
         if self.checkpoint_blocks and torch.is_grad_enabled():

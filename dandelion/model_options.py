@@ -90,6 +90,12 @@ class DandelionArchitecture:
         ``cartesian``): "read upstream by -dt * velocity" is then linear in the Cartesian vector channels the data
         pipeline feeds every model. Default False (the presets as benchmarked in v2; docs/model.md, "Displacements
         in the data's frame", has the measurements deciding whether the presets take it).
+    advect_state : bool
+        Advected persistence (:mod:`dandelion.warp.advection`): the model's output carries three more channels, a
+        Cartesian displacement (a pointwise linear map of the input and the head's features, zero at
+        initialisation), and a forecast step with the ``increment`` target moves the newest frame along it before
+        adding the increment, ``x_{t+1} = x_t(exp_p(d)) + s * f`` (the semi-Lagrangian step;
+        :func:`dandelion.step.next_frame`). Default False.
 
     Raises
     ------
@@ -108,6 +114,7 @@ class DandelionArchitecture:
     pool_lmax: Sequence[int] | None = None
     cond_dim: int = 0
     cartesian_displacement: bool = False
+    advect_state: bool = False
 
     def __post_init__(self):
         multipliers = _ints(self.multipliers, "multipliers")
@@ -144,6 +151,7 @@ class DandelionArchitecture:
         if pool is not None:
             object.__setattr__(self, "pool_lmax", tuple(int(b) for b in pool))
         object.__setattr__(self, "cartesian_displacement", bool(self.cartesian_displacement))
+        object.__setattr__(self, "advect_state", bool(self.advect_state))
 
     @property
     def levels(self) -> int:

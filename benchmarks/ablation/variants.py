@@ -78,6 +78,18 @@ VARIANTS: dict[str, dict] = {
         "overrides": {"cartesian_displacement": True},
         "what": "the cost-matched Dandelion plus each warp head's Cartesian displacement term",
     },
+    "advect": {
+        "model": "dandelion",
+        "overrides": {"advect_state": True},
+        "what": "Dandelion small with advected persistence: the step moves the newest frame along a Cartesian "
+        "displacement linear in the input and the head's features (zero at initialisation) before adding the "
+        "increment, the semi-Lagrangian step (dandelion/warp/advection.py; issue #67)",
+    },
+    "fast_advect": {
+        "model": "dandelion_fast",
+        "overrides": {"advect_state": True},
+        "what": "the cost-matched Dandelion with advected persistence",
+    },
     "fast_spectral_path": {
         "model": "dandelion_fast",
         "overrides": {"spectral_lmax": 32, "spectral_into": "head"},

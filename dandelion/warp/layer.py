@@ -22,7 +22,7 @@ from .cpp_sample import usable as cpp_usable
 from .sample import WarpSample
 from .sampler import SphereSampler
 
-__all__ = ["TangentWarpS2", "WARP_KERNELS", "set_warp_kernel"]
+__all__ = ["TangentWarpS2", "WarpSampling", "WARP_KERNELS", "set_warp_kernel"]
 
 #: the warp's sampling kernels: ``auto`` (Triton on CUDA where triton is installed, the C++ kernel on the CPU where
 #: it builds, eager elsewhere), ``eager`` (:class:`~dandelion.warp.sample.WarpSample`), ``triton``
@@ -31,7 +31,71 @@ __all__ = ["TangentWarpS2", "WARP_KERNELS", "set_warp_kernel"]
 WARP_KERNELS = ("auto", "eager", "triton", "cpp")
 
 
-class TangentWarpS2(nn.Module):
+class WarpSampling:
+    """The sampling-kernel dispatch every warp shares: which fused node samples the values on which device.
+
+    A mixin for :class:`torch.nn.Module` subclasses that set ``self.kernel`` (one of :data:`WARP_KERNELS`),
+    ``self.heads`` and ``self.sampler`` (:class:`~dandelion.warp.sampler.SphereSampler`):
+    :class:`TangentWarpS2` and :class:`~dandelion.warp.advection.StateAdvection`.
+    """
+
+    def uses_triton(self, device: torch.device) -> bool:
+        """Whether a forward on ``device`` runs the fused Triton kernel.
+
+        ``kernel="auto"``: on CUDA, where triton is installed and the kernels pass their one check per device
+        (:func:`~dandelion.warp.triton_sample.usable_on`; a failure is warned about once and the eager path runs).
+        """
+        if self.kernel == "auto":
+            if device.type != "cuda":
+                return False
+            from .triton_sample import AVAILABLE, usable_on  # imports triton (~75 MB resident): only on CUDA
+
+            return AVAILABLE and usable_on(device)
+        return self.kernel == "triton"
+
+    def uses_cpp(self, device: torch.device, dtype: torch.dtype) -> bool:
+        """Whether a forward on ``device`` with values of ``dtype`` runs the fused C++ kernel.
+
+        ``kernel="auto"``: on the CPU, where the kernel builds and passes its one check per process
+        (:func:`~dandelion.warp.cpp_sample.usable`; a failure is warned about once and the eager path runs),
+        where the values' working dtype (float32 at least) is the sampler's, and unless ``compile_kernels``
+        asked for the eager path's ``torch.compile``'d index. ``kernel="cpp"`` raises ValueError for that dtype
+        mismatch and RuntimeError where the kernel cannot be built.
+        """
+        work = torch.promote_types(dtype, torch.float32)
+        fits = device.type == "cpu" and work == self.sampler.sin_colat.dtype
+        if self.kernel == "auto":
+            return fits and not self.sampler.compile_kernels and cpp_usable()
+        if self.kernel != "cpp":
+            return False
+        if not fits:
+            raise ValueError(
+                f"kernel='cpp' runs on the CPU with values in the sampler's dtype ({self.sampler.sin_colat.dtype}); "
+                f"got {dtype} values on {device}: move the model (model.to(dtype)) or use kernel='eager'"
+            )
+        if load_cpp() is None:
+            raise RuntimeError(
+                "kernel='cpp': the fused C++ warp kernel could not be built (see the warning); use 'eager'"
+            )
+        return True
+
+    def _warp(self, values: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+        """Sample ``values (B, channels, nlat, nlon)``, head ``h`` owning ``channels / heads`` of them, with the
+        displacements ``d (B*heads, 2, nlat, nlon)`` (east, north; radians); same shape out."""
+        b, c, nlat, nlon = values.shape
+        if self.uses_triton(values.device):  # values stay in their (autocast) dtype; the index runs in float32
+            from .triton_sample import triton_warp_sample  # triton is imported on the first Triton warp only
+
+            v = values.reshape(b * self.heads, c // self.heads, nlat, nlon)
+            return triton_warp_sample(v, d, self.sampler).reshape(b, c, nlat, nlon)
+        work = torch.promote_types(values.dtype, torch.float32)
+        fused = CppWarpSample if self.uses_cpp(values.device, values.dtype) else WarpSample
+        with torch.autocast(device_type=values.device.type, enabled=False):
+            v = values.to(work).reshape(b * self.heads, c // self.heads, nlat, nlon)
+            return fused.apply(v, d.to(work), self.sampler).reshape(b, c, nlat, nlon)
+
+
+class TangentWarpS2(WarpSampling, nn.Module):
     """Multi-head tangent warp: each head reads its value features along its own great circle.
 
     ``out[h] = V_h(x)(exp_p(d_h(x)))`` at every node ``p``, with ``V`` a pointwise linear map
@@ -124,46 +188,6 @@ class TangentWarpS2(nn.Module):
     def extra_repr(self) -> str:
         return f"channels={self.channels}, heads={self.heads}, cartesian={self.cartesian is not None}"
 
-    def uses_triton(self, device: torch.device) -> bool:
-        """Whether a forward on ``device`` runs the fused Triton kernel.
-
-        ``kernel="auto"``: on CUDA, where triton is installed and the kernels pass their one check per device
-        (:func:`~dandelion.warp.triton_sample.usable_on`; a failure is warned about once and the eager path runs).
-        """
-        if self.kernel == "auto":
-            if device.type != "cuda":
-                return False
-            from .triton_sample import AVAILABLE, usable_on  # imports triton (~75 MB resident): only on CUDA
-
-            return AVAILABLE and usable_on(device)
-        return self.kernel == "triton"
-
-    def uses_cpp(self, device: torch.device, dtype: torch.dtype) -> bool:
-        """Whether a forward on ``device`` with values of ``dtype`` runs the fused C++ kernel.
-
-        ``kernel="auto"``: on the CPU, where the kernel builds and passes its one check per process
-        (:func:`~dandelion.warp.cpp_sample.usable`; a failure is warned about once and the eager path runs),
-        where the values' working dtype (float32 at least) is the sampler's, and unless ``compile_kernels``
-        asked for the eager path's ``torch.compile``'d index. ``kernel="cpp"`` raises ValueError for that dtype
-        mismatch and RuntimeError where the kernel cannot be built.
-        """
-        work = torch.promote_types(dtype, torch.float32)
-        fits = device.type == "cpu" and work == self.sampler.sin_colat.dtype
-        if self.kernel == "auto":
-            return fits and not self.sampler.compile_kernels and cpp_usable()
-        if self.kernel != "cpp":
-            return False
-        if not fits:
-            raise ValueError(
-                f"kernel='cpp' runs on the CPU with values in the sampler's dtype ({self.sampler.sin_colat.dtype}); "
-                f"got {dtype} values on {device}: move the model (model.to(dtype)) or use kernel='eager'"
-            )
-        if load_cpp() is None:
-            raise RuntimeError(
-                "kernel='cpp': the fused C++ warp kernel could not be built (see the warning); use 'eager'"
-            )
-        return True
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._warp(self.value(x), self.displacements(x))
 
@@ -190,23 +214,10 @@ class TangentWarpS2(nn.Module):
         """
         return self._warp(values, torch.stack([d_east, d_north], dim=1))
 
-    def _warp(self, values: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-        """:meth:`warp` with the displacements as one ``(B*heads, 2, nlat, nlon)`` tensor (east, north)."""
-        b, c, nlat, nlon = values.shape
-        if self.uses_triton(values.device):  # values stay in their (autocast) dtype; the index runs in float32
-            from .triton_sample import triton_warp_sample  # triton is imported on the first Triton warp only
-
-            v = values.reshape(b * self.heads, c // self.heads, nlat, nlon)
-            return triton_warp_sample(v, d, self.sampler).reshape(b, c, nlat, nlon)
-        work = torch.promote_types(values.dtype, torch.float32)
-        fused = CppWarpSample if self.uses_cpp(values.device, values.dtype) else WarpSample
-        with torch.autocast(device_type=values.device.type, enabled=False):
-            v = values.to(work).reshape(b * self.heads, c // self.heads, nlat, nlon)
-            return fused.apply(v, d.to(work), self.sampler).reshape(b, c, nlat, nlon)
-
 
 def set_warp_kernel(model: nn.Module, kernel: str) -> int:
-    """Set the sampling kernel (one of :data:`WARP_KERNELS`) of every :class:`TangentWarpS2` in ``model``.
+    """Set the sampling kernel (one of :data:`WARP_KERNELS`) of every warp in ``model`` (every :class:`WarpSampling`:
+    the :class:`TangentWarpS2` layers and a :class:`~dandelion.warp.advection.StateAdvection`).
 
     Returns the number of warp layers set (0 for a model without warps).
 
@@ -217,7 +228,7 @@ def set_warp_kernel(model: nn.Module, kernel: str) -> int:
     """
     if kernel not in WARP_KERNELS:
         raise ValueError(f"kernel={kernel!r}: choose one of {', '.join(WARP_KERNELS)}")
-    layers = [m for m in model.modules() if isinstance(m, TangentWarpS2)]
+    layers = [m for m in model.modules() if isinstance(m, WarpSampling)]
     for layer in layers:
         layer.kernel = kernel
     return len(layers)
