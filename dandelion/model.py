@@ -16,8 +16,7 @@ down:    spectral truncation to level k+1, then a pointwise map to the wider wid
 up:      pointwise map to the narrower width, spectral zero-padding to level k, concatenation with
          the encoder's output at level k (skip), pointwise fuse, ``decoder_blocks[k]`` warp blocks
 head:    area-weighted norm, pointwise MLP -> out_channels
-advection (``advect_state``): three more output channels, a Cartesian displacement linear in the input and the head's
-         normed features, along which a forecast step moves the newest frame (:mod:`dandelion.warp.advection`)
+advection (``advect_state``): three more output channels, a Cartesian displacement linear in the input, along which a forecast step moves the newest frame (:mod:`dandelion.warp.advection`)
 spectral path (``spectral_lmax > 0``): a per-degree linear map of the input in the spherical-harmonic domain
          (:class:`~dandelion.degree_mixing.DegreeMixS2`, zero at initialisation), added before the head's norm
 
@@ -309,7 +308,7 @@ class Dandelion(GridGuard, nn.Module):
             abl.spectral_anchors,
         )  # fmt: skip
         self.advection = (  # advected persistence: 3 more output channels (draws nothing from the generator)
-            StateAdvection(data_grid, in_channels + widths[0], kernel=run.warp_kernel) if arch.advect_state else None
+            StateAdvection(data_grid, in_channels, kernel=run.warp_kernel) if arch.advect_state else None
         )
 
     def _blocks(self, k: int, n: int) -> nn.ModuleList:
@@ -412,12 +411,11 @@ class Dandelion(GridGuard, nn.Module):
                 h = self._block(blk, h, cond)
         if self.spectral is not None and abl.spectral_into == "head":
             h = h + self.spectral(source).to(h.dtype)
-        hn = self.head_norm(h)
-        out = self.head(hn)
+        out = self.head(self.head_norm(h))
         if self.spectral is not None and abl.spectral_into == "output":
             out = out + self.spectral(source).to(out.dtype)
         if self.advection is not None:  # the Cartesian displacement of advected persistence, after the increment
-            out = torch.cat([out, self.advection(torch.cat([x, hn.to(x.dtype)], dim=1)).to(out.dtype)], dim=1)
+            out = torch.cat([out, self.advection(x).to(out.dtype)], dim=1)
         return out
 
     @property

@@ -92,7 +92,7 @@ class DandelionArchitecture:
         in the data's frame", has the measurements deciding whether the presets take it).
     advect_state : bool
         Advected persistence (:mod:`dandelion.warp.advection`): the model's output carries three more channels, a
-        Cartesian displacement (a pointwise linear map of the input and the head's features, zero at
+        Cartesian displacement (a pointwise linear map of the input, zero at
         initialisation), and a forecast step with the ``increment`` target moves the newest frame along it before
         adding the increment, ``x_{t+1} = x_t(exp_p(d)) + s * f`` (the semi-Lagrangian step;
         :func:`dandelion.step.next_frame`). Default False.

@@ -82,7 +82,7 @@ VARIANTS: dict[str, dict] = {
         "model": "dandelion",
         "overrides": {"advect_state": True},
         "what": "Dandelion small with advected persistence: the step moves the newest frame along a Cartesian "
-        "displacement linear in the input and the head's features (zero at initialisation) before adding the "
+        "displacement linear in the input (zero at initialisation) before adding the "
         "increment, the semi-Lagrangian step (dandelion/warp/advection.py; issue #67)",
     },
     "fast_advect": {

@@ -9,7 +9,7 @@ the field. With advected persistence the step is the semi-Lagrangian one (Stanif
     x_{t+1}(p) = x_t(exp_p(d(p))) + s * f(x)(p),
 
 with one displacement ``d`` per node shared by all channels: the tangent projection ``(D . e, D . n)`` of a
-Cartesian 3-vector ``D``, a pointwise linear map of the network's input and of its last features (zero at
+Cartesian 3-vector ``D``, a pointwise linear map of the network's input (zero at
 initialisation, so the step starts as persistence plus increment, bit for bit). The data's vector fields reach the
 network as Cartesian components (docs/ARCHITECTURE.md §3), so the departure point of a flow given among the inputs,
 ``D = -dt * velocity``, is one linear map of them. The exponential map and the sampling are the warp's
