@@ -16,7 +16,8 @@ down:    spectral truncation to level k+1, then a pointwise map to the wider wid
 up:      pointwise map to the narrower width, spectral zero-padding to level k, concatenation with
          the encoder's output at level k (skip), pointwise fuse, ``decoder_blocks[k]`` warp blocks
 head:    area-weighted norm, pointwise MLP -> out_channels
-advection (``advect_state``): three more output channels, a Cartesian displacement linear in the input, along which a forecast step moves the newest frame (:mod:`dandelion.warp.advection`)
+advection (``advect_state``): three more output channels, a Cartesian displacement linear in the input, along which
+         a forecast step moves the newest frame (:mod:`dandelion.warp.advection`)
 spectral path (``spectral_lmax > 0``): a per-degree linear map of the input in the spherical-harmonic domain
          (:class:`~dandelion.degree_mixing.DegreeMixS2`, zero at initialisation), added before the head's norm
 
@@ -53,8 +54,7 @@ from .pointwise import Pointwise
 from .registry import register_preset_model
 from .spectral_pooling import SpectralDownsample, SpectralUpsample, coarse_grid, pooling_band_limit
 from .sphere import SphereGrid
-from .warp import TangentWarpS2
-from .warp.advection import StateAdvection
+from .warp import StateAdvection, TangentWarpS2
 
 __all__ = ["Dandelion", "WarpBlockS2", "PRESETS", "FAST_PRESETS"]
 

@@ -19,6 +19,10 @@ otherwise dominate). The velocity reaches coarser levels as its three Cartesian 
 north vectors. Per layer the best-aligned head (largest ``cos_h``) is reported with its cosine and its RMS length
 relative to ``|t|``'s (1: the length of the upstream step). ``--figure`` draws the finest layer's best head beside
 ``-dt * u`` for the first window.
+
+A model with advected persistence (``advect_state``, :class:`~dandelion.warp.advection.StateAdvection`) is measured
+the same way: its one displacement, which moves the newest frame, is the record named ``advection`` (one head, the
+data's grid), listed first, and it is the one drawn by ``--figure``.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.runtime import write_json_atomic
 from dandelion.spectral_pooling import SpectralResample
 from dandelion.warp import TangentWarpS2
+from dandelion.warp.advection import StateAdvection
 
 __all__ = ["head_alignment", "alignment_figure", "main"]
 
@@ -81,6 +86,18 @@ class _Tap:
         self.layer.displacements = self._orig
 
 
+class _AdvectionTap:
+    """Records the east/north components ``(B, 2, nlat, nlon)`` of the advected-persistence displacement."""
+
+    def __init__(self, module: StateAdvection):
+        grid = module.sampler.grid
+        self.seen = []
+        self._hook = module.register_forward_hook(lambda m, i, out: self.seen.append(_tangent(grid, out.double())))
+
+    def close(self):
+        self._hook.remove()
+
+
 @torch.no_grad()
 def head_alignment(
     forecaster, dataset: WindowDataset, field: str = "velocity", n_windows: int = 64, radius: float | None = None
@@ -106,11 +123,13 @@ def head_alignment(
     Raises
     ------
     ValueError
-        If the model has no warp layer, or ``field`` is not a vector field of the dataset.
+        If the model has no warp layer (nor advected persistence), or ``field`` is not a vector field of the dataset.
     """
     if field not in dataset.layout.vectors:
         raise ValueError(f"{field!r} is not a vector field of the dataset (vectors: {list(dataset.layout.vectors)})")
-    layers = [(n, m) for n, m in forecaster.model.named_modules() if isinstance(m, TangentWarpS2)]
+    modules = list(forecaster.model.named_modules())
+    layers = [("advection", m) for _, m in modules if isinstance(m, StateAdvection)]
+    layers += [(n, m) for n, m in modules if isinstance(m, TangentWarpS2)]
     if not layers:
         raise ValueError("the model has no TangentWarpS2 layer: head alignment applies to Dandelion models")
     if radius is None:
@@ -119,7 +138,7 @@ def head_alignment(
     dt = float(dataset.metadata["dt_frame"]) / float(radius)
     idx = np.unique(np.linspace(0, len(dataset) - 1, min(n_windows, len(dataset))).round().astype(int))
     fine = dataset.grid
-    taps = [_Tap(m) for _, m in layers]
+    taps = [_AdvectionTap(m) if isinstance(m, StateAdvection) else _Tap(m) for _, m in layers]
     resamplers = {}
     targets = {i: [] for i in range(len(layers))}
     try:

@@ -43,9 +43,12 @@ Modules, bottom up:
   chosen on CUDA);
 * :mod:`~dandelion.warp.cpp_sample`: the same node as one C++ kernel each way (:class:`CppWarpSample`, compiled on
   first use from ``csrc/`` and chosen on the CPU);
-* :mod:`~dandelion.warp.layer`: the multi-head layer :class:`TangentWarpS2`.
+* :mod:`~dandelion.warp.layer`: the multi-head layer :class:`TangentWarpS2`;
+* :mod:`~dandelion.warp.advection`: advected persistence (:class:`StateAdvection`), the forecast step's move of the
+  newest frame along one displacement before the network's increment is added.
 """
 
+from .advection import StateAdvection
 from .cpp_sample import CppWarpSample
 from .expmap import exp_map
 from .index import WarpIndex, index_of_warp, warp_index
@@ -58,6 +61,7 @@ __all__ = [
     "CppWarpSample",
     "GhostPad",
     "SphereSampler",
+    "StateAdvection",
     "TangentWarpS2",
     "TritonWarpSample",
     "WARP_KERNELS",

@@ -15,8 +15,8 @@ network as Cartesian components (docs/ARCHITECTURE.md §3), so the departure poi
 ``D = -dt * velocity``, is one linear map of them. The map's output is in units of ``UNIT`` = 0.1 rad (about one grid
 spacing at 32x64): a pointwise map's weights all move by about the learning rate per Adam step, and a displacement in
 radians that moved so would jitter by a tenth of a grid spacing per step, a first probe on the transport dataset
-(val VRMSE 0.04 at step 240, against 0.016 for the Cartesian-term model). The exponential map and the sampling are the warp's
-(:mod:`dandelion.warp`): zero displacement is the identity bit for bit, across the poles too.
+(val VRMSE 0.04 at step 240, against 0.016 for the Cartesian-term model). The exponential map and the sampling are
+the warp's (:mod:`dandelion.warp`): zero displacement is the identity bit for bit, across the poles too.
 """
 
 from __future__ import annotations

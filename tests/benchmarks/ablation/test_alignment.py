@@ -13,6 +13,7 @@ from dandelion.benchmarks.ablation.alignment import _cartesian, _tangent, head_a
 from dandelion.spectral_pooling import SpectralResample
 from dandelion.sphere import SphereGrid
 from dandelion.warp import TangentWarpS2
+from dandelion.warp.advection import UNIT, StateAdvection
 
 DT = 0.05
 
@@ -90,6 +91,30 @@ def test_upstream_head_scores_one_downstream_minus_one_at_both_levels(grid):
         assert r["cos"][1] == pytest.approx(-1.0, abs=2e-3)
         assert r["best_rms_ratio"] == pytest.approx(1.0, abs=5e-3)  # the length of one upstream step
         assert abs(r["cos_flow"][2]) < 0.2 or math.isnan(r["cos_flow"][2])  # a static offset follows no flow
+
+
+class _Advecting(torch.nn.Module):
+    """Advected persistence whose displacement is ``sign * dt * u`` of the velocity channels it is fed."""
+
+    def __init__(self, grid, sign):
+        super().__init__()
+        self.advection = StateAdvection(grid, 3, kernel="eager")
+        with torch.no_grad():
+            self.advection.vector.weight.copy_(sign * DT / UNIT * torch.eye(3)[:, :, None, None])
+
+    def forward(self, x):
+        return self.advection(x)
+
+
+@pytest.mark.parametrize("sign", [-1.0, 1.0])
+def test_the_advection_displacement_is_measured_first(sign):
+    grid = SphereGrid(16, 32, "equiangular")
+    res = head_alignment(_Forecaster(_Advecting(grid, sign)), _Rotations(grid), n_windows=6)
+    (r,) = res["layers"]
+    assert r["name"] == "advection" and r["heads"] == 1
+    assert r["cos"][0] == pytest.approx(-sign, abs=1e-6)  # -dt u is upstream: cosine +1 for sign -1
+    assert r["best_rms_ratio"] == pytest.approx(1.0, abs=1e-6)
+    assert res["sample"]["name"] == "advection"
 
 
 def test_cartesian_and_tangent_round_trip():
