@@ -193,7 +193,8 @@ def head_alignment(
 
 
 def alignment_figure(result: dict, path, title: str = "") -> Path:
-    """Two panels (east/north arrows on a longitude-latitude map): the finest layer's best head and ``-dt * u``."""
+    """Two panels (east/north arrows on a longitude-latitude map, one arrow scale): the finest layer's best head (or
+    the advection's displacement) and ``-dt * u``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -205,8 +206,18 @@ def alignment_figure(result: dict, path, title: str = "") -> Path:
     step = max(1, g.nlat // 16)
     lo, la = np.meshgrid(lon[::step], lat[::step])
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.4), sharey=True)
-    for ax, (vec, label) in zip(axes, ((s["d"], f"best head of {s['name']}"), (s["t"], "-dt * u (upstream step)"))):
-        ax.quiver(lo, la, vec[0][::step, ::step], vec[1][::step, ::step], np.hypot(vec[0], vec[1])[::step, ::step])
+    which = "advected persistence's displacement" if s["name"] == "advection" else f"best head of {s['name']}"
+    scale = 20 * float(np.abs(np.hypot(s["t"][0], s["t"][1])).max() or 1.0)  # one arrow scale for both panels
+    for ax, (vec, label) in zip(axes, ((s["d"], which), (s["t"], "-dt * u (upstream step)"))):
+        ax.quiver(
+            lo,
+            la,
+            vec[0][::step, ::step],
+            vec[1][::step, ::step],
+            np.hypot(vec[0], vec[1])[::step, ::step],
+            scale=scale,
+            scale_units="width",
+        )
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("longitude (deg)")
     axes[0].set_ylabel("latitude (deg)")

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from dandelion.benchmarks.ablation.lead_figure import lead_curves, lead_figure
 from dandelion.benchmarks.grid.cells import cell_path, fmt_value, metric_summaries, protocol_hash
 from dandelion.benchmarks.grid.runs import _evaluate
 from dandelion.benchmarks.paths import resolve_scale_dirs
@@ -239,6 +240,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--scale", default="cpu")
     p.add_argument("--references", nargs="*", default=["sfno"], help="models whose cells the table lists too")
     p.add_argument("--table", action="store_true", help="print the table of what exists; train nothing")
+    p.add_argument("--figure", default=None, help="folder for one error-against-lead figure per dataset")
     a = p.parse_args(sys.argv[1:] if argv is None else argv)
     cfg = _scale(a.scale)
     if not a.table:
@@ -252,6 +254,12 @@ def main(argv: list[str] | None = None) -> None:
                 )
     protocols = {key: protocol_hash(cfg, key) for key in a.datasets}
     print(ablation_table(cfg.scale.results_dir, a.variant, a.datasets, a.references, protocols), end="")
+    if a.figure:
+        base = VARIANTS[a.variant]["model"]
+        for key in a.datasets:
+            curves = lead_curves(cfg.scale.results_dir, a.variant, base, key, a.references, protocols[key])
+            title = f"{key}: {base} and {base} + {a.variant}, test split"
+            print("wrote", lead_figure(curves, Path(a.figure) / f"lead_{a.variant}_{key}.png", title))
 
 
 if __name__ == "__main__":
