@@ -7,8 +7,8 @@ reference lines of the leaderboard (:mod:`dandelion.benchmarks.leaderboard.rende
 * ``persistence``: the newest input frame as every forecast;
 * ``linear_ar``: a pointwise linear autoregression, the same ``(n_in * C [+ 1 wet]) + 1 -> C`` channel map
   at every grid point, in the protocol's form (it sees the older frames as scaled differences to the
-  newest, :func:`dandelion.forecast.difference_window`, and predicts the scaled increment,
-  :func:`dandelion.forecast.next_frame` with ``target=increment``), fitted by area-weighted least squares
+  newest, :func:`dandelion.step.difference_window`, and predicts the scaled increment,
+  :func:`dandelion.step.next_frame` with ``target=increment``), fitted by area-weighted least squares
   to the one-step increments of the train split (the normal equations accumulated in float64 over every
   train window, solved with a ridge of 1e-8 of the mean diagonal). It is the simplest model that uses
   the input window, a lower bar than any network should clear at the next step; rolled out, it shows how
@@ -67,7 +67,7 @@ class Persistence(torch.nn.Module):
 def fit_linear_ar(data: WindowDataset, batch_size: int = 32) -> tuple[Pointwise, dict]:
     """Fit the pointwise linear autoregression to the one-step increments of ``data`` (a split).
 
-    The features are what a network of the protocol sees: :func:`~dandelion.forecast.difference_window`
+    The features are what a network of the protocol sees: :func:`~dandelion.step.difference_window`
     of the ``(n_in * C)`` window with the layout's increment scale, plus the wet mask channel for a
     masked dataset; the target is the increment ``(x_{t+1} - x_t) / s`` (``s`` the increment scale, 0
     read as 1). The fit minimises ``sum_{windows, points} w (features @ W + b - target)**2`` with ``w``

@@ -6,14 +6,14 @@ area-weighted MSE in normalised units (quadrature weights normalised to mean 1, 
 integral of the squared error over the sphere divided by 4*pi). Then an autoregressive fine-tune
 phase: windows of ``n_out >= 2`` targets, the model's own predictions fed back as inputs, loss
 averaged over the steps. ``trainer.target`` says what the network outputs
-(:func:`dandelion.forecast.next_frame`):
+(:func:`dandelion.step.next_frame`):
 ``frame`` = the next normalised frame itself, ``x_{t+1} = model([x_{t-n_in+1} .. x_t])``, or
 ``increment`` = the normalised one-step increment, ``x_{t+1} = x_t + s * model(...)`` with ``s`` the
 per-channel ratio of the train split's one-step-difference spread to the field spread
 (:meth:`ChannelLayout.increment_scale`, from stats.yaml), so that the output has unit spread and a
 zero output is persistence; the loss is then measured in units of the increment. ``trainer.inputs``
 says what it sees: ``frames`` (the window of normalised frames) or ``differences``
-(:func:`dandelion.forecast.difference_window`: the older frames as scaled differences to the newest). Both choices are
+(:func:`dandelion.step.difference_window`: the older frames as scaled differences to the newest). Both choices are
 stored in the checkpoint and used by every rollout.
 
 Exact resume: the data order of an epoch is a pure function of ``(seed, epoch)`` (a permutation

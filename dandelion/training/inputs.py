@@ -63,7 +63,7 @@ def model_spec(model, in_channels: int, out_channels: int) -> dict | None:
 
 def model_channels(data: WindowDataset, n_in: int = 4) -> tuple[int, int]:
     """``(in_channels, out_channels)`` of a model for ``data`` with ``n_in`` input frames: ``n_in * C`` (plus one,
-    the land mask, for a masked dataset; :func:`dandelion.forecast.next_frame`) and ``C``, with ``C`` the channels of
+    the land mask, for a masked dataset; :func:`dandelion.step.next_frame`) and ``C``, with ``C`` the channels of
     one normalised frame (:class:`dandelion.channels.ChannelLayout`)."""
     C = data.layout.n_channels
     return int(n_in) * C + (data.wet is not None), C

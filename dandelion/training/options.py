@@ -107,8 +107,8 @@ class TrainOptions:
     decay to ``min_lr_ratio * lr`` over the planned steps
     (:class:`dandelion.training.schedule.WarmupCosine`; Loshchilov & Hutter 2017); ``epochs`` of one-step targets,
     then ``finetune`` (:class:`FinetuneOptions`). ``target``: what the network outputs (``"increment"`` or
-    ``"frame"``, :data:`dandelion.forecast.TARGETS`); ``inputs``: what it sees (``"differences"`` or ``"frames"``,
-    :data:`dandelion.forecast.INPUTS`). ``stride``: frames between the starts of consecutive training windows;
+    ``"frame"``, :data:`dandelion.step.TARGETS`); ``inputs``: what it sees (``"differences"`` or ``"frames"``,
+    :data:`dandelion.step.INPUTS`). ``stride``: frames between the starts of consecutive training windows;
     ``batch_size``: the global batch of one optimiser step (divided evenly over the ranks of a torchrun, so that
     steps, batches and learning rate do not depend on the world size; :func:`dandelion.training.memory.per_rank_batch`);
     ``micro_batch``: samples per forward/backward, gradients accumulated to the batch (None: chosen from the device's

@@ -49,7 +49,7 @@ def save(trainer, name: str) -> Path:
             "rng_per_rank": per_rank,
             **cost,  # train_cpu_seconds (None: unknown, an older checkpoint was resumed), train_threads
         }
-        if trainer.wet is not None:  # the model's extra input channel (dandelion.forecast.next_frame)
+        if trainer.wet is not None:  # the model's extra input channel (dandelion.step.next_frame)
             extra["wet"] = trainer.wet.cpu()
         save_checkpoint(
             path,
