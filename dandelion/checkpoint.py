@@ -270,7 +270,8 @@ def model_from_checkpoint(
     This is the bare network. A checkpoint trained with ``trainer.target=increment`` (the default;
     ``ckpt["extra"]["target"]``) outputs the normalised increment, not the next frame: forecast with
     :func:`load_model` (a :class:`~dandelion.forecast.Forecaster` that applies it) or
-    :func:`dandelion.step.next_frame`.
+    :func:`dandelion.step.next_frame`. A Dandelion with ``advect_state`` outputs three more channels, the displacement
+    along which ``next_frame`` moves the newest frame.
 
     Parameters
     ----------

@@ -117,7 +117,8 @@ class Forecaster(torch.nn.Module):
 
     Attributes
     ----------
-    model : the network, input ``(B, n_in*C, nlat, nlon)`` -> output ``(B, C, nlat, nlon)`` (normalised).
+    model : the network, input ``(B, n_in*C, nlat, nlon)`` -> output ``(B, C, nlat, nlon)`` (normalised), or
+        ``(B, C + 3, nlat, nlon)`` for a model with advected persistence (:func:`dandelion.step.next_frame`).
     layout : :class:`ChannelLayout` of the checkpoint (its normalisation statistics), on the run grid.
     n_in : int, frames in.
     name : model name (``dandelion``, ``sfno``, ...); checkpoint : its path or None.

@@ -367,7 +367,8 @@ class Dandelion(GridGuard, nn.Module):
     def forward(self, x: torch.Tensor, cond: torch.Tensor | None = None) -> torch.Tensor:
         """``x (B, in_channels, nlat, nlon)`` [, ``cond (B, cond_dim)``] -> ``(B, out_channels, nlat, nlon)``, or
         ``(B, out_channels + 3, nlat, nlon)`` with ``advect_state`` (the last three: the Cartesian displacement of
-        advected persistence, radians; :mod:`dandelion.warp.advection`).
+        advected persistence, radians, computed in float32 at least also under autocast, and the output then in
+        that dtype; :mod:`dandelion.warp.advection`).
 
         Raises
         ------
@@ -414,8 +415,10 @@ class Dandelion(GridGuard, nn.Module):
         out = self.head(self.head_norm(h))
         if self.spectral is not None and abl.spectral_into == "output":
             out = out + self.spectral(source).to(out.dtype)
-        if self.advection is not None:  # the Cartesian displacement of advected persistence, after the increment
-            out = torch.cat([out, self.advection(x).to(out.dtype)], dim=1)
+        if self.advection is not None:  # the Cartesian displacement of advected persistence, after the increment,
+            with torch.autocast(device_type=x.device.type, enabled=False):  # in float32 at least (a bf16 displacement
+                vec = self.advection(x.to(torch.promote_types(x.dtype, torch.float32)))  # would move the frame off)
+            out = torch.cat([out.to(vec.dtype), vec], dim=1)
         return out
 
     @property
@@ -431,6 +434,8 @@ class Dandelion(GridGuard, nn.Module):
         ------
         RuntimeError
             For a model built without ``advect_state``.
+        ValueError
+            If ``vector`` is not ``(B, 3, nlat, nlon)`` for the state's batch and grid.
         """
         if self.advection is None:
             raise RuntimeError("this Dandelion was built without advect_state: its output has no displacement")

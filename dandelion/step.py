@@ -11,7 +11,7 @@ import torch
 
 from .registry import unwrap_model
 
-__all__ = ["TARGETS", "INPUTS", "nonzero_scale", "difference_window", "next_frame"]
+__all__ = ["TARGETS", "INPUTS", "WET_SHARE_MIN", "nonzero_scale", "difference_window", "next_frame", "advected"]
 
 #: What the network outputs: the next normalised frame, or the scaled normalised increment.
 TARGETS = ("frame", "increment")
@@ -58,10 +58,10 @@ def next_frame(
     output's dtype promoted to at least float32.
 
     A model with ``advects_state`` (Dandelion's ``advect_state``: :mod:`dandelion.warp.advection`) gives three more
-    output channels, a Cartesian displacement, and the increment is added to ``x_t`` moved along it (read at
-    ``exp_p(d)``): ``x_t(exp_p(d)) + increment_scale[c] * output``, the semi-Lagrangian step; ValueError for
-    target ``frame``. The model may be wrapped (DDP, ``torch.compile``): :func:`dandelion.registry.unwrap_model`
-    finds it.
+    output channels (the last three), a Cartesian displacement, and the increment is added to ``x_t`` moved along
+    it (read at ``exp_p(d)``, :func:`advected`; land is never read): ``x_t(exp_p(d)) + increment_scale[c] * output``,
+    the semi-Lagrangian step; ValueError for target ``frame``. The model may be wrapped (DDP, ``torch.compile``):
+    :func:`dandelion.registry.unwrap_model` finds it.
 
     ``wet`` : (nlat, nlon) bool ocean mask of a masked dataset, or None. The network then gets it as one more
     input channel (last), and land points of the result are the newest input frame's (module docstring).
@@ -79,11 +79,35 @@ def next_frame(
                 "a model with advect_state moves the newest frame and adds an increment: train it with "
                 "target=increment (target=frame has no frame to move)"
             )
-        out, base = out[:, :n_channels], core.advect(last, out[:, n_channels:])
+        out, base = out[:, :-3], advected(core, last, out[:, -3:], wet)
     else:
         base = last
     out = _step(out, base, n_channels, increment_scale)
     return out if wet is None else torch.where(wet, out, last.to(out.dtype))
+
+
+#: the least wet share of the bilinear stencil at a departure point for the advected value to be used there (below
+#: it, next to land, the newest frame's own value is kept)
+WET_SHARE_MIN = 0.25
+
+
+def advected(core, last: torch.Tensor, vector: torch.Tensor, wet: torch.Tensor | None = None) -> torch.Tensor:
+    """The newest frame ``last (B, C, nlat, nlon)`` moved along the Cartesian displacement ``vector (B, 3, nlat,
+    nlon)`` by the model ``core``'s sampler (:meth:`dandelion.model.Dandelion.advect`).
+
+    On a masked dataset (``wet`` (nlat, nlon) bool) land is never read: the frame is sampled as
+    ``sample(last * wet) / sample(wet)``, the wet points of the bilinear stencil only, and where their share is below
+    :data:`WET_SHARE_MIN` (a departure point among land cells) the node keeps its own value. Returns ``(B, C, nlat,
+    nlon)`` in ``last``'s dtype promoted to float32 at least.
+    """
+    if wet is None:
+        return core.advect(last, vector)
+    w = wet.to(device=last.device, dtype=torch.promote_types(last.dtype, torch.float32))
+    w = w.expand(last.shape[0], 1, *wet.shape)
+    moved = core.advect(torch.cat([last * w, w], dim=1), vector)
+    share = moved[:, -1:]
+    inside = share >= WET_SHARE_MIN
+    return torch.where(inside, moved[:, :-1] / share.clamp_min(WET_SHARE_MIN), last.to(moved.dtype))
 
 
 def _step(out: torch.Tensor, last: torch.Tensor, n_channels: int, increment_scale: torch.Tensor | None) -> torch.Tensor:

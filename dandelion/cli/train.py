@@ -205,6 +205,12 @@ def check(cfg, overrides=()) -> None:
     check_choice(cfg.model.name, available_models(), "model.name")
     check_choice(cfg.trainer.get("target", "frame"), TARGETS, "trainer.target")
     check_choice(cfg.trainer.get("inputs", "frames"), INPUTS, "trainer.inputs")
+    advect = model_spec_from_config(plain(cfg.model))["overrides"].get("advect_state")
+    if advect and cfg.trainer.get("target", "frame") != "increment":
+        raise UsageError(
+            "model.overrides.advect_state=true moves the newest frame and adds an increment: it needs "
+            "trainer.target=increment (got trainer.target=" + str(cfg.trainer.get("target", "frame")) + ")"
+        )
     check_positive(cfg, ["trainer.n_in", "trainer.batch_size", "trainer.max_steps", "trainer.max_batches_per_epoch"])
     TrainOptions.from_dict(plain(cfg.trainer), prefix="trainer.")  # every other trainer option, named if bad
 

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import torch
 
+from dandelion.registry import unwrap_model
+
 __all__ = [
     "per_rank_batch",
     "plan_phases",
@@ -78,11 +80,15 @@ def saved_bytes_per_sample(
     ``in_shape``: ``(in_channels, nlat, nlon)`` of the model's input. The forward runs at batch 1 on fake tensors
     (nothing is computed or allocated; seconds for a paper model at 256x512) in train mode, under bf16 autocast
     when ``amp``; each step's output replaces the oldest channels of the input, as :func:`dandelion.forecast.rollout`
-    does; the float32 loss on the stacked outputs is included. Saved bytes are linear in the batch (every saved
+    does (a model with advected persistence, ``advect_state``, has its three displacement channels taken off and its
+    sampling of the frame counted, as :func:`dandelion.step.next_frame` does); the float32 loss on the stacked
+    outputs is included. Saved bytes are linear in the batch (every saved
     tensor carries the batch axis or is resident).
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
 
+    core = unwrap_model(model)
+    advects = bool(getattr(core, "advects_state", False))
     was_training = model.training
     model.train()
     device = next(model.parameters()).device
@@ -98,6 +104,8 @@ def saved_bytes_per_sample(
             with ctx:
                 for k in range(n_steps):
                     pred = model(x)
+                    if advects:  # advected persistence: the frame is moved along the last three channels
+                        pred = core.advect(pred[:, :-3], pred[:, -3:])
                     preds.append(pred)
                     if k + 1 < n_steps:
                         c = pred.shape[1]

@@ -72,7 +72,8 @@ class Trainer:
         ``{"name", "preset", "overrides"}`` (as ``configs/model/*.yaml``), built with
         :func:`dandelion.registry.build_model` for the data's channels and grid after ``torch.manual_seed(seed)``; or an
         ``nn.Module`` mapping ``(B, in_channels, nlat, nlon)`` to ``(B, out_channels, nlat, nlon)``
-        (:func:`dandelion.training.inputs.model_channels` gives both), trained in place. Checkpoints of a registered
+        (:func:`dandelion.training.inputs.model_channels` gives both; three more output channels for a Dandelion with
+        ``advect_state``, :func:`dandelion.step.next_frame`), trained in place. Checkpoints of a registered
         model load with :func:`dandelion.checkpoint.load_model`; those of a module hold its weights and resume with
         the same module class.
     train_data : a dataset folder (its ``train`` split is read) or a
@@ -159,6 +160,11 @@ class Trainer:
                 spec["name"], spec["preset"], in_channels, C, g.nlat, g.nlon, g.grid, **spec["overrides"]
             )
         model = model.to(self.device)
+        if getattr(unwrap_model(model), "advects_state", False) and self.target != "increment":  # before any work
+            raise ValueError(
+                "the model has advected persistence (advect_state), which moves the newest frame and adds an "
+                f"increment: train it with target='increment' (got target={self.target!r})"
+            )
         self.bare_model = model
         self.rank_batch = per_rank_batch(o.batch_size, self.dist.world_size)  # the configured batch is global
         self.memory = plan_phases(model, self.device, self.rank_batch, (in_channels, g.nlat, g.nlon), self.phases, o)

@@ -85,7 +85,13 @@ class StateAdvection(WarpSampling, nn.Module):
 
     def advect(self, state: torch.Tensor, vector: torch.Tensor) -> torch.Tensor:
         """``state (B, C, nlat, nlon)`` read at ``exp_p(D . e, D . n)`` for the Cartesian ``vector`` ``D (B, 3, nlat,
-        nlon)``; in the state's dtype promoted to float32 at least (as the warp's values)."""
+        nlon)``; in the state's dtype promoted to float32 at least (as the warp's values).
+
+        Raises
+        ------
+        ValueError
+            If ``vector`` is not ``(B, 3, nlat, nlon)`` for the state's batch and grid.
+        """
         if vector.shape[1] != 3 or vector.shape[0] != state.shape[0] or vector.shape[-2:] != state.shape[-2:]:
             raise ValueError(
                 f"vector of shape {tuple(vector.shape)} must be (B, 3, nlat, nlon) for a state of shape "

@@ -112,3 +112,59 @@ def test_a_wrapped_model_advects_too_and_the_frame_target_is_refused():
     assert torch.equal(next_frame(_Wrapper(model), x, 4, scale), next_frame(model, x, 4, scale))
     with pytest.raises(ValueError, match="target=increment"):
         next_frame(model, x, 4, None)
+
+
+def test_land_is_never_read_on_a_masked_dataset():
+    """With a wet mask the frame is sampled from wet points only: however large the land values, the advected ocean
+    is the same, and a node whose departure point lies among land cells keeps its own value."""
+    torch.manual_seed(2)
+    model = build_model("dandelion", "tiny", 5, 4, 16, 32, advect_state=True)
+    with torch.no_grad():
+        model.advection.vector.bias.copy_(torch.tensor([-0.4, 0.0, 0.4]))  # east, into the strip, at its west edge
+        for p in model.head[-1].parameters():
+            p.zero_()  # no increment (the network itself reads every input): the step is the advected frame
+    wet = torch.ones(16, 32, dtype=torch.bool)
+    wet[:, 10:16] = False  # a land strip from pole to pole
+    x = torch.randn(2, 4, 16, 32)
+    a, b = x.clone(), x.clone()
+    a[..., ~wet], b[..., ~wet] = -35.0, 1e3  # normalised land values: far outliers, two different ones
+    scale = torch.ones(4)
+    step_a, step_b = next_frame(model, a, 4, scale, wet=wet), next_frame(model, b, 4, scale, wet=wet)
+    torch.testing.assert_close(step_a[..., wet], step_b[..., wet], rtol=0, atol=1e-5)
+    assert step_a[..., wet].abs().max() < 10  # no land value reached the ocean
+    assert not torch.equal(step_a[..., wet], x[..., wet])  # and the ocean did move
+
+
+def test_the_displacement_stays_float32_under_autocast():
+    torch.manual_seed(3)
+    model = build_model("dandelion", "tiny", 4, 4, 16, 32, advect_state=True)
+    with torch.no_grad():
+        model.advection.vector.weight.normal_()
+    x = torch.randn(2, 4, 16, 32)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(x)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out[:, -3:], model.advection(x), rtol=0, atol=0)
+
+
+def test_the_memory_estimate_counts_the_advected_step():
+    from dandelion.training.memory import saved_bytes_per_sample
+
+    torch.manual_seed(0)
+    stock = build_model("dandelion", "tiny", 4, 4, 8, 16)
+    torch.manual_seed(0)
+    new = build_model("dandelion", "tiny", 4, 4, 8, 16, advect_state=True)
+    one, two = saved_bytes_per_sample(new, (4, 8, 16), 1), saved_bytes_per_sample(new, (4, 8, 16), 2)  # n_in = 1
+    assert one > saved_bytes_per_sample(stock, (4, 8, 16), 1)  # the frame's sampling is saved too
+    assert 1.8 * one < two < 2.2 * one
+
+
+def test_training_refuses_the_frame_target_before_any_step(make_tiny_dataset, tmp_path):
+    from dandelion.training.options import TrainOptions
+    from dandelion.training.trainer import Trainer
+
+    path = make_tiny_dataset(tmp_path / "data", n_frames=8)
+    spec = {"name": "dandelion", "preset": "tiny", "overrides": {"advect_state": True}}
+    with pytest.raises(ValueError, match="target='increment'"):
+        Trainer(spec, path, path, TrainOptions(target="frame", n_in=1, batch_size=2), run_dir=tmp_path / "run")
+    assert not (tmp_path / "run" / "last.pt").exists()
