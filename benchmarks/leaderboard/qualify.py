@@ -136,16 +136,18 @@ def counted(st: dict, name: str) -> bool:
 
 
 def mark(st: dict, name: str) -> str:
-    """The mark of a dataset under its trend table: '' when it qualifies or nothing was measured."""
+    """The mark of a dataset under its trend table ('' when nothing was measured)."""
     q = st.get(name)
-    if q is None or q["status"] == "qualifies":
+    if q is None:
         return ""
     if q["status"] == NOT_MEASURED:
         return f"*{NOT_MEASURED}*: counted below as before the rule, flagged."
+    ok = q["status"] == "qualifies"
     return (
-        f"*{NO_TEST}*: the finer grid forces an error of {q['forced']:.3g} (VRMSE), {q['ratio']:.2f} of the best "
-        f"coarse model's {q['best']:.3g}, below {QUALIFY_RATIO:g}; largest increment share above the band "
-        f"{q['share']:.3g}. Not counted."
+        f"*{'resolution test' if ok else NO_TEST}*: the coarse band limit forces an error of {q['forced']:.3g} "
+        f"(VRMSE), {q['ratio']:.2f} of the best coarse model's {q['best']:.3g}, "
+        f"{'at least' if ok else 'below'} {QUALIFY_RATIO:g}; largest increment share above the band "
+        f"{q['share']:.3g}. {'Counted' if ok else 'Not counted'}."
     )
 
 

@@ -98,7 +98,8 @@ def test_the_trend_counts_leave_out_a_dataset_without_resolution_test():
     md = "\n".join(T.trend_section(agg, content=content))
     assert "| dandelion | 1:20 | 1 | 0 | 0 | 0 |" in md  # fam only
     assert "1 (fam) of the 2 datasets trained at two grids qualify" in md
-    assert "### other" in md and "*no resolution test*: the finer grid forces an error of" in md
+    assert "### other" in md and "*no resolution test*: the coarse band limit forces an error of" in md
+    assert "*resolution test*: the coarse band limit forces an error of 0.141 (VRMSE), 1.41 of" in md
     both = "\n".join(T.trend_section(agg))  # no content measured: both counted, and said so
     assert "| dandelion | 1:20 | 2 | 0 | 0 | 0 |" in both and "No resolution content was measured" in both
     text = _trend_sentence(agg, {}, content)
