@@ -326,6 +326,7 @@ def render_markdown(
     sections: list[str] | None = None,
     trend_notes: dict | None = None,
     expected: dict | None = None,
+    resolution: dict | None = None,
 ) -> str:
     """The ``leaderboard.md`` text for the cells of one scale, in the order of the module docstring.
 
@@ -337,7 +338,9 @@ def render_markdown(
     of further sections placed after the per-field tables (the zero-shot transfer); ``trend_notes``: dataset name ->
     caveat of its resolution trend (:func:`~dandelion.benchmarks.leaderboard.trend.trend_section`); ``expected``:
     dataset key -> {model: seeds} the scale trains there (a key missing any of them is not ranked,
-    :func:`~dandelion.benchmarks.leaderboard.headline.completeness`; default: what the results hold at each grid)."""
+    :func:`~dandelion.benchmarks.leaderboard.headline.completeness`; default: what the results hold at each grid);
+    ``resolution``: the measured resolution content (:func:`~dandelion.benchmarks.leaderboard.qualify.load_content`;
+    None: not measured), which decides the datasets the trend counts."""
     agg = aggregate(cells)
     for d, refs in (references or {}).items():
         for e in agg.get(d, {}).values():
@@ -352,7 +355,7 @@ def render_markdown(
     n20 = summary_leads(e for d in datasets for e in agg[d].values())
     cols = columns(agg, datasets, models, expected=expected)
     L = [f"# Dandelion benchmark leaderboard, scale `{scale}`", ""]
-    L += verdict_paragraph(agg, datasets, models, cols, trend_notes)
+    L += verdict_paragraph(agg, datasets, models, cols, trend_notes, resolution)
     L += [budget_line(cells), ""]
     L += [
         f"Test split; area-weighted VRMSE averaged over the fields (scalar fields and the u, v components of vector "
@@ -394,7 +397,9 @@ def render_markdown(
         L += [f"- `{d}`: {why}" for d, why in pending.items()]
         L.append("")
     L += _paragraphs(links or [])
-    L += trend_section(agg, plots, trend_notes)  # the resolution trend (datasets at two or more grids; trend.py)
+    L += trend_section(
+        agg, plots, trend_notes, resolution
+    )  # the resolution trend (datasets at two or more grids; trend.py)
     L += compute_section(agg, datasets, plots)  # equal compute (cells that recorded their cost; compute.py)
     L += per_seed_table(agg, datasets, models, cols)  # every seed's headline values (seeds.py)
     L += [

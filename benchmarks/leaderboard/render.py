@@ -16,6 +16,10 @@ writes into ``results_dir``:
 * ``score_vs_cost_<dataset>.png``: test VRMSE against training CPU-seconds, one point per model and seed
   (:mod:`dandelion.benchmarks.leaderboard.compute`).
 
+The resolution trend counts only the datasets whose finer grid adds resolved content, as measured in
+``resolution_content.json`` beside the results (:mod:`dandelion.benchmarks.leaderboard.qualify`; absent: every
+dataset, and the section says so).
+
 All metrics are those of :mod:`dandelion.metrics` as computed by ``dandelion-rollout``; nothing is recomputed here.
 """
 
@@ -39,6 +43,7 @@ from dandelion.benchmarks.grid.cells import (
 from dandelion.benchmarks.leaderboard.compute import plot_score_vs_cost
 from dandelion.benchmarks.leaderboard.curves import plot_training_curves
 from dandelion.benchmarks.leaderboard.markdown import aggregate, bold_best, render_markdown
+from dandelion.benchmarks.leaderboard.qualify import load_content
 from dandelion.benchmarks.leaderboard.trend import families, plot_trend
 from dandelion.benchmarks.paths import checkout_root, resolve_scale_dirs
 from dandelion.benchmarks.transfer.report import transfer_section
@@ -275,6 +280,7 @@ def leaderboard(cfg) -> dict:
         sections=section,
         trend_notes=_checked_notes(trend_notes(results_dir), agg, results_dir),
         expected=_expected(scale_cfg, results_dir),
+        resolution=load_content(results_dir),  # resolution_content.json: which datasets the trend counts
     )
     out = results_dir / "leaderboard.md"
     write_text_atomic(out, md)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from dandelion.benchmarks.leaderboard.qualify import NOT_MEASURED, counted, mark, statuses, summary_sentence
 from dandelion.benchmarks.leaderboard.stats import column_stats, half_width, saturation, summary_leads, t_critical
 from dandelion.reporting.numbers import fmt_mean_std
 from dandelion.reporting.plotting import pyplot, save_figure
@@ -211,12 +212,19 @@ def _sentence(name: str, agg: dict, keys: list[str]) -> tuple[str, dict]:
     return f"**{name}** ({grids}): " + "; ".join(parts) + ".", words
 
 
-def trend_section(agg: dict, plots: dict | None = None, notes: dict | None = None) -> list[str]:
+def trend_section(
+    agg: dict, plots: dict | None = None, notes: dict | None = None, content: dict | None = None
+) -> list[str]:
     """The markdown of the resolution-trend section (empty when no dataset has two grids). ``notes``: dataset name ->
     a caveat printed under its verdicts and named under the summary (what a count of that dataset does not mean, e.g.
-    two grids that simulate different flows; :func:`~dandelion.benchmarks.leaderboard.render.trend_notes`)."""
+    two grids that simulate different flows; :func:`~dandelion.benchmarks.leaderboard.render.trend_notes`).
+    ``content``: the measured resolution content (finest key -> :func:`~dandelion.benchmarks.leaderboard.resolution.
+    content`; None: not measured, every dataset counted and the section says so): a dataset that does not qualify
+    (:mod:`~dandelion.benchmarks.leaderboard.qualify`) keeps its table and verdicts, marked "no resolution test",
+    and is left out of the counts; one not measured is counted and flagged."""
     notes = notes or {}
     fams = families(agg)
+    st = statuses(agg, fams, content)
     if not fams:
         return []
     L = [
@@ -233,24 +241,32 @@ def trend_section(agg: dict, plots: dict | None = None, notes: dict | None = Non
         "that narrows, and the sentences below say which. A ratio within its own t band of 1 is *level* with SFNO "
         "at that grid.",
         "",
+        summary_sentence(st, fams),
+        "",
     ]
     counts: dict[tuple[str, str], dict[str, int]] = {}
     for name, keys in fams.items():
         L += [f"### {name}", "", *trend_table(agg, keys), ""]
         text, words = _sentence(name, agg, keys)
         L += [text, ""]
+        if mark(st, name):
+            L += [mark(st, name), ""]
         if notes.get(name):
             L += [f"*Caveat ({name})*: {notes[name]}", ""]
-        for mp, w in words.items():
+        for mp, w in words.items() if counted(st, name) else ():  # a dataset with no resolution test: not counted
             counts.setdefault(mp, {}).setdefault(w, 0)
             counts[mp][w] += 1
         png = (plots or {}).get(f"error_vs_resolution_{name}")
         if png:
             L += [f"![{name}: error against grid]({Path(png).name})", ""]
     if counts:
+        n = sum(counted(st, name) for name in fams)
+        flagged = [name for name in fams if (st.get(name) or {}).get("status") == NOT_MEASURED]
         L += [
-            f"Summary, datasets each way over the {len(fams)} dataset{'s' if len(fams) > 1 else ''} trained at two "
-            "grids (warp model, lead summary; 'gains on SFNO': its ratio to SFNO fell beyond the t interval, whether "
+            f"Summary, datasets each way over the {n} dataset{'s' if n > 1 else ''} trained at two grids "
+            + (f"that qualify or were not measured ({NOT_MEASURED}: {', '.join(flagged)}) " if flagged else "")
+            + ("that qualify " if st and not flagged else "")
+            + "(warp model, lead summary; 'gains on SFNO': its ratio to SFNO fell beyond the t interval, whether "
             "it is ahead or behind; 'loses ground': it rose):",
             "",
         ]

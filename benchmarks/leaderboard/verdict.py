@@ -13,6 +13,7 @@ the resolution trend's counts, naming the dataset behind each gain or loss and m
 from __future__ import annotations
 
 from dandelion.benchmarks.leaderboard.headline import incomplete_text
+from dandelion.benchmarks.leaderboard.qualify import NOT_MEASURED, counted, statuses, summary_sentence
 from dandelion.benchmarks.leaderboard.stats import t_critical
 from dandelion.benchmarks.leaderboard.trend import PARTS as TREND_PARTS
 from dandelion.benchmarks.leaderboard.trend import WARP_MODELS, families, verdict
@@ -100,38 +101,60 @@ def _grid_sentence(agg: dict, grid: str, keys: list[str], models: list[str], col
     return text
 
 
-def _named(word: str, names: list[str], notes: dict) -> str:
-    """``"<word> k"``, then the ``k`` datasets in brackets, each with "caveat" when it has a trend note."""
+def _named(word: str, names: list[str], notes: dict, st: dict | None = None) -> str:
+    """``"<word> k"``, then the ``k`` datasets in brackets, each with "caveat" when it has a trend note and "not
+    measured" when its resolution content was not measured (``st``: :func:`~dandelion.benchmarks.leaderboard.
+    qualify.statuses`)."""
     if not names:
         return f"{word} 0"
-    return f"{word} {len(names)} (" + ", ".join(n + (" (caveat)" if notes.get(n) else "") for n in names) + ")"
+    st = st or {}
+
+    def flags(n):
+        out = [
+            f
+            for f, on in (("caveat", notes.get(n)), ("not measured", (st.get(n) or {}).get("status") == NOT_MEASURED))
+            if on
+        ]
+        return f" ({', '.join(out)})" if out else ""
+
+    return f"{word} {len(names)} (" + ", ".join(n + flags(n) for n in names) + ")"
 
 
-def _trend_sentence(agg: dict, notes: dict) -> str:
-    """The trend's counts per warp model and lead summary; a gain or a loss names its datasets (marked "caveat" where
-    ``notes``, the trend notes, say the count does not mean a resolution effect), the holds are only counted."""
+def _trend_sentence(agg: dict, notes: dict, content: dict | None = None) -> str:
+    """The trend's counts per warp model and lead summary over the datasets that qualify or were not measured
+    (``content``: the measured resolution content, :mod:`~dandelion.benchmarks.leaderboard.qualify`; None: every
+    dataset); a gain or a loss names its datasets (marked "caveat" where ``notes``, the trend notes, say the count
+    does not mean a resolution effect, "not measured" where no content was measured), the holds are only counted.
+    Then how many datasets qualify, and which."""
     fams = families(agg)
     if not fams:
         return ""
+    st = statuses(agg, fams, content)
+    judged = {n: keys for n, keys in fams.items() if counted(st, n)}
     counts = []
     for m in WARP_MODELS:
         for part, label in TREND_PARTS:
-            words = {n: v["word"] for n, keys in fams.items() if (v := verdict(agg, keys, m, part)) is not None}
+            words = {n: v["word"] for n, keys in judged.items() if (v := verdict(agg, keys, m, part)) is not None}
             if not words:
                 continue
             by = {w: [n for n, x in words.items() if x == w] for w in ("grows", "holds", "shrinks", "no spread")}
             by["saturated"] = [n for n, x in words.items() if x == "saturated"]
             counts.append(
-                f"{m} {label}: {_named('gains on SFNO', by['grows'], notes)}, holds {len(by['holds'])}, "
-                + _named("loses ground", by["shrinks"], notes)
+                f"{m} {label}: {_named('gains on SFNO', by['grows'], notes, st)}, holds {len(by['holds'])}, "
+                + _named("loses ground", by["shrinks"], notes, st)
                 + (f", no spread {len(by['no spread'])}" if by["no spread"] else "")
                 + (f", saturated (not judged) {len(by['saturated'])}" if by["saturated"] else "")
             )
-    text = (
-        f"Resolution trend over the {len(fams)} datasets trained at two grids (a warp model's ratio to SFNO, judged "
-        "against the t interval of its change; each gain or loss names its dataset): " + "; ".join(counts) + "."
-    )
-    caveats = [n for n in fams if notes.get(n)]
+    over = f"the {len(judged)} datasets trained at two grids" + (" that qualify or were not measured" if st else "")
+    text = summary_sentence(st, fams) + " "
+    if counts:
+        text += (
+            f"Resolution trend over {over} (a warp model's ratio to SFNO, judged against the t interval of its "
+            "change; each gain or loss names its dataset): " + "; ".join(counts) + "."
+        )
+    else:
+        text += "No dataset is left for the resolution trend's counts."
+    caveats = [n for n in judged if notes.get(n)]
     if caveats:
         text += (
             " A dataset marked caveat has a note below its trend table that changes what its verdict means (a "
@@ -141,8 +164,12 @@ def _trend_sentence(agg: dict, notes: dict) -> str:
     return text
 
 
-def verdict_paragraph(agg: dict, datasets: list[str], models: list[str], cols: dict, notes: dict | None = None):
-    """The lines of the verdict (a heading and one paragraph per grid, then the trend), finest grid first."""
+def verdict_paragraph(
+    agg: dict, datasets: list[str], models: list[str], cols: dict, notes: dict | None = None, content=None
+):
+    """The lines of the verdict (a heading and one paragraph per grid, then the trend), finest grid first.
+    ``content``: the measured resolution content (:func:`~dandelion.benchmarks.leaderboard.qualify.load_content`;
+    None: not measured), which decides the datasets the trend counts."""
     grids: dict[str, list[str]] = {}
     for d in datasets:
         grids.setdefault(grid_of(agg, d), []).append(d)
@@ -150,7 +177,7 @@ def verdict_paragraph(agg: dict, datasets: list[str], models: list[str], cols: d
     L = [VERDICT, ""]
     for g in order:
         L += [_grid_sentence(agg, g, grids[g], models, cols), ""]
-    trend = _trend_sentence(agg, notes or {})
+    trend = _trend_sentence(agg, notes or {}, content)
     if trend:
         L += [trend, ""]
     L += [
