@@ -14,8 +14,9 @@ initialisation, so the step starts as persistence plus increment, bit for bit). 
 network as Cartesian components (docs/ARCHITECTURE.md §3), so the departure point of a flow given among the inputs,
 ``D = -dt * velocity``, is one linear map of them. The map's output is in units of ``UNIT`` = 0.1 rad (about one grid
 spacing at 32x64): a pointwise map's weights all move by about the learning rate per Adam step, and a displacement in
-radians that moved so would jitter by a tenth of a grid spacing per step, a first probe on the transport dataset
-(val VRMSE 0.04 at step 240, against 0.016 for the Cartesian-term model). The exponential map and the sampling are
+radians that moved so jitters by the order of a tenth of a grid spacing per step (an estimate); measured: a first
+probe in radians on the transport dataset reached val VRMSE 0.04 at step 240, against 0.014 in these units
+(docs/model.md, "Advected persistence"). The exponential map and the sampling are
 the warp's (:mod:`dandelion.warp`): zero displacement is the identity bit for bit, across the poles too.
 """
 
