@@ -195,10 +195,9 @@ def head_alignment(
 def alignment_figure(result: dict, path, title: str = "") -> Path:
     """Two panels (east/north arrows on a longitude-latitude map, one arrow scale): the finest layer's best head (or
     the advection's displacement) and ``-dt * u``."""
-    import matplotlib
+    from dandelion.reporting.plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     s = result["sample"]
     g = s["grid"]
@@ -224,11 +223,7 @@ def alignment_figure(result: dict, path, title: str = "") -> Path:
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110)
 
 
 def main(argv=None) -> None:

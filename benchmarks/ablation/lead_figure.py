@@ -58,10 +58,9 @@ def lead_curves(results_dir, variant: str, base: str, key: str, references=("sfn
 
 def lead_figure(curves: dict, path, title: str = "") -> Path:
     """Draw :func:`lead_curves`' output (log VRMSE against lead) to ``path`` (PNG); returns the path."""
-    import matplotlib
+    from dandelion.reporting.plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for label, arr in curves.items():
@@ -81,8 +80,4 @@ def lead_figure(curves: dict, path, title: str = "") -> Path:
     if title:
         ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110)

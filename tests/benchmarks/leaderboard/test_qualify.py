@@ -5,25 +5,12 @@ finer grid adds no resolved content while still showing its table."""
 import math
 
 import pytest
+from trend_entries import trend_entry as _entry
 
 from dandelion.benchmarks.leaderboard import qualify as Q
 from dandelion.benchmarks.leaderboard import resolution as R
 from dandelion.benchmarks.leaderboard import trend as T
 from dandelion.benchmarks.leaderboard.verdict import _trend_sentence
-
-
-def _entry(nlat, mean, std=0.001, n=3):
-    """One model's aggregate at one grid, as tests/benchmarks/leaderboard/test_trend_compute.py builds it."""
-    s = {"vrmse": {"mean": {"mean": mean, "std": std, "n": n}}}
-    return {
-        "nlat": nlat,
-        "nlon": 2 * nlat,
-        "dataset": "fam",
-        "seeds": list(range(n)),
-        "next_step": s,
-        "rollout_mean": s,
-        "cells": [],
-    }
 
 
 def _agg(d_coarse, d_fine):

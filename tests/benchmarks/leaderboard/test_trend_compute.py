@@ -2,22 +2,10 @@
 synthetic aggregates whose answers are known."""
 
 import pytest
+from trend_entries import trend_entry as _entry
 
 from dandelion.benchmarks.leaderboard import compute as C
 from dandelion.benchmarks.leaderboard import trend as T
-
-
-def _entry(nlat, mean, std, n=3, cells=None):
-    s = {"vrmse": {"mean": {"mean": mean, "std": std, "n": n}}}
-    return {
-        "nlat": nlat,
-        "nlon": 2 * nlat,
-        "dataset": "fam",
-        "seeds": list(range(n)),
-        "next_step": s,
-        "rollout_mean": s,
-        "cells": cells or [],
-    }
 
 
 def _agg(d_coarse, d_fine, std=0.001, n=3):
