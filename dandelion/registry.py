@@ -19,6 +19,7 @@ __all__ = [
     "resolve_preset",
     "did_you_mean",
     "preset_keys",
+    "resolved_hyperparameters",
     "build_model",
     "available_models",
     "unwrap_model",
@@ -119,6 +120,26 @@ def preset_keys(name: str) -> tuple[list[str], list[str]]:
     presets, extra = _PRESET_TABLES[name]
     keys = sorted({k for table in presets.values() for k in table})
     return keys, sorted(set(extra) - set(keys))
+
+
+def resolved_hyperparameters(name: str, preset: str, overrides: dict | None = None) -> dict | None:
+    """The hyper-parameters ``build_model(name, preset, **overrides)`` builds with: ``presets[preset]`` with the
+    overrides applied (:func:`resolve_preset`), sequences as lists. A checkpoint records them
+    (:func:`dandelion.training.inputs.model_spec`), so that a later change of a preset does not change the network it
+    rebuilds (:func:`dandelion.checkpoint.model_from_checkpoint`). None for a model registered without a preset table
+    (:func:`register_model` alone), whose builder takes what it is given.
+
+    Raises
+    ------
+    ValueError
+        For an unknown preset or override (:func:`resolve_preset`).
+    """
+    _load_for(name)
+    if name not in _PRESET_TABLES:
+        return None
+    presets, extra = _PRESET_TABLES[name]
+    cfg = resolve_preset(name, presets, preset, dict(overrides or {}), extra)
+    return {k: list(v) if isinstance(v, (tuple, list)) else v for k, v in cfg.items()}
 
 
 def _load_all():

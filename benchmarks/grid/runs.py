@@ -16,13 +16,14 @@ from omegaconf import OmegaConf
 from dandelion.benchmarks.grid.cells import dataset_spec, flatten_overrides, fmt_value, lr_tag, training_hash
 from dandelion.benchmarks.grid.records import cost_fields
 from dandelion.benchmarks.grid.torchrun import train_under_torchrun
+from dandelion.checkpoint import preset_changes
 from dandelion.cli.common import compose_config as compose
 from dandelion.cli.rollout import rollout
 from dandelion.cli.train import train
 from dandelion.datasets.folder import is_complete
 from dandelion.datasets.generate import generate
 from dandelion.locks import LockHeldError, OutputLock
-from dandelion.runtime import device_name, write_json_atomic
+from dandelion.runtime import DamagedFileError, device_name, write_json_atomic
 
 __all__ = ["ensure_dataset"]
 
@@ -117,7 +118,9 @@ def _train_one(cfg, key, model, seed, lr, data_path, run_dir: Path | None = None
     defaults to the run's own folder under ``work_dir/runs`` (:func:`training_hash`). When another process is
     training the same run (its folder's lock is held: two grid processes, or ``train_rates`` beside the grid),
     this one waits for it (:func:`_wait_for_run`) and then reuses its result (or resumes it, if it ended early).
-    The time spent waiting counts in the cell's ``minutes.train_wall``, not in any CPU-seconds."""
+    The time spent waiting counts in the cell's ``minutes.train_wall``, not in any CPU-seconds. A run whose network
+    its preset no longer builds (a preset changed since: :func:`_set_aside_superseded`) is moved aside and trained
+    again."""
     if run_dir is None:
         run_dir = (
             Path(cfg.scale.work_dir) / "runs" / key / model / f"seed{seed}" / f"t{training_hash(cfg, key)}" / lr_tag(lr)
@@ -126,6 +129,7 @@ def _train_one(cfg, key, model, seed, lr, data_path, run_dir: Path | None = None
     over = _train_overrides(cfg, key, model, seed, lr, run_dir, data_path)
     command = "dandelion-train " + " ".join(shlex.quote(o) for o in over)
     done = run_dir / "result.json"
+    _set_aside_superseded(run_dir)
     while True:
         if done.exists():
             try:
@@ -166,6 +170,29 @@ def _train_one(cfg, key, model, seed, lr, data_path, run_dir: Path | None = None
             write_json_atomic(done, res)
             print(f"[benchmark] {run_dir}: diverged ({err}); recorded in {done}", flush=True)
         return {**res, "lr": float(lr), "command": command, "reused": False}
+
+
+def _set_aside_superseded(run_dir: Path) -> None:
+    """Rename ``run_dir`` to ``<name>.superseded-<UTC time>`` (nothing is deleted) when its checkpoint's network is
+    not the one its preset builds now (:func:`dandelion.checkpoint.preset_changes`): the run folder's fingerprint
+    (:func:`training_hash`) names the preset, not its hyper-parameters, so a changed preset would otherwise reuse (or
+    resume) a run of the old network. A run being trained by another process (its lock held), or whose checkpoint is
+    unreadable or carries no model spec, is left as it is."""
+    ckpt = next((run_dir / n for n in ("last.pt", "best.pt") if (run_dir / n).exists()), None)
+    if ckpt is None:
+        return
+    try:
+        OutputLock.check_free(run_dir, "dandelion-benchmark")
+    except LockHeldError:
+        return
+    try:
+        changes = preset_changes(ckpt)
+    except (DamagedFileError, ValueError):  # unreadable, or no model spec: the resume or reuse below deals with it
+        return
+    if changes:
+        aside = run_dir.with_name(f"{run_dir.name}.superseded-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+        run_dir.rename(aside)
+        print(f"[benchmark] {run_dir} was trained with another network (saved, now: {changes}): moved to {aside}")
 
 
 def _model_choice(model: str) -> list[str]:

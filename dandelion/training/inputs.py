@@ -10,7 +10,7 @@ from pathlib import Path
 import torch.nn as nn
 
 from dandelion.datasets.torch_dataset import WindowDataset
-from dandelion.registry import unwrap_model
+from dandelion.registry import resolved_hyperparameters, unwrap_model
 from dandelion.runtime import DamagedFileError
 
 __all__ = ["model_spec", "model_channels", "open_windows", "check_same_data", "config_record", "worker_errors"]
@@ -30,12 +30,15 @@ def model_spec(model, in_channels: int, out_channels: int) -> dict | None:
 
     Returns
     -------
-    ``{"name", "preset", "in_channels", "out_channels", "overrides"}`` (what checkpoints store), or None.
+    ``{"name", "preset", "in_channels", "out_channels", "overrides", "hyperparameters"}`` (what checkpoints store;
+    ``hyperparameters``: the preset with the overrides applied, :func:`dandelion.registry.resolved_hyperparameters`,
+    None for a model without a preset table), or None.
 
     Raises
     ------
     TypeError / ValueError
-        For another type, a mapping without ``name`` or with unknown keys.
+        For another type, a mapping without ``name`` or with unknown keys; ValueError for an unknown preset or
+        override of a registered model.
     """
     if isinstance(model, nn.Module):
         return None
@@ -52,12 +55,18 @@ def model_spec(model, in_channels: int, out_channels: int) -> dict | None:
             f"model={dict(model)}: a model spec holds 'name' (required), 'preset' and 'overrides' "
             f"({'unknown keys ' + ', '.join(extra) if extra else 'no name given'})"
         )
+    name, preset, overrides = (
+        str(model["name"]),
+        str(model.get("preset") or "small"),
+        dict(model.get("overrides") or {}),
+    )
     return {
-        "name": str(model["name"]),
-        "preset": str(model.get("preset") or "small"),
+        "name": name,
+        "preset": preset,
         "in_channels": int(in_channels),
         "out_channels": int(out_channels),
-        "overrides": dict(model.get("overrides") or {}),
+        "overrides": overrides,
+        "hyperparameters": resolved_hyperparameters(name, preset, overrides),
     }
 
 

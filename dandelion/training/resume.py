@@ -12,7 +12,14 @@ import logging
 import math
 from pathlib import Path
 
-from dandelion.checkpoint import load_checkpoint, model_state, rng_state, save_checkpoint, set_rng_state
+from dandelion.checkpoint import (
+    checkpoint_hyperparameters,
+    load_checkpoint,
+    model_state,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from dandelion.datasets.integrity import check_checkpoint_data
 from dandelion.training.schedule import replan
 
@@ -74,26 +81,16 @@ def resume(trainer, path: Path) -> None:
     ValueError
         If the checkpoint was trained on other data and ``trainer.allow_other_data`` is false
         (:func:`dandelion.datasets.integrity.check_checkpoint_data`), if the checkpoint's model spec, ``target``,
-        ``inputs`` or grid differ from the trainer's (naming the fix), or its plan differs and ``resume_schedule``
-        refuses the re-plan (:func:`replan_schedule`).
+        ``inputs`` or grid differ from the trainer's (naming the fix), or its network's hyper-parameters differ
+        from the ones the configuration builds now (a preset changed since it was saved), or its plan differs and
+        ``resume_schedule`` refuses the re-plan (:func:`replan_schedule`).
     """
     ckpt = load_checkpoint(path, map_location="cpu")
     extra = ckpt.get("extra", {})
     check_checkpoint_data(path, extra, trainer.data_path, trainer.allow_other_data, "resume")
     spec, mine = extra.get("model_spec"), trainer.model_spec
-    keys = ("name", "preset", "in_channels", "out_channels")
-    if (
-        spec is not None
-        and mine is not None
-        and (
-            {k: spec[k] for k in keys} != {k: mine[k] for k in keys}
-            or dict(spec.get("overrides") or {}) != dict(mine["overrides"])
-        )
-    ):
-        raise ValueError(
-            f"resume={path}: checkpoint holds model {spec} but the configuration builds {mine}; "
-            "resume with the same model=, model.preset=, model.overrides and dataset"
-        )
+    if spec is not None and mine is not None:
+        _check_same_network(path, ckpt, spec, mine)
     for key, value, default in (("target", trainer.target, "frame"), ("inputs", trainer.inputs, "frames")):
         saved = extra.get(key, default)
         if saved != value:
@@ -125,6 +122,32 @@ def resume(trainer, path: Path) -> None:
     log.info(
         "resumed from %s at step %d (epoch %d, batch %d)", path, trainer.step, trainer.epoch, trainer.batch_in_epoch
     )
+
+
+def _check_same_network(path, ckpt: dict, spec: dict, mine: dict) -> None:
+    """Refuse (ValueError) to resume a checkpoint into another network: another name, preset or channel count, or
+    other hyper-parameters (compared resolved where both sides have them, so an override that restores what a
+    changed preset no longer gives is accepted; else the overrides as given)."""
+    keys = ("name", "preset", "in_channels", "out_channels")
+    if {k: spec[k] for k in keys} != {k: mine[k] for k in keys}:
+        raise ValueError(
+            f"resume={path}: checkpoint holds model {spec} but the configuration builds {mine}; "
+            "resume with the same model=, model.preset=, model.overrides and dataset"
+        )
+    saved, now = checkpoint_hyperparameters(ckpt), mine.get("hyperparameters")
+    if saved is None or now is None:
+        if dict(spec.get("overrides") or {}) != dict(mine["overrides"]):
+            raise ValueError(
+                f"resume={path}: checkpoint holds model {spec} but the configuration builds {mine}; "
+                "resume with the same model.overrides"
+            )
+    elif saved != now:
+        diff = {k: (saved.get(k), now.get(k)) for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)}
+        raise ValueError(
+            f"resume={path}: the checkpoint's network has other hyper-parameters than the configuration builds "
+            f"(saved, now: {diff}; a changed preset or other model.overrides); resume with model.overrides that "
+            "restore the saved values, or start a new run"
+        )
 
 
 def replan_schedule(trainer, path: Path, planned: int) -> None:
