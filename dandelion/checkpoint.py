@@ -15,8 +15,9 @@ A checkpoint is a dict of tensors and plain Python types only::
     extra           job-specific plain data (the trainer stores "model_spec" and "layout" here)
 
 ``model_spec`` = ``{"name", "preset", "in_channels", "out_channels", "overrides", "hyperparameters"}``, the
-arguments of :func:`dandelion.build_model` apart from the grid, and the preset's hyper-parameters as they were when
-the checkpoint was written (the network is rebuilt from those, so a later change of a preset does not change it;
+arguments of :func:`dandelion.build_model` apart from the grid, and every hyper-parameter the network was built with
+(the preset's, the overrides, and the model's network defaults for the rest: the network is rebuilt from those, so a
+later change of a preset, or a preset that later sets one of those defaults, does not change it;
 :func:`checkpoint_hyperparameters`); ``layout`` =
 :meth:`dandelion.channels.ChannelLayout.to_dict`. :func:`load_model` turns a checkpoint into a
 :class:`dandelion.forecast.Forecaster` that forecasts as the model was trained.
@@ -35,10 +36,17 @@ import torch
 import yaml
 
 from .channels import ChannelLayout
+from .checkpoint_network import (
+    LEGACY_OVERRIDES,
+    checkpoint_hyperparameters,
+    checkpoint_model_spec,
+    network_differences,
+    preset_changes,
+)
 from .disk import disk_error
 from .forecast import Forecaster
 from .grid_guard import allow_grid_change
-from .registry import build_model, resolved_hyperparameters, unwrap_model
+from .registry import build_model, unwrap_model
 from .runtime import DamagedFileError, device_name, plain, temp_path, versions
 
 __all__ = [
@@ -48,6 +56,9 @@ __all__ = [
     "model_state",
     "checkpoint_hyperparameters",
     "preset_changes",
+    "network_differences",
+    "checkpoint_model_spec",
+    "LEGACY_OVERRIDES",
     "layout_from_checkpoint",
     "config_from_checkpoint",
     "rng_state",
@@ -229,67 +240,6 @@ def layout_from_checkpoint(ckpt: dict):
     return ChannelLayout.from_dict(ckpt["extra"]["layout"])
 
 
-def _model_spec(ckpt: dict) -> dict:
-    spec = ckpt.get("extra", {}).get("model_spec")
-    if spec is None:
-        cfg = config_from_checkpoint(ckpt)
-        m = cfg.get("model", {})
-        spec = {
-            "name": m.get("name"),
-            "preset": m.get("preset"),
-            "in_channels": m.get("in_channels"),
-            "out_channels": m.get("out_channels"),
-            "overrides": dict(m.get("overrides") or {}),
-        }
-    missing = [k for k in ("name", "preset", "in_channels", "out_channels") if spec.get(k) is None]
-    if missing:
-        raise ValueError(f"checkpoint lacks the model's {missing}: it was not written by dandelion-train")
-    return spec
-
-
-#: What a checkpoint written before checkpoints recorded their hyper-parameters (before 2026-12-07) was built with,
-#: where a preset has changed since: Dandelion's presets took advected persistence (``advect_state``) on that day.
-LEGACY_OVERRIDES: dict[str, dict] = {"dandelion": {"advect_state": False}}
-
-
-def checkpoint_hyperparameters(ckpt) -> dict | None:
-    """The hyper-parameters the checkpoint's network was built with: those it records (``model_spec``'s
-    ``hyperparameters``), else, for a checkpoint written before they were recorded, the preset as it is now with
-    :data:`LEGACY_OVERRIDES` and the checkpoint's own overrides applied. None for a model without a preset table.
-
-    Parameters
-    ----------
-    ckpt : a dict from :func:`load_checkpoint`, or a path.
-
-    Raises
-    ------
-    ValueError
-        If the checkpoint lacks its model spec (not written by ``dandelion-train``), or its preset or an override is
-        unknown to the registry.
-    """
-    if not isinstance(ckpt, dict):
-        ckpt = load_checkpoint(ckpt)
-    spec = _model_spec(ckpt)
-    if spec.get("hyperparameters") is not None:
-        return dict(spec["hyperparameters"])
-    legacy = {**LEGACY_OVERRIDES.get(spec["name"], {}), **dict(spec.get("overrides") or {})}
-    return resolved_hyperparameters(spec["name"], spec["preset"], legacy)
-
-
-def preset_changes(ckpt) -> dict:
-    """``{hyper-parameter: (saved, now)}`` for each one the checkpoint's network was built with
-    (:func:`checkpoint_hyperparameters`) that its model spec (name, preset, overrides) no longer gives; empty when the
-    preset is unchanged or the model has no preset table. ``ckpt``: a dict from :func:`load_checkpoint`, or a path.
-    Raises ValueError as :func:`checkpoint_hyperparameters` does."""
-    if not isinstance(ckpt, dict):
-        ckpt = load_checkpoint(ckpt)
-    spec, saved = _model_spec(ckpt), checkpoint_hyperparameters(ckpt)
-    now = resolved_hyperparameters(spec["name"], spec["preset"], dict(spec.get("overrides") or {}))
-    if saved is None or now is None:
-        return {}
-    return {k: (saved.get(k), now.get(k)) for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)}
-
-
 def model_state(ckpt: dict, model: torch.nn.Module) -> dict:
     """The checkpoint's model state_dict, ready for ``model.load_state_dict`` (``model`` the bare model).
 
@@ -335,7 +285,7 @@ def model_from_checkpoint(
     """
     if not isinstance(ckpt, dict):
         ckpt = load_checkpoint(ckpt)
-    spec = _model_spec(ckpt)
+    spec = checkpoint_model_spec(ckpt)
     saved = _saved_grid(ckpt)
     want = {
         "nlat": int(nlat) if nlat is not None else saved["nlat"],

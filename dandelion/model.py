@@ -46,7 +46,9 @@ from .model_options import (
     DandelionAblation,
     DandelionArchitecture,
     DandelionExecution,
+    execution_names,
     group_options,
+    network_defaults,
     option_names,
 )
 from .norm import AreaNormS2
@@ -451,7 +453,10 @@ class Dandelion(GridGuard, nn.Module):
 #: option of the three groups (:func:`~dandelion.model_options.option_names`: conditioning, pooling band limits,
 #: checkpointing, kernels, the ablation switches).
 _EXTRA = option_names()
-build_dandelion = register_preset_model("dandelion", Dandelion, PRESETS, extra=_EXTRA)
+#: The network-shaping options at their defaults and the execution-only ones, for the hyper-parameters a checkpoint
+#: records (:func:`dandelion.registry.resolved_hyperparameters`).
+_RECORD = dict(defaults=network_defaults(), execution=tuple(execution_names()))
+build_dandelion = register_preset_model("dandelion", Dandelion, PRESETS, extra=_EXTRA, **_RECORD)
 #: The cost-matched Dandelion as its own model name, so a benchmark grid (one preset name for every model)
 #: can hold it next to ``dandelion``.
-build_dandelion_fast = register_preset_model("dandelion_fast", Dandelion, FAST_PRESETS, extra=_EXTRA)
+build_dandelion_fast = register_preset_model("dandelion_fast", Dandelion, FAST_PRESETS, extra=_EXTRA, **_RECORD)

@@ -30,6 +30,8 @@ __all__ = [
     "DandelionExecution",
     "DandelionAblation",
     "group_options",
+    "network_defaults",
+    "execution_names",
     "option_names",
 ]
 
@@ -267,6 +269,20 @@ _GROUPS = {"architecture": DandelionArchitecture, "execution": DandelionExecutio
 def option_names() -> tuple[str, ...]:
     """Every option of the three groups by name: the keys ``build_model("dandelion", ...)`` accepts as overrides."""
     return tuple(f.name for cls in _GROUPS.values() for f in dataclasses.fields(cls))
+
+
+def network_defaults() -> dict:
+    """The architecture and ablation options at their defaults (the execution options do not change the network)."""
+    out = {}
+    for cls in (DandelionArchitecture, DandelionAblation):
+        for f in dataclasses.fields(cls):
+            out[f.name] = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+    return out
+
+
+def execution_names() -> tuple[str, ...]:
+    """The options of :class:`DandelionExecution`: how the network runs (kernels, checkpointing), not what it is."""
+    return tuple(f.name for f in dataclasses.fields(DandelionExecution))
 
 
 def group_options(

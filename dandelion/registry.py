@@ -20,6 +20,8 @@ __all__ = [
     "did_you_mean",
     "preset_keys",
     "resolved_hyperparameters",
+    "execution_keys",
+    "complete_hyperparameters",
     "build_model",
     "available_models",
     "unwrap_model",
@@ -31,6 +33,8 @@ __all__ = [
 _REGISTRY: dict[str, Callable[..., nn.Module]] = {}
 # name -> (preset table, extra keys) of the models registered by register_preset_model
 _PRESET_TABLES: dict[str, tuple[dict[str, dict], tuple[str, ...]]] = {}
+# name -> (network defaults, execution keys) of the models registered by register_preset_model
+_RECORDING: dict[str, tuple[dict, tuple[str, ...]]] = {}
 
 # Modules that register models when imported (imported lazily: build_model stops at the one registering its name).
 _MODEL_MODULES = ("dandelion.model", "dandelion.baselines")
@@ -78,13 +82,20 @@ def resolve_preset(name: str, presets: dict[str, dict], preset: str, overrides: 
     return cfg
 
 
-def register_preset_model(name: str, model_cls, presets: dict[str, dict], *, prepare=None, extra=()):
+def register_preset_model(
+    name: str, model_cls, presets: dict[str, dict], *, prepare=None, extra=(), defaults=None, execution=()
+):
     """Register the builder of ``model_cls`` from a preset table and return it.
 
     The builder resolves ``presets[preset]`` with the overrides (:func:`resolve_preset`), lets
     ``prepare(cfg, in_channels, out_channels, nlat, nlon, grid)`` turn the preset's entries into
     constructor arguments when given (e.g. a width matched to the grid), and returns
     ``model_cls(in_channels, out_channels, nlat, nlon, grid, **cfg)``.
+
+    ``defaults`` maps the network-shaping ``extra`` keys to the constructor's defaults, and ``execution`` names the
+    keys that do not change the network (kernels, checkpointing): :func:`resolved_hyperparameters` records the first
+    (so a preset that later sets one is noticed) and :func:`execution_keys` lets comparisons of two networks leave the
+    second out.
     """
 
     def build(preset="small", in_channels=16, out_channels=4, nlat=32, nlon=64, grid="equiangular", **overrides):
@@ -94,6 +105,7 @@ def register_preset_model(name: str, model_cls, presets: dict[str, dict], *, pre
         return model_cls(in_channels, out_channels, nlat, nlon, grid, **cfg)
 
     _PRESET_TABLES[name] = (presets, tuple(extra))
+    _RECORDING[name] = (dict(defaults or {}), tuple(execution))
     build.__name__ = build.__qualname__ = f"build_{name}"
     build.__module__ = model_cls.__module__
     build.__doc__ = (
@@ -123,8 +135,9 @@ def preset_keys(name: str) -> tuple[list[str], list[str]]:
 
 
 def resolved_hyperparameters(name: str, preset: str, overrides: dict | None = None) -> dict | None:
-    """The hyper-parameters ``build_model(name, preset, **overrides)`` builds with: ``presets[preset]`` with the
-    overrides applied (:func:`resolve_preset`), sequences as lists. A checkpoint records them
+    """The hyper-parameters ``build_model(name, preset, **overrides)`` builds with: the network defaults the model was
+    registered with, then ``presets[preset]`` with the overrides applied (:func:`resolve_preset`), sequences as
+    lists. A checkpoint records them
     (:func:`dandelion.training.inputs.model_spec`), so that a later change of a preset does not change the network it
     rebuilds (:func:`dandelion.checkpoint.model_from_checkpoint`). None for a model registered without a preset table
     (:func:`register_model` alone), whose builder takes what it is given.
@@ -138,8 +151,24 @@ def resolved_hyperparameters(name: str, preset: str, overrides: dict | None = No
     if name not in _PRESET_TABLES:
         return None
     presets, extra = _PRESET_TABLES[name]
-    cfg = resolve_preset(name, presets, preset, dict(overrides or {}), extra)
+    cfg = {**_RECORDING[name][0], **resolve_preset(name, presets, preset, dict(overrides or {}), extra)}
     return {k: list(v) if isinstance(v, (tuple, list)) else v for k, v in cfg.items()}
+
+
+def complete_hyperparameters(name: str, recorded: dict) -> dict:
+    """``recorded`` (hyper-parameters a checkpoint holds) completed with ``name``'s network defaults for the keys it
+    lacks (a record written before a default was listed), sequences as lists; ``recorded`` as it is for a model
+    without a preset table."""
+    _load_for(name)
+    cfg = {**_RECORDING.get(name, ({}, ()))[0], **dict(recorded)}
+    return {k: list(v) if isinstance(v, (tuple, list)) else v for k, v in cfg.items()}
+
+
+def execution_keys(name: str) -> tuple[str, ...]:
+    """The keys of ``name``'s hyper-parameters that do not change its network (kernel choices, checkpointing), as
+    registered (:func:`register_preset_model`); empty for a model without a preset table."""
+    _load_for(name)
+    return _RECORDING.get(name, ({}, ()))[1]
 
 
 def _load_all():

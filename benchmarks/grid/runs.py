@@ -16,13 +16,14 @@ from omegaconf import OmegaConf
 from dandelion.benchmarks.grid.cells import dataset_spec, flatten_overrides, fmt_value, lr_tag, training_hash
 from dandelion.benchmarks.grid.records import cost_fields
 from dandelion.benchmarks.grid.torchrun import train_under_torchrun
-from dandelion.checkpoint import preset_changes
+from dandelion.checkpoint import load_checkpoint, preset_changes
 from dandelion.cli.common import compose_config as compose
 from dandelion.cli.rollout import rollout
 from dandelion.cli.train import train
 from dandelion.datasets.folder import is_complete
 from dandelion.datasets.generate import generate
 from dandelion.locks import LockHeldError, OutputLock
+from dandelion.registry import import_plugins
 from dandelion.runtime import DamagedFileError, device_name, write_json_atomic
 
 __all__ = ["ensure_dataset"]
@@ -129,6 +130,7 @@ def _train_one(cfg, key, model, seed, lr, data_path, run_dir: Path | None = None
     over = _train_overrides(cfg, key, model, seed, lr, run_dir, data_path)
     command = "dandelion-train " + " ".join(shlex.quote(o) for o in over)
     done = run_dir / "result.json"
+    import_plugins(cfg.scale.get("plugins") or [])  # a plugin model's preset table, for the check below
     _set_aside_superseded(run_dir)
     while True:
         if done.exists():
@@ -182,17 +184,17 @@ def _set_aside_superseded(run_dir: Path) -> None:
     if ckpt is None:
         return
     try:
-        OutputLock.check_free(run_dir, "dandelion-benchmark")
-    except LockHeldError:
+        with OutputLock.folder(run_dir, "dandelion-benchmark"):  # no other process starts on it meanwhile
+            changes = preset_changes(load_checkpoint(ckpt))
+            if not changes:
+                return
+            aside = run_dir.with_name(f"{run_dir.name}.superseded-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+            run_dir.rename(aside)
+    except LockHeldError:  # another process trains it: its checkpoints are of the network built now
         return
-    try:
-        changes = preset_changes(ckpt)
-    except (DamagedFileError, ValueError):  # unreadable, or no model spec: the resume or reuse below deals with it
+    except (DamagedFileError, ValueError, OSError):  # unreadable, no model spec, or moved by another process first
         return
-    if changes:
-        aside = run_dir.with_name(f"{run_dir.name}.superseded-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
-        run_dir.rename(aside)
-        print(f"[benchmark] {run_dir} was trained with another network (saved, now: {changes}): moved to {aside}")
+    print(f"[benchmark] {run_dir} was trained with another network (saved, now: {changes}): moved to {aside}")
 
 
 def _model_choice(model: str) -> list[str]:

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from dandelion.benchmarks.grid import benchmark as B
-from dandelion.benchmarks.grid.cells import cell_path, metric_summaries, training_hash
+from dandelion.benchmarks.grid.cells import cell_path, metric_summaries, model_architecture, training_hash
 from dandelion.checkpoint import load_model
 from dandelion.datasets.folder import sha256_file
 from dandelion.datasets.torch_dataset import WindowDataset
@@ -135,7 +135,8 @@ def retrain_cell(cfg, cell: dict, device: str = "cpu", progress: bool = False) -
     ValueError
         If the scale's training protocol (``training_hash``) differs from the one the cell's run folder was made
         with: the retrained model would not be the cell's (rerun ``dandelion-benchmark`` to renew the cells); or
-        the cell's run folder is another seed's (an old cell without its own run record).
+        the cell's run folder is another seed's (an old cell without its own run record), or the cell's network is
+        not the one its preset builds now (a preset changed since: its recorded ``architecture``).
     FloatingPointError
         If the retrain diverged (recorded in its ``result.json``).
     """
@@ -151,6 +152,13 @@ def retrain_cell(cfg, cell: dict, device: str = "cpu", progress: bool = False) -
             f"cell {key} {model} seed {seed} was trained under protocol {was} ({ckpt.parent}), the scale's is now "
             f"{now}: a retrained model would not be the cell's; rerun dandelion-benchmark to renew the cells, "
             "then the transfer"
+        )
+    arch = model_architecture(model, str(cfg.scale.preset))
+    if cell.get("architecture") is not None and arch is not None and cell["architecture"] != arch:
+        raise ValueError(
+            f"cell {key} {model} seed {seed} holds a network (architecture {cell['architecture']}) that preset "
+            f"{cfg.scale.preset!r} no longer builds ({arch}): a retrained model would not be the cell's; rerun "
+            "dandelion-benchmark to renew the cells, then the transfer"
         )
     data_path = B.ensure_dataset(cfg, key)
     ckpt.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,13 @@ limits (:data:`TRANSFER_RULES`); any other resolution-dependent model is not tra
 from __future__ import annotations
 
 from dandelion.channels import ChannelLayout
-from dandelion.checkpoint import config_from_checkpoint, layout_from_checkpoint, load_checkpoint, model_state
+from dandelion.checkpoint import (
+    checkpoint_hyperparameters,
+    config_from_checkpoint,
+    layout_from_checkpoint,
+    load_checkpoint,
+    model_state,
+)
 from dandelion.forecast import Forecaster
 from dandelion.grid_guard import allow_grid_change
 from dandelion.registry import build_model
@@ -60,6 +66,12 @@ _RESOLUTION_FREE = {
 }
 
 
+def _built_with(ckpt: dict, spec: dict) -> dict:
+    """The hyper-parameters the checkpoint's network was built with (its record, so a preset changed since does not
+    change it: :func:`dandelion.checkpoint.checkpoint_hyperparameters`), else its overrides."""
+    return checkpoint_hyperparameters(ckpt) or dict(spec.get("overrides") or {})
+
+
 def transfer_rule(ckpt: dict) -> dict:
     """How the checkpoint's model runs at another grid: ``{"transferable", "treatment" | "reason", "overrides"}``.
 
@@ -78,7 +90,7 @@ def transfer_rule(ckpt: dict) -> dict:
         int(g["nlat"]),
         int(g["nlon"]),
         str(g["grid"]),
-        **dict(spec.get("overrides") or {}),
+        **_built_with(ckpt, spec),
     )
     name = str(spec["name"])
     if name in TRANSFER_RULES:
@@ -135,7 +147,7 @@ def transfer_forecaster(
         dataset.grid.nlat,
         dataset.grid.nlon,
         dataset.grid.grid,
-        **{**dict(spec.get("overrides") or {}), **rule["overrides"], **dict(overrides or {})},
+        **{**_built_with(ckpt, spec), **rule["overrides"], **dict(overrides or {})},
     )
     with allow_grid_change(model):  # PyTorch still checks every weight shape
         model.load_state_dict(model_state(ckpt, model))

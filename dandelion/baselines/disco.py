@@ -379,5 +379,7 @@ class DiscoUNet(BaselineModel):
         return self.head(self.head_norm(x))
 
 
+#: Kernel choices: they change how the network runs, not what it is (dandelion.registry.execution_keys).
+_EXECUTION_ONLY = ("optimized_kernel", "allow_slow_kernels")
 #: Builds :class:`DiscoUNet` from a preset (:data:`DISCO_PRESETS`) and overrides of its keys.
-build_disco = register_preset_model("disco", DiscoUNet, DISCO_PRESETS)
+build_disco = register_preset_model("disco", DiscoUNet, DISCO_PRESETS, execution=_EXECUTION_ONLY)

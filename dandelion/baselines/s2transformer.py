@@ -303,5 +303,9 @@ class S2Transformer(BaselineModel):
         return self.decoder(self.upsample(x))
 
 
+#: Kernel choices: they change how the network runs, not what it is (dandelion.registry.execution_keys).
+_EXECUTION_ONLY = ("optimized_kernel", "allow_slow_kernels")
 #: Builds :class:`S2Transformer` from a preset (:data:`S2TRANSFORMER_PRESETS`) and overrides of its keys.
-build_s2transformer = register_preset_model("s2transformer", S2Transformer, S2TRANSFORMER_PRESETS)
+build_s2transformer = register_preset_model(
+    "s2transformer", S2Transformer, S2TRANSFORMER_PRESETS, execution=_EXECUTION_ONLY
+)

@@ -16,6 +16,7 @@ from dandelion.checkpoint import (
     checkpoint_hyperparameters,
     load_checkpoint,
     model_state,
+    network_differences,
     rng_state,
     save_checkpoint,
     set_rng_state,
@@ -141,8 +142,9 @@ def _check_same_network(path, ckpt: dict, spec: dict, mine: dict) -> None:
                 f"resume={path}: checkpoint holds model {spec} but the configuration builds {mine}; "
                 "resume with the same model.overrides"
             )
-    elif saved != now:
-        diff = {k: (saved.get(k), now.get(k)) for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)}
+        return
+    diff = network_differences(spec["name"], saved, now)
+    if diff:
         raise ValueError(
             f"resume={path}: the checkpoint's network has other hyper-parameters than the configuration builds "
             f"(saved, now: {diff}; a changed preset or other model.overrides); resume with model.overrides that "

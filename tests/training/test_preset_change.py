@@ -59,7 +59,7 @@ def test_a_checkpoint_rebuilds_its_own_network_after_its_preset_changed(tmp_path
     with torch.no_grad():
         assert torch.equal(ck.model_from_checkpoint(path)(x), model(x))
     heads = PRESETS["tiny"]["heads"]
-    assert ck.preset_changes(path) == {"heads": (heads // 2, heads)}
+    assert ck.preset_changes(ck.load_checkpoint(path)) == {"heads": (heads // 2, heads)}
 
 
 def test_a_checkpoint_written_before_the_record_loads_as_it_was_built(tmp_path, monkeypatch):
@@ -74,6 +74,51 @@ def test_a_checkpoint_written_before_the_record_loads_as_it_was_built(tmp_path, 
     with torch.no_grad():
         assert torch.equal(ck.model_from_checkpoint(ckpt)(x), model(x))
     assert set(ck.preset_changes(ckpt)) == set(legacy)
+
+
+@pytest.mark.parametrize("preset", ["tiny", "tiny_fast"])
+def test_an_unchanged_preset_reports_no_change_for_old_or_new_checkpoints(tmp_path, preset):
+    """Nothing changed: neither a recorded checkpoint nor one written before the record (whose legacy overrides are
+    what its preset gives) reports a change, so the benchmark never sets a good run aside."""
+    from dandelion.training.inputs import model_spec
+
+    spec = model_spec({"name": "dandelion", "preset": preset}, 8, 2)
+    torch.manual_seed(0)
+    path = ck.save_checkpoint(
+        tmp_path / "a.pt",
+        model=build_model("dandelion", preset, 8, 2, 9, 16, "equiangular"),
+        config={},
+        stats=STATS,
+        grid=GRID,
+        step=1,
+        epoch=0,
+        extra={"model_spec": spec},
+    )
+    ckpt = ck.load_checkpoint(path)
+    assert ck.preset_changes(ckpt) == {}
+    ckpt["extra"]["model_spec"] = {k: v for k, v in spec.items() if k != "hyperparameters"}
+    # read by the legacy rule as stock Dandelion: a change only where the preset now takes advected persistence
+    flipped = bool(PRESETS[preset].get("advect_state"))
+    assert ck.preset_changes(ckpt) == ({"advect_state": (False, True)} if flipped else {})
+
+
+def test_a_record_without_a_later_preset_key_still_rebuilds_its_network(tmp_path, monkeypatch):
+    """A record that lacks a key the preset sets later (a default then) is completed with the default, not with
+    the preset's new value: the network it rebuilds is the saved one."""
+    spec = _spec()
+    spec["hyperparameters"] = {k: v for k, v in spec["hyperparameters"].items() if k != "norm_groups"}
+    model, path = _saved(tmp_path, spec)
+    monkeypatch.setitem(PRESETS, "tiny", {**PRESETS["tiny"], "norm_groups": 2})
+    x = torch.randn(1, 8, 9, 16)
+    with torch.no_grad():
+        assert torch.equal(ck.model_from_checkpoint(path)(x), model(x))
+    assert ck.preset_changes(ck.load_checkpoint(path)) == {"norm_groups": (1, 2)}
+
+
+def test_an_execution_option_is_not_a_change_of_network(tmp_path, monkeypatch):
+    _, path = _saved(tmp_path, _spec())
+    monkeypatch.setitem(PRESETS, "tiny", {**PRESETS["tiny"], "warp_kernel": "eager", "checkpoint_blocks": True})
+    assert ck.preset_changes(ck.load_checkpoint(path)) == {}
 
 
 def test_a_resume_into_a_changed_preset_is_refused_unless_overrides_restore_it(
