@@ -327,6 +327,7 @@ def render_markdown(
     trend_notes: dict | None = None,
     expected: dict | None = None,
     resolution: dict | None = None,
+    budget: dict | None = None,
 ) -> str:
     """The ``leaderboard.md`` text for the cells of one scale, in the order of the module docstring.
 
@@ -340,7 +341,8 @@ def render_markdown(
     dataset key -> {model: seeds} the scale trains there (a key missing any of them is not ranked,
     :func:`~dandelion.benchmarks.leaderboard.headline.completeness`; default: what the results hold at each grid);
     ``resolution``: the measured resolution content (:func:`~dandelion.benchmarks.leaderboard.qualify.load_content`;
-    None: not measured), which decides the datasets the trend counts."""
+    None: not measured), which decides the datasets the trend counts; ``budget``: the budget axis
+    (:func:`~dandelion.benchmarks.leaderboard.budget_axis.budget_section`: its section's lines and verdict sentence)."""
     agg = aggregate(cells)
     for d, refs in (references or {}).items():
         for e in agg.get(d, {}).values():
@@ -355,7 +357,7 @@ def render_markdown(
     n20 = summary_leads(e for d in datasets for e in agg[d].values())
     cols = columns(agg, datasets, models, expected=expected)
     L = [f"# Dandelion benchmark leaderboard, scale `{scale}`", ""]
-    L += verdict_paragraph(agg, datasets, models, cols, trend_notes, resolution)
+    L += verdict_paragraph(agg, datasets, models, cols, trend_notes, resolution, (budget or {}).get("verdict"))
     L += [budget_line(cells), ""]
     L += [
         f"Test split; area-weighted VRMSE averaged over the fields (scalar fields and the u, v components of vector "
@@ -400,6 +402,7 @@ def render_markdown(
     L += trend_section(
         agg, plots, trend_notes, resolution
     )  # the resolution trend (datasets at two or more grids; trend.py)
+    L += (budget or {}).get("lines") or []  # the same datasets at a multiple of the step budget (budget_axis.py)
     L += compute_section(agg, datasets, plots)  # equal compute (cells that recorded their cost; compute.py)
     L += per_seed_table(agg, datasets, models, cols)  # every seed's headline values (seeds.py)
     L += [

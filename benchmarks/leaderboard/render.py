@@ -40,6 +40,7 @@ from dandelion.benchmarks.grid.cells import (
     reference_path,
     resolved_trainer,
 )
+from dandelion.benchmarks.leaderboard.budget_axis import budget_section, budget_steps
 from dandelion.benchmarks.leaderboard.compute import plot_score_vs_cost
 from dandelion.benchmarks.leaderboard.curves import plot_training_curves
 from dandelion.benchmarks.leaderboard.markdown import aggregate, bold_best, render_markdown
@@ -241,14 +242,7 @@ def leaderboard(cfg) -> dict:
             "rerun `dandelion-benchmark` first"
         )
     agg = aggregate(cells)
-    references = {
-        d: {
-            name: json.loads(reference_path(results_dir, d, name).read_text())
-            for name in REFERENCES
-            if reference_path(results_dir, d, name).exists()
-        }
-        for d in agg
-    }  # written by dandelion-benchmark
+    references = _references(results_dir, agg)  # written by dandelion-benchmark
     plots = {}
     if cfg.get("plots", True):
         for d, models in agg.items():
@@ -265,6 +259,8 @@ def leaderboard(cfg) -> dict:
             p = plot_error_vs_resolution(agg, fam, results_dir / f"error_vs_resolution_{fam}.png")
             if p is not None:
                 plots[f"error_vs_resolution_{fam}"] = str(p)
+    budget = _budget_axis(scale_cfg, results_dir, cells, references, plots=bool(cfg.get("plots", True)))
+    plots.update((budget or {}).get("plots") or {})
     cmd = cfg.get("_command") or f"dandelion-report target=leaderboard scale={scale}"
     section, transfer_plots = transfer_section(results_dir, cells, plots=bool(cfg.get("plots", True)))
     plots.update(transfer_plots)
@@ -281,6 +277,7 @@ def leaderboard(cfg) -> dict:
         trend_notes=_checked_notes(trend_notes(results_dir), agg, results_dir),
         expected=_expected(scale_cfg, results_dir),
         resolution=load_content(results_dir),  # resolution_content.json: which datasets the trend counts
+        budget=budget,  # the same datasets at a multiple of the step budget (budget_axis.py)
     )
     out = results_dir / "leaderboard.md"
     write_text_atomic(out, md)
@@ -288,6 +285,50 @@ def leaderboard(cfg) -> dict:
     for k, v in plots.items():
         print(f"{k}: {v}")
     return {"markdown": str(out), "plots": plots, "n_cells": len(cells)}
+
+
+def _references(results_dir: Path, keys) -> dict:
+    """Dataset key -> reference name -> record, for every reference file of ``keys`` under ``results_dir``."""
+    return {
+        d: {
+            name: json.loads(reference_path(results_dir, d, name).read_text())
+            for name in REFERENCES
+            if reference_path(results_dir, d, name).exists()
+        }
+        for d in keys
+    }
+
+
+def _budget_axis(scale_cfg, results_dir: Path, cells: list[dict], references: dict, plots: bool) -> dict | None:
+    """The budget axis (:func:`~dandelion.benchmarks.leaderboard.budget_axis.budget_section`) of the scale's own
+    results: its current ``cells`` beside those of each scale its ``budget_axis`` names (``configs/scale/cpu.yaml``:
+    ``[cpu_4x]``), each read from that scale's ``results_dir`` and kept only when made under that scale's protocol
+    (:func:`_current_cells`), labelled by its step budget over this one's (``4x``). The keys and models compared are
+    the last scale's. None when the scale names none, or ``results_dir`` is not the scale's own (as :func:`_pending`).
+    """
+    names = [str(n) for n in (scale_cfg.get("budget_axis") or [])] if scale_cfg is not None else []
+    expected = _expected(scale_cfg, results_dir)
+    if not names or expected is None:
+        return None
+
+    def budget(cfg, cells, refs, expected):
+        steps = budget_steps(OmegaConf.to_container(cfg.trainer, resolve=True))
+        return {"scale": str(cfg.name), "cells": cells, "references": refs, "expected": expected, "steps": steps}
+
+    budgets = [budget(scale_cfg, cells, references, expected)]
+    for name in names:
+        other = compose("benchmark", [f"scale={name}"]).scale
+        other_dir = _scale_results_dir(other)
+        try:
+            loaded = load_cells(other_dir)
+        except FileNotFoundError:  # none of its cells is run yet: every one is pending
+            loaded = []
+        current, _ = _current_cells(other, other_dir, loaded)
+        budgets.append(budget(other, current, _references(other_dir, other.datasets), _expected(other, other_dir)))
+    for b in budgets:
+        b["label"] = f"{b['steps'] / budgets[0]['steps']:g}x"
+    models = [str(m) for m in other.models]  # the last scale's
+    return budget_section(budgets, list(budgets[-1]["expected"]), models, results_dir, plots=plots)
 
 
 def _links(results_dir: Path) -> list[str]:

@@ -7,7 +7,9 @@ are incomplete (not every model of the scale has every seed's cell: not ranked, 
 are saturated (not ranked), in which the best model does not beat the linear-AR reference, and which seeds failed;
 then
 the resolution trend's counts, naming the dataset behind each gain or loss and marking those whose caveats
-(``trend_notes.yaml``) change what the verdict means.
+(``trend_notes.yaml``) change what the verdict means; then the budget axis (the same datasets at a multiple of the step
+budget, :mod:`~dandelion.benchmarks.leaderboard.budget_axis`): pending, or the best models at each budget and where
+the ranking changes.
 """
 
 from __future__ import annotations
@@ -165,11 +167,18 @@ def _trend_sentence(agg: dict, notes: dict, content: dict | None = None) -> str:
 
 
 def verdict_paragraph(
-    agg: dict, datasets: list[str], models: list[str], cols: dict, notes: dict | None = None, content=None
+    agg: dict,
+    datasets: list[str],
+    models: list[str],
+    cols: dict,
+    notes: dict | None = None,
+    content=None,
+    budget: str | None = None,
 ):
-    """The lines of the verdict (a heading and one paragraph per grid, then the trend), finest grid first.
-    ``content``: the measured resolution content (:func:`~dandelion.benchmarks.leaderboard.qualify.load_content`;
-    None: not measured), which decides the datasets the trend counts."""
+    """The lines of the verdict (a heading and one paragraph per grid, then the trend and the budget axis), finest
+    grid first. ``content``: the measured resolution content (:func:`~dandelion.benchmarks.leaderboard.qualify.
+    load_content`; None: not measured), which decides the datasets the trend counts; ``budget``: the budget axis's
+    sentence (:func:`~dandelion.benchmarks.leaderboard.budget_axis.verdict_sentence`; None: the scale has none)."""
     grids: dict[str, list[str]] = {}
     for d in datasets:
         grids.setdefault(grid_of(agg, d), []).append(d)
@@ -180,6 +189,8 @@ def verdict_paragraph(
     trend = _trend_sentence(agg, notes or {}, content)
     if trend:
         L += [trend, ""]
+    if budget:
+        L += [budget, ""]
     L += [
         "Bold ties and trend verdicts are judged with 95 % Student-t intervals over seeds (t_0.975,n-1: "
         f"{t_critical(1):#.3g} with two seeds, {t_critical(2):#.3g} with three), so no two-seed comparison is called "
