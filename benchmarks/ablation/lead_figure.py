@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["lead_curves", "lead_figure"]
+__all__ = ["current_records", "lead_curves", "lead_figure"]
 
 
 def _curve(rec: dict) -> np.ndarray | None:
@@ -22,28 +22,44 @@ def _curve(rec: dict) -> np.ndarray | None:
     return None if c is None else np.asarray(c, dtype=float)
 
 
-def lead_curves(results_dir, variant: str, base: str, key: str, references=("sfno",), protocol=None) -> dict:
+def current_records(recs: list[dict], protocol: str | None, architecture: str | None, prefix: str = "") -> list[dict]:
+    """The records made under ``protocol`` and on the network ``architecture`` (each check skipped when None): a
+    cell's own ``protocol_hash`` and ``architecture``, or with ``prefix="base_"`` a variant record's base cell's."""
+    return [
+        r
+        for r in recs
+        if (protocol is None or r.get(f"{prefix}protocol_hash") == protocol)
+        and (architecture is None or r.get(f"{prefix}architecture") == architecture)
+    ]
+
+
+def lead_curves(
+    results_dir, variant: str, base: str, key: str, references=("sfno",), protocol=None, architectures=None
+) -> dict:
     """``{label: (n_seeds, n_leads) array}`` for the base model, the variant and the reference models (cells of
-    another ``protocol`` left out, as :func:`~dandelion.benchmarks.ablation.variants.ablation_table` does), and
+    another ``protocol`` or, with ``architectures`` (model -> fingerprint), another network left out, as
+    :func:`~dandelion.benchmarks.ablation.variants.ablation_table` does), and
     ``{label: (n_leads,)}`` under ``"references"`` for the dataset's reference forecasts."""
     root = Path(results_dir)
     out: dict = {}
 
-    def stack(paths, field):
+    archs = architectures or {}
+
+    def stack(paths, model, prefix):
         recs = [json.loads(p.read_text()) for p in sorted(paths)]
-        curves = [_curve(r) for r in recs if protocol is None or r.get(field) == protocol]
+        curves = [_curve(r) for r in current_records(recs, protocol, archs.get(model), prefix)]
         curves = [c for c in curves if c is not None]
         if curves:
             n = min(len(c) for c in curves)
             return np.stack([c[:n] for c in curves])
         return None
 
-    for label, paths, field in [
-        (base, (root / key / base).glob("seed*.json"), "protocol_hash"),
-        (f"{base} + {variant}", (root / "ablation" / variant / key).glob("seed*.json"), "base_protocol_hash"),
-        *[(m, (root / key / m).glob("seed*.json"), "protocol_hash") for m in references],
+    for label, paths, model, prefix in [
+        (base, (root / key / base).glob("seed*.json"), base, ""),
+        (f"{base} + {variant}", (root / "ablation" / variant / key).glob("seed*.json"), base, "base_"),
+        *[(m, (root / key / m).glob("seed*.json"), m, "") for m in references],
     ]:
-        arr = stack(paths, field)
+        arr = stack(paths, model, prefix)
         if arr is not None:
             out[label] = arr
     refs = {}

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from dandelion.benchmarks.ablation.lead_figure import lead_curves, lead_figure
-from dandelion.benchmarks.grid.cells import cell_path, fmt_value, metric_summaries, protocol_hash
+from dandelion.benchmarks.ablation.lead_figure import current_records, lead_curves, lead_figure
+from dandelion.benchmarks.grid.cells import cell_path, fmt_value, metric_summaries, model_architecture, protocol_hash
 from dandelion.benchmarks.grid.runs import _evaluate
 from dandelion.benchmarks.paths import resolve_scale_dirs
 from dandelion.cli.common import compose_config as compose
@@ -135,11 +135,16 @@ def run_variant(cfg, variant: str, key: str, seed: int) -> dict:
     base = json.loads(base_path.read_text())
     if out.exists():
         rec = json.loads(out.read_text())
-        made = (rec.get("model_overrides"), rec.get("base_protocol_hash", base.get("protocol_hash")))
-        if made != (spec["overrides"], base.get("protocol_hash")):
+        made = (
+            rec.get("model_overrides"),
+            rec.get("base_protocol_hash", base.get("protocol_hash")),
+            rec.get("base_architecture", base.get("architecture")),
+        )
+        if made != (spec["overrides"], base.get("protocol_hash"), base.get("architecture")):
             raise ValueError(
-                f"{out} was made with other overrides or another base cell ({made[0]}, protocol {made[1]}; now "
-                f"{spec['overrides']}, {base.get('protocol_hash')}): delete it and its run folder "
+                f"{out} was made with other overrides or another base cell ({made[0]}, protocol {made[1]}, base "
+                f"network {made[2]}; now {spec['overrides']}, {base.get('protocol_hash')}, "
+                f"{base.get('architecture')}): delete it and its run folder "
                 f"{Path(s.work_dir) / 'ablation' / variant / key / f'seed{int(seed)}'} to make it again"
             )
         return rec
@@ -168,6 +173,7 @@ def run_variant(cfg, variant: str, key: str, seed: int) -> dict:
         "n_parameters": int(res.get("n_parameters", 0)),
         "base_n_parameters": int(base.get("n_parameters", 0)),
         "base_protocol_hash": base.get("protocol_hash"),
+        "base_architecture": base.get("architecture"),
         "train": {k: res.get(k) for k in ("step", "stopped", "train_loss", "val_loss", "val_vrmse", "minutes")},
         "train_cpu_seconds": res.get("train_cpu_seconds"),
         **metric_summaries(results),
@@ -196,13 +202,21 @@ def _cell(values: list[float], digits: int = 4) -> str:
 
 
 def ablation_table(
-    results_dir, variant: str, keys: list[str], references: list[str], protocols: dict | None = None
+    results_dir,
+    variant: str,
+    keys: list[str],
+    references: list[str],
+    protocols: dict | None = None,
+    architectures: dict | None = None,
 ) -> str:
     """Markdown: per dataset, next-step and 1:20 VRMSE (mean, min-max over seeds, seed count), training CPU-seconds
     per run (the step cost: every run takes the same number of steps) and parameters of the variant, its base model's
     cells and the ``references`` models' cells (e.g. ``["sfno"]``). ``protocols``: dataset key -> the scale's
     current ``protocol_hash``; cells made under another protocol (stale ones, which the next benchmark run remakes)
-    are left out, and so are variant records whose base cell's protocol was another."""
+    are left out, and so are variant records whose base cell's protocol was another. ``architectures``: model ->
+    the network fingerprint its preset builds now (:func:`~dandelion.benchmarks.grid.cells.model_architecture`);
+    cells of another network, and variant records made on a base cell of another network (a preset changed since),
+    are left out too (:func:`current_records`)."""
     spec = VARIANTS[variant]
     root = Path(results_dir)
     lines = [
@@ -214,10 +228,10 @@ def ablation_table(
         rows = []
         for model in [spec["model"], *references]:
             recs = [json.loads(p.read_text()) for p in sorted((root / key / model).glob("seed*.json"))]
-            rows.append((model, [r for r in recs if current is None or r.get("protocol_hash") == current]))
+            rows.append((model, current_records(recs, current, (architectures or {}).get(model))))
         vrecs = [json.loads(p.read_text()) for p in sorted((root / "ablation" / variant / key).glob("seed*.json"))]
-        vrecs = [r for r in vrecs if current is None or r.get("base_protocol_hash") == current]
-        rows.insert(1, (f"{spec['model']} + {variant}", vrecs))
+        base_arch = (architectures or {}).get(spec["model"])
+        rows.insert(1, (f"{spec['model']} + {variant}", current_records(vrecs, current, base_arch, "base_")))
         for name, recs in rows:
             n_par = sorted({int(r.get("n_parameters", 0)) for r in recs})
             cpu = [r.get("train_cpu_seconds") for r in recs]
@@ -253,11 +267,13 @@ def main(argv: list[str] | None = None) -> None:
                     flush=True,
                 )
     protocols = {key: protocol_hash(cfg, key) for key in a.datasets}
-    print(ablation_table(cfg.scale.results_dir, a.variant, a.datasets, a.references, protocols), end="")
+    models = [VARIANTS[a.variant]["model"], *a.references]
+    archs = {m: model_architecture(m, str(cfg.scale.preset)) for m in models}
+    print(ablation_table(cfg.scale.results_dir, a.variant, a.datasets, a.references, protocols, archs), end="")
     if a.figure:
         base = VARIANTS[a.variant]["model"]
         for key in a.datasets:
-            curves = lead_curves(cfg.scale.results_dir, a.variant, base, key, a.references, protocols[key])
+            curves = lead_curves(cfg.scale.results_dir, a.variant, base, key, a.references, protocols[key], archs)
             title = f"{key}: {base} and {base} + {a.variant}, test split"
             print("wrote", lead_figure(curves, Path(a.figure) / f"lead_{a.variant}_{key}.png", title))
 

@@ -72,3 +72,36 @@ def test_table_leaves_out_cells_of_another_protocol(tmp_path):
     variant = next(line for line in table.splitlines() if "+ cartesian" in line)
     assert "0.2500 (1)" in variant and "8.0" not in variant
     assert "9.0" in V.ablation_table(root, "cartesian", ["k"], [])  # without protocols, every cell is listed
+
+
+def test_table_leaves_out_variants_made_on_a_base_of_another_network(tmp_path):
+    """After a preset change (Dandelion took advected persistence) the base cells are re-made on the new network: a
+    variant trained beside the old base is no longer compared with them, nor is a base cell of the old network."""
+    root = tmp_path / "results"
+    _record(root / "k" / "dandelion" / "seed0.json", protocol_hash="p", architecture="new", score=0.5)
+    _record(root / "k" / "dandelion" / "seed1.json", protocol_hash="p", architecture="old", score=9.0)
+    _record(
+        root / "ablation" / "cartesian" / "k" / "seed0.json",
+        base_protocol_hash="p",
+        base_architecture="new",
+        score=0.25,
+    )
+    _record(
+        root / "ablation" / "cartesian" / "k" / "seed1.json", base_protocol_hash="p", base_architecture="old", score=8.0
+    )
+    table = V.ablation_table(root, "cartesian", ["k"], [], {"k": "p"}, {"dandelion": "new"})
+    base = next(line for line in table.splitlines() if line.startswith("| k | dandelion |"))
+    variant = next(line for line in table.splitlines() if "+ cartesian" in line)
+    assert "0.5000 (1)" in base and "9.0" not in base
+    assert "0.2500 (1)" in variant and "8.0" not in variant
+
+
+def test_a_variant_of_a_base_cell_of_another_network_is_refused(tiny_scale, monkeypatch):
+    base = B.run_cell(tiny_scale, "tiny_16x32", "dandelion", 0)
+    monkeypatch.setitem(V.VARIANTS, "_test", {"model": "dandelion", "overrides": {"norm_groups": 2}, "what": "t"})
+    rec = V.run_variant(tiny_scale, "_test", "tiny_16x32", 0)
+    assert rec["base_architecture"] == base["architecture"]
+    cell = B.cell_path(tiny_scale.scale.results_dir, "tiny_16x32", "dandelion", 0)
+    cell.write_text(json.dumps({**base, "architecture": "another"}))  # the base re-made on a changed preset
+    with pytest.raises(ValueError, match="base network"):
+        V.run_variant(tiny_scale, "_test", "tiny_16x32", 0)
