@@ -364,12 +364,19 @@ def dataset_spec(cfg, key: str) -> dict:
     Raises
     ------
     ValueError
-        If the scale has no dataset ``key`` (the message lists those it has).
+        If the scale has no dataset ``key`` (the message lists those it has), or its block names no ``dataset``.
     """
     spec = cfg.scale.datasets.get(key)
     if spec is None:
         raise ValueError(f"dataset {key!r} is not in scale={cfg.scale.name}: choose from {list(cfg.scale.datasets)}")
     spec = OmegaConf.to_container(spec, resolve=True)
+    if "dataset" not in spec:
+        raise ValueError(
+            f"scale.datasets.{key} of scale={cfg.scale.name} names no `dataset` config group: add one (where "
+            "`datasets` is an interpolation, as in configs/scale/cpu_4x.yaml, a `+scale.datasets.<key>...` override "
+            "replaces the whole mapping with that one block: override `scale._datasets_4x.<key>.*` there instead; "
+            "`--cfg job --resolve` prints the resolved scale)"
+        )
     return {
         "dataset": spec["dataset"],
         "overrides": spec.get("overrides") or {},

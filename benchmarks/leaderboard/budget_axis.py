@@ -1,97 +1,181 @@
-"""The budget axis of the leaderboard (issue 71, item 3): the same dataset keys trained at the scale's step budget
-and at a multiple of it, side by side.
+"""The budget axis of the leaderboard (issue 71, item 3), its judgement: the same dataset keys trained at the scale's
+step budget and at a multiple of it, and whether the ranking changes between them.
 
 A scale names the scales that train its datasets at other budgets in ``budget_axis`` (``configs/scale/cpu.yaml``:
 ``[cpu_4x]``, four times the steps with the same warm-up fraction and fine-tune share, the learning rate swept again;
 ``configs/scale/cpu_4x.yaml``). :mod:`~dandelion.benchmarks.leaderboard.render` gathers each budget's current cells
-(those made under its scale's protocol), references and expected cells, and :func:`budget_section` writes, for every
-dataset key of the multiple's scale and both lead summaries (next step, 1:N):
+(those made under its scale's protocol and with the network its preset builds now), its stale cells, references,
+data equivalences and expected cells; :func:`judge_key` says, per dataset key, what each budget holds:
 
-* per model and budget, the mean VRMSE over seeds with its 95 % Student-t interval and the best model or ties, from
-  the headline's own columns (:func:`~dandelion.benchmarks.leaderboard.headline.columns`: failed seeds left out and
-  counted, the persistence floor, a saturated 1:N column or an incomplete key not ranked), and the mean training
+* per model and budget, the headline's own columns (:func:`~dandelion.benchmarks.leaderboard.headline.columns`:
+  the mean VRMSE over the seeds that did not fail with its 95 % Student-t interval, the failed seeds counted, the
+  persistence and linear-AR floors, a saturated 1:N column or an incomplete key not ranked), the mean training
   CPU-seconds of one run (:func:`~dandelion.benchmarks.grid.records.cell_cpu_seconds`: the selected run, without the
-  learning-rate sweep);
-* one sentence per key (dataset and grid) saying whether the ranking changes with the budget (:func:`ranking_change`);
-* a figure per key, ``budget_axis_<key>.png``: score against training CPU-seconds, one line per model through its
-  points at each budget, error bars the t interval (:func:`plot_budget_axis`);
-* a sentence for the verdict paragraph (:func:`verdict_sentence`).
+  learning-rate sweep), the largest ``valid_over_train`` over its cells
+  (:func:`~dandelion.benchmarks.grid.records.cell_valid_over_train`; over
+  :data:`~dandelion.benchmarks.leaderboard.compute.GAP_FLAG` the model memorises its training trajectories, and the
+  key's sentence says so: the issue asks the question on data that generalises) and its kept and needed cells;
+* what keeps the key from being judged (its sentence and figure left out, the key listed as pending): a cell missing
+  at a budget (every seed any budget's scale asks for is needed at every budget, :func:`seeds_needed`; a missing
+  cell with a stale one in its place is a pending rerun), a model whose cells record different networks at the two
+  budgets (``architecture``, :func:`~dandelion.benchmarks.grid.cells.model_architecture`), or cells scored on
+  different data at the two budgets (:data:`~dandelion.benchmarks.leaderboard.markdown.DIGEST_KEYS`, unless recorded
+  as equivalent, :func:`~dandelion.benchmarks.grid.cells.equivalent`).
 
-A key is judged only when every model has a cell for every seed at every budget (each budget's scale says which
-seeds); until then its missing cells are listed as pending, and its sentence and figure are left out.
+:func:`ranking_change` compares one column at two budgets, :func:`key_sentence` and :func:`verdict_sentence` say it in
+words. The section of ``leaderboard.md`` and the figures are :mod:`~dandelion.benchmarks.leaderboard.budget_section`.
 """
 
 from __future__ import annotations
 
-import math
-from pathlib import Path
-
 import numpy as np
-from matplotlib.ticker import FuncFormatter
 
-from dandelion.benchmarks.grid.records import cell_cpu_seconds
+from dandelion.benchmarks.grid.cells import equivalent
+from dandelion.benchmarks.grid.records import cell_cpu_seconds, cell_valid_over_train
+from dandelion.benchmarks.leaderboard.compute import GAP_FLAG
 from dandelion.benchmarks.leaderboard.headline import PARTS, columns
-from dandelion.benchmarks.leaderboard.markdown import aggregate
-from dandelion.benchmarks.leaderboard.stats import differ, half_width
-from dandelion.reporting.numbers import fmt_mean_std
-from dandelion.reporting.plotting import pyplot, save_figure
+from dandelion.benchmarks.leaderboard.markdown import DIGEST_KEYS, aggregate
+from dandelion.benchmarks.leaderboard.stats import differ
 
 __all__ = [
-    "HEADING",
-    "budget_steps",
+    "STALE",
+    "NOT_ASKED",
+    "NETWORK_DIFFERS",
+    "DATA_DIFFERS",
+    "seeds_needed",
     "judge_key",
+    "is_judged",
+    "gap_flags",
     "ranking_change",
     "key_sentence",
     "verdict_sentence",
-    "plot_budget_axis",
-    "budget_section",
 ]
 
-#: The heading of the section in ``leaderboard.md``.
-HEADING = "## Budget axis: the same datasets at a multiple of the step budget"
-
-_LABEL = {"next_step": "next step", "rollout_mean": "1:20"}
-
-
-def budget_steps(trainer: dict) -> int:
-    """Optimiser steps of one run under ``trainer`` (a scale's ``trainer`` settings, or a cell's
-    ``trainer_resolved``): ``(epochs + finetune.epochs) * max_batches_per_epoch`` (``configs/scale/cpu.yaml``)."""
-    ft = trainer.get("finetune") or {}
-    return (int(trainer.get("epochs", 0)) + int(ft.get("epochs", 0))) * int(trainer.get("max_batches_per_epoch") or 0)
+#: Why a missing cell is pending, beyond "not run yet" (the words of the pending labels).
+STALE = "rerun pending (stale: the cell there was made under another protocol or network, and is left out)"
+NOT_ASKED = "its scale does not train these seeds for this key (another budget does): add them to its seeds"
+#: Why a key with every cell is still not judged.
+NETWORK_DIFFERS = "network differs between budgets"
+DATA_DIFFERS = "data differ between budgets"
 
 
-def _seeds_word(seeds: list[int]) -> str:
+def _seeds_word(seeds) -> str:
     return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
 
 
+def seeds_needed(key: str, budgets: list[dict], models: list[str]) -> dict[str, list[int]]:
+    """Model -> the seeds ``key`` must hold at every budget: every seed that any budget's scale asks for (the union
+    of the budgets' ``expected[key][model]`` lists; at least the multiple's scale's seeds, three for ``cpu_4x``), so
+    that both budgets are compared on the same seeds and the same number of them."""
+    out: dict[str, set[int]] = {m: set() for m in models}
+    for b in budgets:
+        want = (b.get("expected") or {}).get(key) or {}
+        for m in models:
+            out[m].update(int(k) for k in want.get(m) or [])
+    return {m: sorted(s) for m, s in out.items()}
+
+
+def _missing(key: str, b: dict, cells: list[dict], need: dict, models: list[str]) -> tuple[list[tuple], int]:
+    """The pending ``(label, reason)`` of budget ``b`` for ``key`` (one per reason and set of missing seeds, naming its
+    models; reason ``""``: not run yet) and the number of missing cells."""
+    stale = {(c["model"], int(c["seed"])) for c in b.get("stale_cells") or [] if c["dataset_key"] == key}
+    asked = (b.get("expected") or {}).get(key) if b.get("expected") is not None else None
+    have = {m: {int(c["seed"]) for c in cells if c["model"] == m} for m in models}
+    gaps: dict[tuple, list[str]] = {}  # (missing seeds, reason) -> the models missing them
+    n = 0
+    for m in models:
+        why: dict[str, list[int]] = {}
+        for k in need[m]:
+            if k in have[m]:
+                continue
+            if (m, k) in stale:
+                why.setdefault(STALE, []).append(k)
+            elif asked is not None and k not in [int(s) for s in (asked or {}).get(m) or []]:
+                why.setdefault(NOT_ASKED, []).append(k)
+            else:
+                why.setdefault("", []).append(k)
+            n += 1
+        for reason, seeds in why.items():
+            gaps.setdefault((tuple(seeds), reason), []).append(m)
+    labels = [
+        (f"{key} at {b['label']} (scale {b['scale']}): {', '.join(ms)} ({_seeds_word(seeds)})", reason)
+        for (seeds, reason), ms in gaps.items()
+    ]
+    return labels, n
+
+
+def _networks(key: str, per_budget: dict, models: list[str]) -> list[tuple]:
+    """``[(key, NETWORK_DIFFERS and why)]`` when a model's cells of ``key`` record more than one ``architecture``
+    across the budgets (``per_budget``: label -> cells), else ``[]``."""
+    differ_ = []
+    for m in models:
+        archs = {c.get("architecture") for cells in per_budget.values() for c in cells if c["model"] == m}
+        if len(archs) > 1:
+            differ_.append(m)
+    if not differ_:
+        return []
+    return [
+        (
+            key,
+            f"{NETWORK_DIFFERS} ({', '.join(differ_)}: the cells record another `architecture` at one budget; rerun "
+            "the cells of the budget whose scale builds another network)",
+        )
+    ]
+
+
+def _data(key: str, budgets: list[dict], per_budget: dict) -> list[tuple]:
+    """``(key, DATA_DIFFERS and why)`` per digest definition (:data:`~dandelion.benchmarks.leaderboard.markdown.
+    DIGEST_KEYS`) under which the budgets' cells of ``key`` name different data versions that no recorded equivalence
+    (the budgets' ``equivalences[key]``, :func:`~dandelion.benchmarks.grid.cells.data_equivalences`) links."""
+    eq = [e for b in budgets for e in (b.get("equivalences") or {}).get(key) or []]
+    out = []
+    for dk in DIGEST_KEYS:
+        seen = {lab: sorted({c[dk] for c in cells if c.get(dk)}) for lab, cells in per_budget.items()}
+        seen = {lab: v for lab, v in seen.items() if v}
+        versions = sorted({x for v in seen.values() for x in v})
+        if len({tuple(v) for v in seen.values()}) < 2 or equivalent(versions, [e for e in eq if e["definition"] == dk]):
+            continue
+        out.append(
+            (
+                key,
+                f"{DATA_DIFFERS} (`{dk}` "
+                + "; ".join(f"at {lab}: {', '.join(v)}" for lab, v in seen.items())
+                + "; regenerate the dataset and rerun the cells of the budget scored on other data, or record an "
+                "equivalence with `benchmarks/grid/verify_references.py --equivalent-within=TOL`)",
+            )
+        )
+    return out
+
+
+def _mean(values) -> float | None:
+    v = [x for x in values if x is not None]
+    return float(np.mean(v)) if v else None
+
+
 def judge_key(key: str, budgets: list[dict], models: list[str]) -> dict:
-    """What dataset ``key`` holds at each budget: ``{"key", "pending": [label, ...], "n_pending" (cells), "cols":
-    {budget label: {part: column}}, "cost": {budget label: {model: mean CPU-s per run or None}}, "grid",
-    "dataset"}``.
+    """What dataset ``key`` holds at each budget: ``{"key", "dataset", "grid", "pending": [(label, reason), ...],
+    "n_pending" (cells), "blocked": [(key, reason), ...], "cols": {budget label: {part: column}}, "cost": {label:
+    {model: mean CPU-s per run or None}}, "gap": {label: {model: largest valid_over_train or None}}, "kept": {label:
+    {model: (kept, needed)}}, "needed": {model: seeds}}``.
 
     ``budgets``: dicts ``label`` (e.g. ``"1x"``), ``scale`` (its name), ``cells`` (current cell records),
-    ``references`` (dataset key -> reference name -> record) and ``expected`` (dataset key -> {model: seeds} its scale
-    trains; a model absent there is pending with the seeds of the last budget). ``cols`` holds a budget's columns
-    (:func:`~dandelion.benchmarks.leaderboard.headline.columns` over ``models`` alone) only when it has cells of the
-    key; ``pending`` names every missing cell, ``"<key> at <label> (scale <scale>): <models> (seeds ...)"`` (one label
-    per budget and set of missing seeds)."""
-    out = {"key": key, "pending": [], "n_pending": 0, "cols": {}, "cost": {}, "grid": None, "dataset": None}
-    last = (budgets[-1].get("expected") or {}).get(key) or {}
+    ``expected`` (dataset key -> {model: seeds} its scale trains; None: no scale, every seed counts as asked), and
+    optionally ``stale_cells`` (records left out as stale), ``references`` (dataset key -> reference name -> record)
+    and ``equivalences`` (dataset key -> recorded data equivalences). ``cols`` holds a budget's columns
+    (:func:`~dandelion.benchmarks.leaderboard.headline.columns` over ``models`` alone, complete only with every seed of
+    :func:`seeds_needed`) when it has cells of the key; ``pending`` names every missing cell, ``"<key> at <label>
+    (scale <scale>): <models> (seeds ...)"``, with the reason :data:`STALE` or :data:`NOT_ASKED` (``""``: not run
+    yet); ``blocked`` the reasons a key with every cell is not judged (:data:`NETWORK_DIFFERS`, :data:`DATA_DIFFERS`);
+    ``kept``: cells that failed in neither lead summary, and the seeds needed."""
+    out = {"key": key, "dataset": None, "grid": None, "pending": [], "n_pending": 0, "blocked": []}
+    out.update({"cols": {}, "cost": {}, "gap": {}, "kept": {}})
+    need = out["needed"] = seeds_needed(key, budgets, models)
+    per_budget = {}
     for b in budgets:
-        cells = [c for c in b["cells"] if c["dataset_key"] == key and c["model"] in models]
-        want = (b.get("expected") or {}).get(key) or {}
-        need = {m: [int(k) for k in (want.get(m) or last.get(m) or [])] for m in models}
-        have = {m: {int(c["seed"]) for c in cells if c["model"] == m} for m in models}
-        gaps: dict[tuple, list[str]] = {}  # missing seeds -> the models missing them
-        for m in models:
-            missing = tuple(k for k in need[m] if k not in have[m])
-            if missing:
-                gaps.setdefault(missing, []).append(m)
-                out["n_pending"] += len(missing)
-        for missing, ms in gaps.items():
-            out["pending"].append(
-                f"{key} at {b['label']} (scale {b['scale']}): {', '.join(ms)} ({_seeds_word(missing)})"
-            )
+        cells = per_budget[b["label"]] = [c for c in b["cells"] if c["dataset_key"] == key and c["model"] in models]
+        labels, n = _missing(key, b, cells, need, models)
+        out["pending"] += labels
+        out["n_pending"] += n
         if not cells:
             continue
         agg = aggregate(cells)
@@ -100,17 +184,36 @@ def judge_key(key: str, budgets: list[dict], models: list[str]) -> dict:
         e0 = next(iter(agg[key].values()))
         out["grid"], out["dataset"] = f"{e0['nlat']}x{e0['nlon']}", e0["dataset"]
         here = [m for m in models if m in agg[key]]
-        cols = columns(agg, [key], here, expected={key: need})
-        out["cols"][b["label"]] = {p: cols[(key, p)] for p in PARTS}
-        out["cost"][b["label"]] = {
-            m: (
-                float(np.mean(s))
-                if (s := [x for x in map(cell_cpu_seconds, agg[key][m]["cells"]) if x is not None])
-                else None
-            )
-            for m in here
-        }
+        cols = columns(agg, [key], here, expected={key: {m: need[m] for m in models if need[m]}})
+        lab = b["label"]
+        out["cols"][lab] = {p: cols[(key, p)] for p in PARTS}
+        stats = [out["cols"][lab][p]["stats"] for p in PARTS]
+        out["cost"][lab], out["gap"][lab], out["kept"][lab] = {}, {}, {}
+        for m in here:
+            cs = agg[key][m]["cells"]
+            gaps = [g for g in map(cell_valid_over_train, cs) if g is not None]
+            failed = {k for s in stats for k in (s.get(m) or {}).get("failed_seeds", [])}  # in either lead summary
+            out["cost"][lab][m] = _mean(map(cell_cpu_seconds, cs))
+            out["gap"][lab][m] = max(gaps) if gaps else None
+            out["kept"][lab][m] = (len(cs) - len(failed), max(len(need[m]), len(cs)))
+    out["blocked"] = _networks(key, per_budget, models) + _data(key, budgets, per_budget)
     return out
+
+
+def is_judged(judged: dict, labels: list[str]) -> bool:
+    """Whether a :func:`judge_key` result is judged: nothing pending or blocked, and cells at every budget."""
+    return not judged["pending"] and not judged["blocked"] and all(lab in judged["cols"] for lab in labels)
+
+
+def gap_flags(judged: dict) -> list[str]:
+    """``"<model> at <label> (<valid/train>)"`` for every model and budget of a :func:`judge_key` result whose largest
+    ``valid_over_train`` is over :data:`~dandelion.benchmarks.leaderboard.compute.GAP_FLAG`."""
+    return [
+        f"{m} at {lab} ({v:.2f})"
+        for lab, per_model in judged["gap"].items()
+        for m, v in per_model.items()
+        if v is not None and v > GAP_FLAG
+    ]
 
 
 def _sign(x: float) -> int:
@@ -158,33 +261,45 @@ def ranking_change(a: dict, b: dict, labels: tuple[str, str] = ("1x", "4x")) -> 
 
 def key_sentence(judged: dict, labels: tuple[str, str]) -> str:
     """One sentence for a judged key: whether the ranking changes from ``labels[0]`` to ``labels[1]`` at the next step
-    and over 1:N, and why (:func:`ranking_change`)."""
+    and over 1:N, and why (:func:`ranking_change`); then, where a model's ``valid_over_train`` is over
+    :data:`~dandelion.benchmarks.leaderboard.compute.GAP_FLAG` at a budget (:func:`gap_flags`), that caveat."""
     parts = []
     for p in PARTS:
         r = ranking_change(judged["cols"][labels[0]][p], judged["cols"][labels[1]][p], labels)
         verb = "is not ranked" if r["word"] == "not ranked" else r["word"]
         parts.append(f"{verb} {'at the next step' if p == 'next_step' else 'over 1:20'} ({r['text']})")
     name = f"{judged['dataset']} {judged['grid']}" if judged["dataset"] else judged["key"]
-    return f"{name}: the ranking " + " and ".join(parts) + "."
-
-
-def _judged(judged: dict, labels: list[str]) -> bool:
-    return not judged["pending"] and all(lab in judged["cols"] for lab in labels)
+    text = f"{name}: the ranking " + " and ".join(parts) + "."
+    flags = gap_flags(judged)
+    if flags:
+        text += (
+            f" Caveat: valid/train over {GAP_FLAG:g} for {', '.join(flags)}: that model memorises its training "
+            "trajectories there, so this key does not ask the question on data that generalises."
+        )
+    return text
 
 
 def verdict_sentence(results: list[dict], labels: list[str], steps: dict, models: list[str]) -> str:
     """The budget axis in one sentence for the verdict paragraph: which model is best or tied in how many ranked
-    columns at each budget, in which columns the ranking changes between the first two budgets; or that it is pending.
-    ``results``: :func:`judge_key` per key; ``steps``: budget label -> optimiser steps per run."""
+    columns at each budget, in which columns the ranking changes between the first two budgets, which judged keys
+    have a valid/train over the flag; or that it is pending. ``results``: :func:`judge_key` per key; ``steps``: budget
+    label -> optimiser steps per run."""
     head = (
         "Budget axis ("
         + ", ".join(f"{lab}: {steps[lab]:,} steps" for lab in labels)
         + f"; {', '.join(models)} on {len(results)} dataset key{'s' if len(results) != 1 else ''})"
     )
-    done = [r for r in results if _judged(r, labels)]
+    done = [r for r in results if is_judged(r, labels)]
     n_pending = sum(r["n_pending"] for r in results)
+    blocked = [r["key"] for r in results if r["blocked"]]
+    why = f"{n_pending} cells pending" + (
+        f"; {len(blocked)} key{'s' if len(blocked) != 1 else ''} with a network or data that differs between "
+        f"budgets: {', '.join(blocked)}"
+        if blocked
+        else ""
+    )
     if not done:
-        return f"{head}: pending, no key has every cell at every budget yet ({n_pending} cells pending)."
+        return f"{head}: pending, no key has every cell at every budget yet ({why})."
     per_budget = []
     for lab in labels:
         ranked = [r["cols"][lab][p] for r in done for p in PARTS if r["cols"][lab][p]["best"]]
@@ -208,137 +323,8 @@ def verdict_sentence(results: list[dict], labels: list[str], steps: dict, models
         + (f" ({', '.join(changes)})" if changes else "")
         + f" and holds in {holds}"
     )
+    flagged = [f"{r['dataset']} {r['grid']} ({', '.join(gap_flags(r))})" for r in done if gap_flags(r)]
+    if flagged:
+        text += f"; valid/train over {GAP_FLAG:g} (not data that generalises) in {'; '.join(flagged)}"
     left = len(results) - len(done)
-    return text + (f"; {left} key{'s' if left != 1 else ''} pending ({n_pending} cells)." if left else ".")
-
-
-def _plain(v: float) -> str:
-    return f"{v:,.0f}" if v >= 1 else f"{v:.2g}"
-
-
-def _leading(v: float) -> int:
-    return round(v / 10 ** math.floor(math.log10(v))) if v > 0 else 0
-
-
-def plot_budget_axis(judged: dict, labels: list[str], path) -> Path | None:
-    """Score against training cost for one key: next-step (left) and 1:N (right) mean VRMSE against the mean
-    CPU-seconds per run (log x), one line per model through its points at each budget, error bars the half-width of
-    the 95 % t interval. None when no model has a cost at two budgets."""
-    lines = {}
-    for m in next(iter(judged["cols"].values()))["next_step"]["stats"]:
-        pts = []
-        for lab in labels:
-            secs = judged["cost"].get(lab, {}).get(m)
-            if secs is not None and m in judged["cols"][lab]["next_step"]["stats"]:
-                pts.append((lab, secs))
-        if len(pts) >= 2:
-            lines[m] = pts
-    if not lines:
-        return None
-    plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.6))
-    for ax, p in zip(axes, PARTS):
-        for i, (m, pts) in enumerate(lines.items()):
-            s = [judged["cols"][lab][p]["stats"][m] for lab, _ in pts]
-            x = [secs for _, secs in pts]
-            y = [v["mean"] for v in s]
-            err = [half_width(v["std"], v["n"]) for v in s]
-            err = [e if math.isfinite(e) else 0.0 for e in err]
-            ax.errorbar(x, y, yerr=err, color=f"C{i}", marker="o", ms=4, capsize=3, label=m)
-            for (lab, secs), v in zip(pts, y):
-                ax.annotate(lab, (secs, v), textcoords="offset points", xytext=(4, 4), fontsize=7, color=f"C{i}")
-        ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _plain(v)))  # 100, 200, 500, not 10^2
-        ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: _plain(v) if _leading(v) in (2, 5) else ""))
-        ax.set_xlabel("training cost per run [process CPU-s]")
-        ax.set_title(_LABEL[p], fontsize=9)
-        ax.grid(alpha=0.3, which="both")
-    axes[0].set_ylabel("test VRMSE (mean over fields and seeds)")
-    axes[1].legend(fontsize=7)
-    fig.suptitle(
-        f"{judged['key']}: score against training cost at {' and '.join(labels)} the step budget "
-        "(error bars: 95 % t interval)",
-        fontsize=9,
-    )
-    fig.subplots_adjust(left=0.1, right=0.98, bottom=0.16, top=0.86, wspace=0.25)
-    return save_figure(fig, path)
-
-
-def _entry(col: dict | None, m: str) -> str:
-    """``mean ± t half-width`` (✗k failed seeds), bold when best; ``–`` without a value."""
-    s = (col or {}).get("stats", {}).get(m)
-    if s is None or not math.isfinite(s["mean"]):
-        return "–"
-    txt = fmt_mean_std(s["mean"], half_width(s["std"], s["n"])) + (f" ✗{s['failed']}" if s.get("failed") else "")
-    return f"**{txt}**" if m in col["best"] else txt
-
-
-def _table(results: list[dict], labels: list[str], models: list[str]) -> list[str]:
-    head = [f"{_LABEL[p]} {lab}" for p in PARTS for lab in labels] + [f"CPU-s {lab}" for lab in labels]
-    lines = ["| dataset | model | " + " | ".join(head) + " | seeds |", "|---|---|" + "---:|" * (len(head) + 1)]
-    for r in results:
-        for m in models:
-            if not any(m in r["cols"].get(lab, {}).get("next_step", {}).get("stats", {}) for lab in labels):
-                continue
-            row = [r["key"], m]
-            row += [_entry(r["cols"].get(lab, {}).get(p), m) for p in PARTS for lab in labels]
-            costs = [r["cost"].get(lab, {}).get(m) for lab in labels]
-            row += [f"{c:,.0f}" if c is not None else "–" for c in costs]
-            ns = [
-                str((r["cols"].get(lab, {}).get("next_step", {}).get("stats", {}).get(m) or {}).get("n", 0))
-                for lab in labels
-            ]
-            lines.append("| " + " | ".join(row + [" / ".join(ns)]) + " |")
-    return lines
-
-
-def budget_section(budgets: list[dict], keys: list[str], models: list[str], results_dir, plots: bool = True) -> dict:
-    """The budget axis of ``leaderboard.md``: ``{"lines", "verdict", "plots"}`` (markdown lines of the section, the
-    verdict's sentence, and figure name -> PNG path under ``results_dir``).
-
-    ``budgets``: the budgets in increasing order, the first the leaderboard's own scale, each a dict as
-    :func:`judge_key` reads it plus ``steps`` (optimiser steps per run, :func:`budget_steps`); ``keys``: the dataset
-    keys of the multiple's scale; ``models``: the models it trains. The first two budgets are the ones the ranking
-    sentences compare."""
-    labels = [b["label"] for b in budgets]
-    steps = {b["label"]: int(b["steps"]) for b in budgets}
-    results = [judge_key(k, budgets, models) for k in keys]
-    pair = (labels[0], labels[1])
-    L = [
-        HEADING,
-        "",
-        "The models "
-        + ", ".join(models)
-        + " trained on the same datasets at "
-        + " and ".join(
-            f"{lab} ({steps[lab]:,} optimiser steps per run, scale `{b['scale']}`)" for lab, b in zip(labels, budgets)
-        )
-        + ": the same warm-up fraction and fine-tune share, the learning rate swept again at each budget. Entries: "
-        "test VRMSE (area-weighted, mean over the fields), mean ± the half-width of the 95 % Student-t interval over "
-        "the seeds that did not fail (✗k: k failed), **bold** the best of these models and its ties at that budget "
-        "by the headline's rule; CPU-s: mean process CPU-seconds of one training run (the selected rate's; the sweep "
-        "not counted); seeds: per budget. The ranking (the order of the means) changes only when the best model "
-        "changes (no model best at both budgets) or two models that the t interval separates at both budgets swap "
-        "places (`benchmarks/leaderboard/budget_axis.py`).",
-        "",
-        *_table(results, labels, models),
-        "",
-    ]
-    out_plots = {}
-    for r in results:
-        if not _judged(r, labels):
-            continue
-        L += [f"- {key_sentence(r, pair)}"]
-        if plots:
-            p = plot_budget_axis(r, labels, Path(results_dir) / f"budget_axis_{r['key']}.png")
-            if p is not None:
-                out_plots[f"budget_axis_{r['key']}"] = str(p)
-    if any(_judged(r, labels) for r in results):
-        L.append("")
-    pending = [lab for r in results for lab in r["pending"]]
-    if pending:
-        L += ["Pending (no sentence or figure for a key until every cell is in, at every budget):", ""]
-        L += [f"- `{lab}`" for lab in pending] + [""]
-    for name, png in out_plots.items():
-        L += [f"![{name.removeprefix('budget_axis_')}: score against training cost]({Path(png).name})", ""]
-    return {"lines": L, "verdict": verdict_sentence(results, labels, steps, models), "plots": out_plots}
+    return text + (f"; {left} key{'s' if left != 1 else ''} pending ({why})." if left else ".")

@@ -21,19 +21,45 @@ import numpy as np
 from dandelion.benchmarks.grid.records import cell_cpu_seconds, cell_sweep_cpu_seconds, cell_valid_over_train
 from dandelion.reporting.plotting import pyplot, save_figure
 
-__all__ = ["budget_line", "loss_at_cost", "best_at_cheapest", "plot_score_vs_cost", "compute_section"]
+__all__ = [
+    "GAP_FLAG",
+    "trainer_steps",
+    "budget_steps",
+    "budget_line",
+    "loss_at_cost",
+    "best_at_cheapest",
+    "plot_score_vs_cost",
+    "compute_section",
+]
 
 GAP_FLAG = 1.5  # valid_over_train above this marks a cell that memorises (the v2 datasets are sized to stay below)
+
+
+def trainer_steps(trainer: dict) -> tuple[int, int]:
+    """``(pretraining, fine-tune)`` optimiser steps of one run under ``trainer`` (a scale's ``trainer`` settings, or a
+    cell's ``trainer_resolved``): ``epochs * max_batches_per_epoch`` and ``finetune.epochs * max_batches_per_epoch``
+    (``configs/scale/cpu.yaml``: 1,000 and 200)."""
+    ft = trainer.get("finetune") or {}
+    per_epoch = int(trainer.get("max_batches_per_epoch") or 0)
+    return int(trainer.get("epochs", 0)) * per_epoch, int(ft.get("epochs", 0)) * per_epoch
+
+
+def budget_steps(trainer: dict) -> int:
+    """Optimiser steps of one run under ``trainer``: pretraining plus fine-tune (:func:`trainer_steps`)."""
+    return sum(trainer_steps(trainer))
+
+
+def _trainer(cell: dict) -> dict:
+    return cell.get("trainer_resolved") or cell.get("trainer") or {}
 
 
 def budget_line(cells: list[dict]) -> str:
     """One sentence naming the step budget the cells share (or, when they differ, every budget found)."""
     budgets = set()
     for c in cells:
-        t = c.get("trainer_resolved") or c.get("trainer") or {}
+        t = _trainer(c)
         ft = t.get("finetune") or {}
-        pre = int(t.get("epochs", 0)) * int(t.get("max_batches_per_epoch") or 0)
-        fine = int(ft.get("epochs", 0)) * int(t.get("max_batches_per_epoch") or 0)
+        pre, fine = trainer_steps(t)
         frac = t.get("warmup_fraction")
         warm = f"warm-up {t.get('warmup_steps')} steps" if frac is None else f"warm-up {float(frac):.0%} of the steps"
         budgets.add((pre, fine, int(ft.get("n_out", 1)), int(t.get("batch_size", 0)), warm))
@@ -46,10 +72,8 @@ def budget_line(cells: list[dict]) -> str:
 
 
 def _step_weights(cell: dict) -> tuple[int, int]:
-    t = cell.get("trainer_resolved") or cell.get("trainer") or {}
-    ft = t.get("finetune") or {}
-    pre = int(t.get("epochs", 0)) * int(t.get("max_batches_per_epoch") or 0)
-    return pre, int(ft.get("n_out", 1))
+    t = _trainer(cell)
+    return trainer_steps(t)[0], int((t.get("finetune") or {}).get("n_out", 1))
 
 
 def loss_at_cost(cell: dict, seconds: float) -> float | None:

@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 
 from dandelion.benchmarks.grid.cells import REFERENCES
-from dandelion.benchmarks.leaderboard.stats import column_stats, differ, saturation, summary_leads
-from dandelion.reporting.numbers import fmt_value
+from dandelion.benchmarks.leaderboard.stats import column_stats, differ, half_width, saturation, summary_leads
+from dandelion.reporting.numbers import fmt_mean_std, fmt_value
 
 __all__ = [
     "PARTS",
@@ -30,6 +30,7 @@ __all__ = [
     "expected_cells",
     "completeness",
     "columns",
+    "entry_text",
     "headline_table",
     "horizon_table",
     "incomplete_text",
@@ -145,15 +146,16 @@ def _lead(h: int | None, n: int) -> str:
     return f">{n}" if h is None else str(h)
 
 
-def entry_text(col: dict, m: str) -> str:
-    """One model's entry of a column: its centre (the mean of its seeds that did not fail) with † (worse
-    than persistence), ‡ (does not beat linear AR) and ✗k (k failed seeds), bold when best; in a saturated column
-    ``h P,V`` instead (its skill horizon: first lead past persistence, past VRMSE 1)."""
+def entry_text(col: dict, m: str, interval: bool = False) -> str:
+    """One model's entry of a column: its centre (the mean of its seeds that did not fail; with ``interval``,
+    ``mean ± the half-width of its 95 % t interval``, :func:`~dandelion.benchmarks.leaderboard.stats.half_width`)
+    with † (worse than persistence), ‡ (does not beat linear AR) and ✗k (k failed seeds), bold when best; in a
+    saturated column ``h P,V`` instead (its skill horizon: first lead past persistence, past VRMSE 1)."""
     s = col["stats"][m]
     if col["horizons"]:
         p, v = col["horizons"][m]
         return f"h {_lead(p, col['n_leads'])},{_lead(v, col['n_leads'])}"
-    txt = fmt_value(s["mean"])
+    txt = fmt_mean_std(s["mean"], half_width(s["std"], s["n"])) if interval else fmt_value(s["mean"])
     if s["mean"] > col["persistence"]:
         txt += "†"
     elif s["mean"] >= col["linear_ar"]:

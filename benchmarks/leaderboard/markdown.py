@@ -342,7 +342,8 @@ def render_markdown(
     :func:`~dandelion.benchmarks.leaderboard.headline.completeness`; default: what the results hold at each grid);
     ``resolution``: the measured resolution content (:func:`~dandelion.benchmarks.leaderboard.qualify.load_content`;
     None: not measured), which decides the datasets the trend counts; ``budget``: the budget axis
-    (:func:`~dandelion.benchmarks.leaderboard.budget_axis.budget_section`: its section's lines and verdict sentence)."""
+    (:func:`~dandelion.benchmarks.leaderboard.budget_section.budget_section`: its section's lines, verdict sentence and
+    provenance)."""
     agg = aggregate(cells)
     for d, refs in (references or {}).items():
         for e in agg.get(d, {}).values():
@@ -402,7 +403,7 @@ def render_markdown(
     L += trend_section(
         agg, plots, trend_notes, resolution
     )  # the resolution trend (datasets at two or more grids; trend.py)
-    L += (budget or {}).get("lines") or []  # the same datasets at a multiple of the step budget (budget_axis.py)
+    L += (budget or {}).get("lines") or []  # the same datasets at a multiple of the step budget (budget_section.py)
     L += compute_section(agg, datasets, plots)  # equal compute (cells that recorded their cost; compute.py)
     L += per_seed_table(agg, datasets, models, cols)  # every seed's headline values (seeds.py)
     L += [
@@ -437,9 +438,12 @@ def render_markdown(
             L += [f"- `{name}`: {k.replace('_', ' ')}", f"  ![{k}]({name})"]
         L.append("")
     L += [PROVENANCE, ""]
+    elsewhere = (budget or {}).get("provenance")  # the budget section's other budgets (budget_section.py)
     L += [
         "Every number above comes from the cell files `<dataset>/<model>/seed<k>.json` beside this file (and the "
-        "reference files `<dataset>/<reference>.json`), made by the commands below; nothing is recomputed here.",
+        "reference files `<dataset>/<reference>.json`), made by the commands below"
+        + (f", except where said: {elsewhere}" if elsewhere else "")
+        + "; nothing is recomputed here.",
         "",
     ]
     reduced = sorted({d for d in datasets if agg[d][next(iter(agg[d]))]["reduced"]})

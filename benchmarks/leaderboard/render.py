@@ -35,13 +35,14 @@ from dandelion.benchmarks.grid.cells import (
     REFERENCES,
     data_equivalences,
     load_cells,
+    model_architecture,
     protocol_hash,
     record_state,
     reference_path,
     resolved_trainer,
 )
-from dandelion.benchmarks.leaderboard.budget_axis import budget_section, budget_steps
-from dandelion.benchmarks.leaderboard.compute import plot_score_vs_cost
+from dandelion.benchmarks.leaderboard.budget_section import budget_section
+from dandelion.benchmarks.leaderboard.compute import budget_steps, plot_score_vs_cost
 from dandelion.benchmarks.leaderboard.curves import plot_training_curves
 from dandelion.benchmarks.leaderboard.markdown import aggregate, bold_best, render_markdown
 from dandelion.benchmarks.leaderboard.qualify import load_content
@@ -120,35 +121,51 @@ def _expected(scale_cfg, results_dir: Path) -> dict | None:
     }
 
 
+_STALE_WHY = {
+    "protocol": "made under another protocol of the scale (its dataset or settings changed since): left out of the "
+    "tables until `dandelion-benchmark` reruns them",
+    "network": "made with another network of its model than the scale's preset builds now (`architecture`, the "
+    "preset changed since): left out of the tables until `dandelion-benchmark` reruns them",
+    "key": "its dataset key is no longer in the scale: left out of the tables",
+}
+
+
 def _current_cells(scale_cfg, results_dir: Path, cells: list[dict]) -> tuple[list[dict], dict]:
     """Split ``cells`` into those made under the scale's current protocol and the others (``stale``).
 
     Only for the scale's own ``results_dir`` (as :func:`_pending`): a cell whose ``protocol_hash`` or resolved
-    trainer differs from what ``dandelion-benchmark`` would make now (e.g. its dataset key was resized), or whose
-    key the scale no longer lists, is left out of every table and listed as ``label -> reason`` instead, so that no
-    number of a superseded protocol is shown as current."""
+    trainer differs from what ``dandelion-benchmark`` would make now (e.g. its dataset key was resized), whose
+    ``architecture`` is not the network its model's preset builds now
+    (:func:`~dandelion.benchmarks.grid.cells.model_architecture`, once per model; a model that cannot be built here
+    is judged without it, as ``dandelion-benchmark`` does), or whose key the scale no longer lists, is left out of
+    every table and listed as ``label -> reason`` instead, so that no number of a superseded protocol or network is
+    shown as current."""
     if scale_cfg is None or _scale_results_dir(scale_cfg).resolve() != Path(results_dir).resolve():
         return cells, {}
     holder = OmegaConf.create({"scale": OmegaConf.to_container(scale_cfg, resolve=False)})
     trainer = resolved_trainer(holder)
     hashes = {key: protocol_hash(holder, key) for key in scale_cfg.datasets}
+    archs: dict[str, str | None] = {}
     kept, old = [], {}
     for c in cells:
-        key = c["dataset_key"]
-        if key in hashes and record_state(c, hashes[key], trainer) == "finished":
-            kept.append(c)
+        key, m = c["dataset_key"], c["model"]
+        if m not in archs:
+            archs[m] = model_architecture(m, str(scale_cfg.preset))
+        if key not in hashes:
+            why = "key"
+        elif record_state(c, hashes[key], trainer) != "finished":
+            why = "protocol"
+        elif record_state(c, hashes[key], trainer, archs[m]) != "finished":
+            why = "network"
         else:
-            old.setdefault(key, {}).setdefault(c["model"], []).append(int(c["seed"]))
+            kept.append(c)
+            continue
+        old.setdefault((key, why), {}).setdefault(m, []).append(int(c["seed"]))
     stale = {}
-    for key, models in old.items():
+    for (key, why), models in old.items():
         n = sum(map(len, models.values()))
         label = f"{key}: {n} stale cell{'s' if n > 1 else ''} ({', '.join(sorted(models))})"
-        stale[label] = (
-            "made under another protocol of the scale (its dataset or settings changed since): left out of the "
-            "tables until `dandelion-benchmark` reruns them"
-            if key in hashes
-            else "its dataset key is no longer in the scale: left out of the tables"
-        )
+        stale[label + (" of another network" if why == "network" else "")] = _STALE_WHY[why]
     return kept, stale
 
 
@@ -259,7 +276,7 @@ def leaderboard(cfg) -> dict:
             p = plot_error_vs_resolution(agg, fam, results_dir / f"error_vs_resolution_{fam}.png")
             if p is not None:
                 plots[f"error_vs_resolution_{fam}"] = str(p)
-    budget = _budget_axis(scale_cfg, results_dir, cells, references, plots=bool(cfg.get("plots", True)))
+    budget = _budget_axis(scale_cfg, results_dir, cells, stale_cells, references, plots=bool(cfg.get("plots", True)))
     plots.update((budget or {}).get("plots") or {})
     cmd = cfg.get("_command") or f"dandelion-report target=leaderboard scale={scale}"
     section, transfer_plots = transfer_section(results_dir, cells, plots=bool(cfg.get("plots", True)))
@@ -299,23 +316,33 @@ def _references(results_dir: Path, keys) -> dict:
     }
 
 
-def _budget_axis(scale_cfg, results_dir: Path, cells: list[dict], references: dict, plots: bool) -> dict | None:
-    """The budget axis (:func:`~dandelion.benchmarks.leaderboard.budget_axis.budget_section`) of the scale's own
-    results: its current ``cells`` beside those of each scale its ``budget_axis`` names (``configs/scale/cpu.yaml``:
-    ``[cpu_4x]``), each read from that scale's ``results_dir`` and kept only when made under that scale's protocol
-    (:func:`_current_cells`), labelled by its step budget over this one's (``4x``). The keys and models compared are
-    the last scale's. None when the scale names none, or ``results_dir`` is not the scale's own (as :func:`_pending`).
-    """
+def _budget_axis(
+    scale_cfg, results_dir: Path, cells: list[dict], stale_cells: list[dict], references: dict, plots: bool
+) -> dict | None:
+    """The budget axis (:func:`~dandelion.benchmarks.leaderboard.budget_section.budget_section`) of the scale's own
+    results: its current ``cells`` (and ``stale_cells``, the others) beside those of each scale its ``budget_axis``
+    names (``configs/scale/cpu.yaml``: ``[cpu_4x]``), each read from that scale's ``results_dir`` and kept only when
+    made under that scale's protocol and network (:func:`_current_cells`; the others listed as pending reruns),
+    labelled by its step budget over this one's (``4x``). The keys and models compared are the last scale's. None
+    when the scale names none, or ``results_dir`` is not the scale's own (as :func:`_pending`)."""
     names = [str(n) for n in (scale_cfg.get("budget_axis") or [])] if scale_cfg is not None else []
     expected = _expected(scale_cfg, results_dir)
     if not names or expected is None:
         return None
 
-    def budget(cfg, cells, refs, expected):
-        steps = budget_steps(OmegaConf.to_container(cfg.trainer, resolve=True))
-        return {"scale": str(cfg.name), "cells": cells, "references": refs, "expected": expected, "steps": steps}
+    def budget(cfg, folder: Path, cells, stale_cells, refs, expected):
+        return {
+            "scale": str(cfg.name),
+            "results_dir": str(cfg.get("results_dir")),  # as configured (a checkout-relative path), for provenance
+            "cells": cells,
+            "stale_cells": stale_cells,
+            "references": refs,
+            "equivalences": {key: data_equivalences(folder, key) for key in expected},
+            "expected": expected,
+            "steps": budget_steps(OmegaConf.to_container(cfg.trainer, resolve=True)),
+        }
 
-    budgets = [budget(scale_cfg, cells, references, expected)]
+    budgets = [budget(scale_cfg, results_dir, cells, stale_cells, references, expected)]
     for name in names:
         other = compose("benchmark", [f"scale={name}"]).scale
         other_dir = _scale_results_dir(other)
@@ -323,8 +350,11 @@ def _budget_axis(scale_cfg, results_dir: Path, cells: list[dict], references: di
             loaded = load_cells(other_dir)
         except FileNotFoundError:  # none of its cells is run yet: every one is pending
             loaded = []
-        current, _ = _current_cells(other, other_dir, loaded)
-        budgets.append(budget(other, current, _references(other_dir, other.datasets), _expected(other, other_dir)))
+        current, _ = _current_cells(other, other_dir, loaded)  # the stale ones: pending reruns of the section
+        kept = {id(c) for c in current}
+        old = [c for c in loaded if id(c) not in kept]
+        refs = _references(other_dir, other.datasets)
+        budgets.append(budget(other, other_dir, current, old, refs, _expected(other, other_dir)))
     for b in budgets:
         b["label"] = f"{b['steps'] / budgets[0]['steps']:g}x"
     models = [str(m) for m in other.models]  # the last scale's

@@ -46,3 +46,37 @@ def full_cell(key: str, model: str, seed: int, nxt: float, r20: float, curve: li
         "commands": {"benchmark": "dandelion-benchmark scale=cpu", "train": ["dandelion-train a"], "rollout": "r"},
         **fields,
     }
+
+
+#: A per-lead VRMSE curve that never passes VRMSE 1: no 1:20 column of such cells is saturated.
+SLOW = [0.01 * k for k in range(1, 21)]
+
+
+def budget_cells(
+    scores: dict, cost: float, key: str, seeds=(0, 1, 2), spread: float = 0.001, curve: list[float] = SLOW
+) -> list[dict]:
+    """Cells of ``key`` for the budget axis's tests: model -> (next step, 1:20) for seed 0, each further seed
+    ``spread`` higher (seed k: value + k * spread); ``cost`` CPU-seconds per run times 1 + 0.01 k."""
+    out = []
+    for m, (nxt, r20) in scores.items():
+        for k in seeds:
+            c = leaderboard_cell(key, m, k, nxt + spread * k, r20 + spread * k, curve)
+            c["train_cpu_seconds"] = cost * (1 + 0.01 * k)
+            out.append(c)
+    return out
+
+
+def budget(label: str, steps: int, cells: list[dict], models, keys, seeds=(0, 1, 2), **fields) -> dict:
+    """One budget as :func:`dandelion.benchmarks.leaderboard.budget_axis.judge_key` reads it: scale ``scale_<label>``
+    asking every model of ``models`` for ``seeds`` at every key of ``keys``; ``fields`` over it (``references``,
+    ``stale_cells``, ``equivalences``, ``expected``)."""
+    return {
+        "label": label,
+        "scale": f"scale_{label}",
+        "results_dir": f"results/scale_{label}",
+        "cells": cells,
+        "references": {},
+        "expected": {k: {m: list(seeds) for m in models} for k in keys},
+        "steps": steps,
+        **fields,
+    }

@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 
 from dandelion.benchmarks.grid import benchmark as B
 from dandelion.benchmarks.grid import cells
-from dandelion.benchmarks.leaderboard.budget_axis import budget_steps
+from dandelion.benchmarks.leaderboard.compute import budget_steps
 from dandelion.benchmarks.paths import resolve_scale_dirs
 
 #: What the 4x scale must train (issue 71, item 3): the datasets whose finer grid adds resolved content at both
@@ -55,6 +55,33 @@ def test_four_times_the_steps_with_the_same_warmup_fraction_and_everything_else_
     assert {k: v for k, v in r4.items() if k not in strip} == {k: v for k, v in r1.items() if k not in strip}
     for k in ("lr_sweep", "lr_ladder", "sweep_seed", "preset", "evaluation", "device", "work_dir"):
         assert OmegaConf.to_container(four.scale)[k] == OmegaConf.to_container(one.scale)[k], k
+
+
+def test_budget_steps_count_pretraining_and_fine_tune(scales):
+    """1,200 optimiser steps per run at cpu and 4,800 at cpu_4x (issue 71, item 3), counted here from each scale's
+    epochs and batches per epoch, pretraining and fine-tune alike."""
+    steps = []
+    for cfg in scales:
+        t = _trainer(cfg)
+        per_epoch = t["max_batches_per_epoch"]
+        steps.append(t["epochs"] * per_epoch + t["finetune"]["epochs"] * per_epoch)
+        assert budget_steps(t) == steps[-1]
+    assert steps == [1200, 4800]
+
+
+def test_a_4x_key_is_changed_through_datasets_4x_not_datasets(tmp_path):
+    """``datasets`` is an interpolation of ``_datasets_4x``: a key's settings are overridden there (with ``+`` for one
+    its block does not set); ``+scale.datasets.<key>...`` would replace the whole mapping with that block, and the
+    grid refuses it with the way out."""
+    where = [f"scale.results_dir={tmp_path / 'results'}", f"scale.work_dir={tmp_path / 'work'}"]
+    cfg = B.compose("benchmark", ["scale=cpu_4x", "+scale._datasets_4x.transport_32x64.seeds=[0]", *where])
+    grid = cells.cells(cfg)
+    assert {c["seed"] for c in grid if c["dataset"] == "transport_32x64"} == {0}
+    assert {c["seed"] for c in grid if c["dataset"] != "transport_32x64"} == {0, 1, 2}
+    assert {c["dataset"] for c in grid} == set(KEYS)
+    bad = B.compose("benchmark", ["scale=cpu_4x", "+scale.datasets.transport_32x64.seeds=[0]", *where])
+    with pytest.raises(ValueError, match=r"names no `dataset`.*scale\._datasets_4x\.<key>"):
+        cells.cells(bad)
 
 
 def test_the_datasets_are_cpus_own_so_nothing_is_regenerated(scales):
