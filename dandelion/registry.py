@@ -134,6 +134,11 @@ def preset_keys(name: str) -> tuple[list[str], list[str]]:
     return keys, sorted(set(extra) - set(keys))
 
 
+def _sequences_as_lists(cfg: dict) -> dict:
+    """``cfg`` with tuple (or list) values as lists: the form a checkpoint stores and compares."""
+    return {k: list(v) if isinstance(v, (tuple, list)) else v for k, v in cfg.items()}
+
+
 def resolved_hyperparameters(name: str, preset: str, overrides: dict | None = None) -> dict | None:
     """The hyper-parameters ``build_model(name, preset, **overrides)`` builds with: the network defaults the model was
     registered with, then ``presets[preset]`` with the overrides applied (:func:`resolve_preset`), sequences as
@@ -152,7 +157,7 @@ def resolved_hyperparameters(name: str, preset: str, overrides: dict | None = No
         return None
     presets, extra = _PRESET_TABLES[name]
     cfg = {**_RECORDING[name][0], **resolve_preset(name, presets, preset, dict(overrides or {}), extra)}
-    return {k: list(v) if isinstance(v, (tuple, list)) else v for k, v in cfg.items()}
+    return _sequences_as_lists(cfg)
 
 
 def complete_hyperparameters(name: str, recorded: dict) -> dict:
@@ -161,7 +166,7 @@ def complete_hyperparameters(name: str, recorded: dict) -> dict:
     without a preset table."""
     _load_for(name)
     cfg = {**_RECORDING.get(name, ({}, ()))[0], **dict(recorded)}
-    return {k: list(v) if isinstance(v, (tuple, list)) else v for k, v in cfg.items()}
+    return _sequences_as_lists(cfg)
 
 
 def execution_keys(name: str) -> tuple[str, ...]:

@@ -29,8 +29,9 @@ def _changed(preset: dict) -> dict:
 
 
 def _saved(tmp_path, spec: dict):
+    """A checkpoint of an untrained Dandelion built from ``spec`` (9x16 grid), and the model."""
     torch.manual_seed(0)
-    model = build_model("dandelion", "tiny", 8, 2, 9, 16, "equiangular", **spec["overrides"])
+    model = build_model("dandelion", spec["preset"], 8, 2, 9, 16, "equiangular", **spec["overrides"])
     path = ck.save_checkpoint(
         tmp_path / "a.pt",
         model=model,
@@ -44,10 +45,10 @@ def _saved(tmp_path, spec: dict):
     return model.eval(), path
 
 
-def _spec(**overrides):
+def _spec(preset: str = "tiny", **overrides):
     from dandelion.training.inputs import model_spec
 
-    return model_spec({"name": "dandelion", "preset": "tiny", "overrides": overrides}, 8, 2)
+    return model_spec({"name": "dandelion", "preset": preset, "overrides": overrides}, 8, 2)
 
 
 def test_a_checkpoint_rebuilds_its_own_network_after_its_preset_changed(tmp_path, monkeypatch):
@@ -80,20 +81,8 @@ def test_a_checkpoint_written_before_the_record_loads_as_it_was_built(tmp_path, 
 def test_an_unchanged_preset_reports_no_change_for_old_or_new_checkpoints(tmp_path, preset):
     """Nothing changed: neither a recorded checkpoint nor one written before the record (whose legacy overrides are
     what its preset gives) reports a change, so the benchmark never sets a good run aside."""
-    from dandelion.training.inputs import model_spec
-
-    spec = model_spec({"name": "dandelion", "preset": preset}, 8, 2)
-    torch.manual_seed(0)
-    path = ck.save_checkpoint(
-        tmp_path / "a.pt",
-        model=build_model("dandelion", preset, 8, 2, 9, 16, "equiangular"),
-        config={},
-        stats=STATS,
-        grid=GRID,
-        step=1,
-        epoch=0,
-        extra={"model_spec": spec},
-    )
+    spec = _spec(preset)
+    _, path = _saved(tmp_path, spec)
     ckpt = ck.load_checkpoint(path)
     assert ck.preset_changes(ckpt) == {}
     ckpt["extra"]["model_spec"] = {k: v for k, v in spec.items() if k != "hyperparameters"}
