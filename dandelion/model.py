@@ -62,10 +62,13 @@ __all__ = ["Dandelion", "WarpBlockS2", "PRESETS", "FAST_PRESETS"]
 
 #: Hyper-parameters of the presets. ``paper`` follows docs/ARCHITECTURE.md §5 (width 150, 4 levels with
 #: multipliers 1, 2, 4, 8, 50 heads); its blocks per level (2, 2, 2, 3 down, 2, 2, 2 up) were chosen
-#: to land at about 19M parameters for Galewsky's layout (16 in, 4 out): 18,840,004. ``small``
-#: (147,268 parameters at 16/4) and ``tiny`` (6,972) are for CPU work: on one core at 64x128,
+#: to land at about 19M parameters for Galewsky's layout (16 in, 4 out): 18,840,055. ``small``
+#: (147,319 parameters at 16/4) and ``tiny`` (7,023) are for CPU work: on one core at 64x128,
 #: ``small`` takes about 0.25 s of CPU time per training step (batch 1); ``tiny`` about 0.07 s at
-#: 32x64 (batch 4). Parameter counts do not depend on the grid.
+#: 32x64 (batch 4). Parameter counts do not depend on the grid. These three move the newest frame along a
+#: learned Cartesian displacement before adding the increment (``advect_state``, advected persistence: 51 more
+#: parameters at 16 inputs; the decision and its measurements are in docs/model.md); the ``*_fast`` presets do
+#: not (on shock caps it lost beyond the seed spread there).
 PRESETS: dict[str, dict] = {
     "paper": dict(
         width=150,
@@ -74,9 +77,18 @@ PRESETS: dict[str, dict] = {
         encoder_blocks=(2, 2, 2, 3),
         decoder_blocks=(2, 2, 2),
         offset_ratio=0.5,
+        advect_state=True,
     ),
-    "small": dict(SMALL),  # also DandelionArchitecture's defaults
-    "tiny": dict(width=16, multipliers=(1, 2), heads=4, encoder_blocks=(1, 1), decoder_blocks=(1,), offset_ratio=0.5),
+    "small": dict(SMALL, advect_state=True),  # SMALL: also DandelionArchitecture's defaults
+    "tiny": dict(
+        width=16,
+        multipliers=(1, 2),
+        heads=4,
+        encoder_blocks=(1, 1),
+        decoder_blocks=(1,),
+        offset_ratio=0.5,
+        advect_state=True,
+    ),
     # cost-matched (docs/model.md, "Cost-matched presets"): the data grid keeps only pointwise maps (lift, skip
     # fuse, head, at half the width); the warp levels of small/tiny run one level down, on half-resolution grids
     "small_fast": dict(

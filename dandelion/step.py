@@ -11,7 +11,16 @@ import torch
 
 from .registry import unwrap_model
 
-__all__ = ["TARGETS", "INPUTS", "WET_SHARE_MIN", "nonzero_scale", "difference_window", "next_frame", "advected"]
+__all__ = [
+    "TARGETS",
+    "INPUTS",
+    "WET_SHARE_MIN",
+    "nonzero_scale",
+    "difference_window",
+    "next_frame",
+    "advected",
+    "increment_step",
+]
 
 #: What the network outputs: the next normalised frame, or the scaled normalised increment.
 TARGETS = ("frame", "increment")
@@ -82,7 +91,7 @@ def next_frame(
         out, base = out[:, :-3], advected(core, last, out[:, -3:], wet)
     else:
         base = last
-    out = _step(out, base, n_channels, increment_scale)
+    out = increment_step(out, base, n_channels, increment_scale)
     return out if wet is None else torch.where(wet, out, last.to(out.dtype))
 
 
@@ -110,7 +119,13 @@ def advected(core, last: torch.Tensor, vector: torch.Tensor, wet: torch.Tensor |
     return torch.where(inside, moved[:, :-1] / share.clamp_min(WET_SHARE_MIN), last.to(moved.dtype))
 
 
-def _step(out: torch.Tensor, last: torch.Tensor, n_channels: int, increment_scale: torch.Tensor | None) -> torch.Tensor:
+def increment_step(
+    out: torch.Tensor, last: torch.Tensor, n_channels: int, increment_scale: torch.Tensor | None
+) -> torch.Tensor:
+    """The step's frame from the network's output ``out (B, C, nlat, nlon)``: ``out`` itself (target ``frame``,
+    ``increment_scale`` None), else ``last + increment_scale[c] * out`` (target ``increment``; ``last``: the newest
+    frame, advected or not, ``(B, C, nlat, nlon)``; ``increment_scale`` of shape ``(C,)``), added in the output's
+    dtype promoted to float32 at least (a bf16 output under autocast is added in float32)."""
     if increment_scale is None:
         return out
     dt = torch.promote_types(out.dtype, torch.float32)  # bf16 (autocast) outputs are added in float32

@@ -7,7 +7,10 @@ models, the presets and the devices are measured the same way:
   process summed, what a computation costs on a CPU shared with other jobs) and the wall time of
   one call; on CUDA the call is bracketed by ``torch.cuda.synchronize`` and the wall time is the
   number that counts;
-* a training step (:func:`train_step`): forward, mean-square loss against zeros, backward, one
+* a forward (:func:`model_step`): the network, and for a model with advected persistence (Dandelion's presets,
+  ``advect_state``) also the move of the newest input frame along its displacement, as a training step does
+  (:func:`dandelion.step.next_frame`), so that sampling is timed and its activations counted;
+* a training step (:func:`train_step`): that forward, mean-square loss against zeros, backward, one
   AdamW step and ``zero_grad(set_to_none=True)``; under ``dtype="bf16"`` forward and loss run in
   ``torch.autocast(bfloat16)``;
 * saved activations (:func:`saved_activation_bytes`): the bytes autograd keeps for the backward
@@ -37,7 +40,20 @@ from collections.abc import Callable, Iterator
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-__all__ = ["sync", "median", "timed", "autocast", "train_step", "saved_activation_bytes", "peak_bytes", "tensor_bytes"]
+from dandelion.registry import unwrap_model
+from dandelion.step import advected
+
+__all__ = [
+    "sync",
+    "median",
+    "timed",
+    "autocast",
+    "model_step",
+    "train_step",
+    "saved_activation_bytes",
+    "peak_bytes",
+    "tensor_bytes",
+]
 
 #: The dtypes ``dandelion-bench`` measures: float32, and bfloat16 autocast (CUDA only).
 DTYPES = ("fp32", "bf16")
@@ -89,10 +105,25 @@ def autocast(device: torch.device | str, dtype: str):
     return contextlib.nullcontext()
 
 
+def model_step(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``model(x)``; for a model with advected persistence (``advects_state``) the step's output instead:
+    the newest frame (the last ``C`` input channels, ``C`` = output channels less the three of the displacement)
+    moved along the displacement plus the increment (:func:`dandelion.step.next_frame` with unit scales), shape
+    ``(B, C, nlat, nlon)``. The model may be wrapped (DDP, ``torch.compile``)."""
+    out = model(x)
+    core = unwrap_model(model)
+    if not getattr(core, "advects_state", False):
+        return out
+    c = out.shape[1] - 3
+    moved = advected(core, x[:, -c:], out[:, -3:])
+    return moved + out[:, :c].to(moved.dtype)
+
+
 def train_step(model: torch.nn.Module, x: torch.Tensor, opt: torch.optim.Optimizer | None, dtype: str = "fp32") -> None:
-    """One training step on ``x``: forward, MSE against zeros, backward, optimiser step, gradients freed."""
+    """One training step on ``x``: forward (:func:`model_step`), MSE against zeros, backward, optimiser step,
+    gradients freed."""
     with autocast(x.device, dtype):
-        loss = model(x).float().square().mean()
+        loss = model_step(model, x).float().square().mean()
     loss.backward()
     if opt is not None:
         opt.step()
@@ -144,7 +175,7 @@ def saved_activation_bytes(model: torch.nn.Module, x: torch.Tensor, dtype: str =
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), autocast(x.device, dtype):
-        y = model(x)
+        y = model_step(model, x)
     del y
     return int(sum(n for ptr, n in seen.items() if ptr not in resident))
 

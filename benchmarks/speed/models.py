@@ -33,6 +33,7 @@ from dandelion.baselines.table import PRESET_RESOLUTIONS, parameter_table
 from dandelion.benchmarks.speed.measure import (
     autocast,
     median,
+    model_step,
     peak_bytes,
     saved_activation_bytes,
     sync,
@@ -337,7 +338,7 @@ def measure_group(names: list[str], spec: dict) -> list[dict]:
 def _forward(model: torch.nn.Module, x: torch.Tensor, dtype: str) -> None:
     model.eval()
     with torch.no_grad(), autocast(x.device, dtype):
-        model(x)
+        model_step(model, x)
 
 
 def add_ratios(rows: list[dict], refs: tuple[str, ...] = ("dandelion", "sfno", "flower2d")) -> None:

@@ -52,7 +52,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
-from dandelion.benchmarks.speed.measure import autocast
+from dandelion.benchmarks.speed.measure import autocast, model_step
 from dandelion.registry import build_model, count_parameters
 from dandelion.warp import set_warp_kernel
 
@@ -179,7 +179,7 @@ def count_step(
         resident |= {_storage_key(t)[0] for t in fakes}
         with counter:
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), autocast("cpu", dtype):
-                loss = model(xx).float().square().mean()
+                loss = model_step(model, xx).float().square().mean()
             saved_bytes = sum(n for key, n in saved if key not in resident)
             counter.phase = "backward"
             loss.backward()

@@ -73,7 +73,7 @@ from dandelion.cli.common import (
 )
 from dandelion.forecast import INPUTS, TARGETS
 from dandelion.locks import OutputLock, noting_state
-from dandelion.registry import available_models, import_plugins
+from dandelion.registry import available_models, import_plugins, resolved_hyperparameters
 from dandelion.runtime import check_writable, plain
 from dandelion.training.options import TrainOptions
 from dandelion.training.trainer import Trainer
@@ -205,11 +205,16 @@ def check(cfg, overrides=()) -> None:
     check_choice(cfg.model.name, available_models(), "model.name")
     check_choice(cfg.trainer.get("target", "frame"), TARGETS, "trainer.target")
     check_choice(cfg.trainer.get("inputs", "frames"), INPUTS, "trainer.inputs")
-    advect = model_spec_from_config(plain(cfg.model))["overrides"].get("advect_state")
-    if advect and cfg.trainer.get("target", "frame") != "increment":
+    spec = model_spec_from_config(plain(cfg.model))
+    try:  # the preset's value counts as well as an override (Dandelion's presets set advect_state)
+        hyper = resolved_hyperparameters(spec["name"], spec["preset"] or "small", spec["overrides"]) or {}
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    if hyper.get("advect_state") and cfg.trainer.get("target", "frame") != "increment":
         raise UsageError(
-            "model.overrides.advect_state=true moves the newest frame and adds an increment: it needs "
-            "trainer.target=increment (got trainer.target=" + str(cfg.trainer.get("target", "frame")) + ")"
+            f"model={spec['name']} (preset {spec['preset'] or 'small'}) has advected persistence (advect_state): it "
+            "moves the newest frame and adds an increment, so it needs trainer.target=increment (got "
+            f"trainer.target={cfg.trainer.get('target', 'frame')}); or set model.advect_state=false"
         )
     check_positive(cfg, ["trainer.n_in", "trainer.batch_size", "trainer.max_steps", "trainer.max_batches_per_epoch"])
     TrainOptions.from_dict(plain(cfg.trainer), prefix="trainer.")  # every other trainer option, named if bad

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import torch
 
 from dandelion.registry import unwrap_model
+from dandelion.step import advected, increment_step
 
 __all__ = [
     "per_rank_batch",
@@ -94,6 +95,10 @@ def saved_bytes_per_sample(
     device = next(model.parameters()).device
     tensors = list(model.parameters()) + list(model.buffers())
     mode = FakeTensorMode(allow_non_fake_inputs=True)
+
+    def ones(c: int) -> torch.Tensor:
+        return torch.ones(c, device=device)
+
     with mode:
         fakes = [mode.from_tensor(t) for t in tensors]  # memoised: the model's forward sees these same copies
 
@@ -104,8 +109,9 @@ def saved_bytes_per_sample(
             with ctx:
                 for k in range(n_steps):
                     pred = model(x)
-                    if advects:  # advected persistence: the frame is moved along the last three channels
-                        pred = core.advect(pred[:, :-3], pred[:, -3:])
+                    if advects:  # advected persistence: the newest frame moved along the last three channels plus
+                        c = pred.shape[1] - 3  # the increment at unit scale, as next_frame does
+                        pred = increment_step(pred[:, :c], advected(core, x[:, -c:], pred[:, -3:]), c, ones(c))
                     preds.append(pred)
                     if k + 1 < n_steps:
                         c = pred.shape[1]

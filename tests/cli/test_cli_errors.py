@@ -13,6 +13,7 @@ import xarray as xr
 from dandelion.benchmarks.grid import benchmark
 from dandelion.benchmarks.speed import bench
 from dandelion.cli import export, generate, quickstart, report, rollout, train, verify
+from dandelion.cli.common import compose_config
 from dandelion.export.forecasts import write_zarr
 
 
@@ -128,6 +129,18 @@ def test_train_refuses_a_run_dir_that_holds_a_finished_run(make_tiny_dataset, tm
     err = _fails(train.main, [f"dataset.path={data}", f"run_dir={run}", "trainer=quick"], capsys)
     assert "already holds a training run" in err and "resume=" in err and "another run_dir" in err
     assert (run / "last.pt").read_bytes() == b"an earlier run" and (run / "metrics.jsonl").read_text() == "{}\n"
+
+
+def test_train_refuses_the_frame_target_for_a_preset_that_advects(make_tiny_dataset, tmp_path, capsys):
+    """Dandelion's presets move the newest frame (advect_state): the frame target is refused before any work, with
+    both ways out named; the stock network (advect_state=false) takes it."""
+    data = make_tiny_dataset(tmp_path / "data")
+    run = tmp_path / "run"
+    argv = [f"dataset.path={data}", f"run_dir={run}", "model=dandelion", "model.preset=tiny", "trainer.target=frame"]
+    err = _fails(train.main, argv, capsys)
+    assert "advect_state" in err and "trainer.target=increment" in err and "model.advect_state=false" in err
+    assert not run.exists()
+    train.check(compose_config("train", [*argv, "model.advect_state=false"]))  # no error
 
 
 # ------------------------------------------------------------------------------------------ dandelion-benchmark

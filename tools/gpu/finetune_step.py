@@ -62,9 +62,11 @@ def main(argv: list[str] | None = None) -> int:
         x = torch.randn(a.batch, a.in_channels, a.nlat, a.nlon, device=device)
         y = torch.randn(a.batch, a.n_out, a.out_channels, a.nlat, a.nlon, device=device)
 
+        ones = torch.ones(a.out_channels, device=device)  # unit increment scales (Dandelion's presets advect)
+
         def loss_fn(xb, yb):
             with torch.autocast(device.type, dtype=torch.bfloat16):
-                pred = rollout(model, xb, a.n_out, a.out_channels)
+                pred = rollout(model, xb, a.n_out, a.out_channels, ones)  # target increment, as trained
             return (pred.float() - yb).square().mean()
 
         def step():
