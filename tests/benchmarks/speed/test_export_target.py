@@ -13,6 +13,7 @@ from dandelion.benchmarks.speed.export_memory import bench_export, markdown, pea
 from dandelion.checkpoint import save_checkpoint
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.registry import build_model
+from dandelion.training.inputs import model_spec
 
 
 def test_the_peak_of_a_process_counts_the_memory_it_touched():
@@ -27,9 +28,9 @@ def _dandelion_checkpoint(data, file):
     """An untrained tiny Dandelion saved as dandelion-train saves it (n_in 4), on ``data``'s grid and fields."""
     ds = WindowDataset(data, "train", n_in=4)
     C, g = ds.layout.n_channels, ds.grid
-    spec = {"name": "dandelion", "preset": "tiny", "in_channels": 4 * C, "out_channels": C, "overrides": {}}
+    spec = model_spec({"name": "dandelion", "preset": "tiny"}, 4 * C, C)  # with the hyper-parameter record
     model = build_model("dandelion", "tiny", 4 * C, C, g.nlat, g.nlon, g.grid)
-    extra = {"model_spec": spec, "layout": ds.layout.to_dict(), "n_in": 4}
+    extra = {"model_spec": spec, "layout": ds.layout.to_dict(), "n_in": 4, "target": "increment"}  # trainer default
     path = save_checkpoint(
         file, model=model, config={"trainer": {"n_in": 4}}, stats=ds.layout.to_dict()["stats"], grid=g.to_dict(),
         step=0, epoch=0, extra=extra,

@@ -30,6 +30,7 @@ from dandelion.datasets.folder import load_metadata
 from dandelion.datasets.torch_dataset import WindowDataset
 from dandelion.evaluation.scoring import evaluate
 from dandelion.registry import build_model
+from dandelion.training.inputs import model_spec
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,7 @@ def _checkpoint(path, name, coarse, masked=False, **overrides):
     C = data.layout.n_channels
     c_in = 4 * C + (1 if masked else 0)
     model = build_model(name, "tiny", c_in, C, data.grid.nlat, data.grid.nlon, "equiangular", **overrides)
-    spec = {"name": name, "preset": "tiny", "in_channels": c_in, "out_channels": C, "overrides": overrides}
+    spec = model_spec({"name": name, "preset": "tiny", "overrides": overrides}, c_in, C)  # as the trainer records it
     layout = data.layout.to_dict()
     extra = {"model_spec": spec, "layout": layout, "target": "increment", "inputs": "differences"}
     return save_checkpoint(
