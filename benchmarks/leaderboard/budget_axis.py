@@ -2,10 +2,11 @@
 step budget and at a multiple of it, and whether the ranking changes between them.
 
 A scale names the scales that train its datasets at other budgets in ``budget_axis`` (``configs/scale/cpu.yaml``:
-``[cpu_4x]``, four times the steps with the same warm-up fraction and fine-tune share, the learning rate swept again;
-``configs/scale/cpu_4x.yaml``). :mod:`~dandelion.benchmarks.leaderboard.render` gathers each budget's current cells
-(those made under its scale's protocol and with the network its preset builds now), its stale cells, references,
-data equivalences and expected cells; :func:`judge_key` says, per dataset key, what each budget holds:
+``[cpu_4x]``, four times the steps with the same warm-up fraction and fine-tune share, the learning rate swept again
+at 32x64 and taken from there at 64x128; ``configs/scale/cpu_4x.yaml``).
+:mod:`~dandelion.benchmarks.leaderboard.render` gathers each budget's current cells (those made under its scale's
+protocol and with the network its preset builds now), its stale cells, references, data equivalences and expected
+cells; :func:`judge_key` says, per dataset key, what each budget holds:
 
 * per model and budget, the headline's own columns (:func:`~dandelion.benchmarks.leaderboard.headline.columns`:
   the mean VRMSE over the seeds that did not fail with its 95 % Student-t interval, the failed seeds counted, the

@@ -126,7 +126,8 @@ def _intro(budgets: list[dict], labels: list[str], steps: dict, models: list[str
         + " and ".join(
             f"{lab} ({steps[lab]:,} optimiser steps per run, scale `{b['scale']}`)" for lab, b in zip(labels, budgets)
         )
-        + ": the same warm-up fraction and fine-tune share, the learning rate swept again at each budget. Entries: "
+        + ": the same warm-up fraction and fine-tune share, the learning rate chosen again at each budget by its "
+        "scale's rules (`configs/scale/<scale>.yaml`). Entries: "
         "test VRMSE (area-weighted, mean over the fields), mean ± the half-width of the 95 % Student-t interval over "
         "the seeds that did not fail, marked as in the headline: **bold** the best of these models and its ties at "
         "that budget by the headline's rule, † worse than persistence (never bold), ‡ not better than linear AR, ✗k "

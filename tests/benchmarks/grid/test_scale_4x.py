@@ -104,8 +104,9 @@ def test_models_seeds_and_the_lr_rule_of_each_key(scales):
     assert Path(four.scale.results_dir) != Path(one.scale.results_dir)
     for key in KEYS:
         spec = cells.dataset_spec(four, key)
-        if key.endswith("64x128"):  # bracketed around the rate chosen at its 32x64 key of this scale
+        if key.endswith("64x128"):  # the rate chosen at its 32x64 key of this scale, not swept (the compute rule)
             assert spec["lr_from"] == key.replace("64x128", "32x64") and spec["lr_from"] in four.scale.datasets
+            assert sorted(spec["lr_fixed_models"]) == sorted(MODELS)
         else:  # swept and widened, as cpu's 32x64 keys
             assert spec["lr_from"] is None and cells.dataset_spec(one, key)["lr_from"] is None
 
