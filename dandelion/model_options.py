@@ -60,7 +60,8 @@ def _ints(value, name: str) -> tuple[int, ...]:
 @dataclass(frozen=True)
 class DandelionArchitecture:
     """The network's shape: the hyper-parameters of the presets (:data:`dandelion.model.PRESETS`) and two more;
-    the defaults are the ``small`` preset (:data:`SMALL`).
+    the defaults are the ``small`` preset's numbers (:data:`SMALL`), without the advected persistence the presets add
+    (``advect_state`` below).
 
     Parameters
     ----------
@@ -97,7 +98,8 @@ class DandelionArchitecture:
         Cartesian displacement (a pointwise linear map of the input, zero at
         initialisation), and a forecast step with the ``increment`` target moves the newest frame along it before
         adding the increment, ``x_{t+1} = x_t(exp_p(d)) + s * f`` (the semi-Lagrangian step;
-        :func:`dandelion.step.next_frame`). Default False.
+        :func:`dandelion.step.next_frame`). Default False; Dandelion's presets ``small``, ``tiny`` and ``paper``
+        set it (docs/model.md, "Advected persistence").
 
     Raises
     ------

@@ -33,6 +33,7 @@ from dandelion.benchmarks.grid.runs import _evaluate
 from dandelion.benchmarks.paths import resolve_scale_dirs
 from dandelion.cli.common import compose_config as compose
 from dandelion.cli.train import train
+from dandelion.registry import resolved_hyperparameters
 from dandelion.runtime import machine, versions, write_json_atomic
 
 __all__ = ["VARIANTS", "run_variant", "ablation_table", "main"]
@@ -79,12 +80,18 @@ VARIANTS: dict[str, dict] = {
         "overrides": {"cartesian_displacement": True},
         "what": "the cost-matched Dandelion plus each warp head's Cartesian displacement term",
     },
-    "advect": {
+    "advect": {  # the presets' network since they took it: refused now (nothing to compare); its records stay
         "model": "dandelion",
         "overrides": {"advect_state": True},
         "what": "Dandelion small with advected persistence: the step moves the newest frame along a Cartesian "
         "displacement linear in the input (zero at initialisation) before adding the "
         "increment, the semi-Lagrangian step (dandelion/warp/advection.py; issue #67)",
+    },
+    "stock": {
+        "model": "dandelion",
+        "overrides": {"advect_state": False},
+        "what": "Dandelion small without advected persistence: the presets' network before they took it "
+        "(the step adds the increment to the newest frame where it is)",
     },
     "fast_advect": {
         "model": "dandelion_fast",
@@ -119,12 +126,21 @@ def run_variant(cfg, variant: str, key: str, seed: int) -> dict:
     FileNotFoundError
         If the base model's cell for ``(key, seed)`` is missing (run ``dandelion-benchmark`` for it first).
     ValueError
-        For an unknown variant.
+        For an unknown variant, or one whose overrides build the base preset's own network.
     """
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}: choose one of {sorted(VARIANTS)}")
     spec = VARIANTS[variant]
     s = cfg.scale
+    preset = str(s.preset)
+    if resolved_hyperparameters(spec["model"], preset, spec["overrides"]) == resolved_hyperparameters(
+        spec["model"], preset, {}
+    ):
+        raise ValueError(
+            f"variant {variant!r} builds the network {spec['model']}'s {preset} preset builds now (its overrides "
+            f"{spec['overrides']} are the preset's values): there is nothing to compare; its records, if any, stay "
+            "as the measurement of the preset before"
+        )
     out = variant_path(s.results_dir, variant, key, seed)
     base_path = cell_path(s.results_dir, key, spec["model"], seed)
     if not base_path.exists():

@@ -53,6 +53,7 @@ from dandelion.benchmarks.grid.cells import (
     data_digest,
     lr_tag,
     metric_summaries,
+    model_architecture,
     protocol_hash,
     resolved_trainer,
     training_hash,
@@ -126,7 +127,8 @@ def _current(cfg, rec: dict, cell: dict, data_sha: str | None) -> bool:
 
 def _cell(cfg, key: str, model: str, seed: int) -> dict:
     path = cell_path(cfg.scale.results_dir, key, model, seed)
-    if not cell_finished(path, protocol_hash(cfg, key), resolved_trainer(cfg)):
+    arch = model_architecture(model, str(cfg.scale.preset))  # a cell of a superseded network is not this model's
+    if not cell_finished(path, protocol_hash(cfg, key), resolved_trainer(cfg), arch):
         raise UsageError(
             f"no finished benchmark cell {path} under the current protocol of scale={cfg.scale.name}: run "
             f"dandelion-benchmark scale={cfg.scale.name} 'only.datasets=[{key}]' 'only.models=[{model}]' first"
@@ -268,8 +270,9 @@ def _stored_current(cfg) -> list[dict]:
     for p in sorted(root.rglob("seed*_x*.json")) if root.exists() else []:
         rec = json.loads(p.read_text())
         path = cell_path(cfg.scale.results_dir, rec["dataset_key"], rec["model"], int(rec["seed"]))
+        arch = model_architecture(rec["model"], str(cfg.scale.preset))
         if rec["dataset_key"] in cfg.scale.datasets and cell_finished(
-            path, protocol_hash(cfg, rec["dataset_key"]), resolved_trainer(cfg)
+            path, protocol_hash(cfg, rec["dataset_key"]), resolved_trainer(cfg), arch
         ):
             if _current(cfg, rec, json.loads(path.read_text()), None):
                 out.append(rec)

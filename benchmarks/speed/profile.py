@@ -65,7 +65,9 @@ def _category(mod: torch.nn.Module, mlp_parts: set) -> str | None:
 def split_times(model: torch.nn.Module, x: torch.Tensor, n_repeat: int = 3) -> dict:
     """Forward and forward+backward seconds per category of :data:`CATEGORIES` (see the module docstring).
 
-    Returns ``{category: {"forward_s", "forward_backward_s", "calls"}}``.
+    Returns ``{category: {"forward_s", "forward_backward_s", "calls"}}``. The network's forward alone: the step's
+    sampling of the newest frame by a model with advected persistence (``advect_state``; one warp of the frame's
+    channels, timed in the training step of :func:`dandelion.benchmarks.speed.measure.model_step`) is not split here.
     """
     calls: list[tuple[str, object, tuple]] = []
     warps = [m for m in model.modules() if isinstance(m, TangentWarpS2)]

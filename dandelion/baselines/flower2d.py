@@ -43,8 +43,8 @@ __all__ = ["Flower2D", "SelfWarp2d", "FLOWER2D_PRESETS"]
 
 #: Presets: Dandelion's scaffold (levels, blocks per level, offset_ratio) with width/heads adjusted to
 #: match its parameter count (16 in, 4 out; resolution-free; paper keeps Dandelion's 3 channels per
-#: head): tiny 6,508 vs 6,972; small 149,862 vs 147,268; paper 18,985,300 vs 18,840,004 (Dandelion
-#: presets of commit 2466712).
+#: head): tiny 6,508 vs 7,023; small 149,862 vs 147,319; paper 18,985,300 vs 18,840,055 (Dandelion
+#: presets with advected persistence).
 FLOWER2D_PRESETS: dict[str, dict] = preset_table(
     dict(position_channels=True),
     tiny=dict(width=12, multipliers=(1, 2), heads=4, encoder_blocks=(1, 1), decoder_blocks=(1,), offset_ratio=1.0),

@@ -42,8 +42,8 @@ from .common import BaselineModel, preset_table
 __all__ = ["PlanarFNO", "FNO_PRESETS"]
 
 #: Presets. Four Fourier layers (Li et al. 2021); modes and width chosen to match Dandelion's presets
-#: (16 in, 4 out channels; resolution-free; complex weights counted twice): tiny 6,607 vs 6,972;
-#: small 154,941 vs 147,268 (12 x 12 modes, as Li et al. 2021); paper 17,879,108 vs 18,840,004.
+#: (16 in, 4 out channels; resolution-free; complex weights counted twice): tiny 6,607 vs 7,023;
+#: small 154,941 vs 147,319 (12 x 12 modes, as Li et al. 2021); paper 17,879,108 vs 18,840,055.
 FNO_PRESETS: dict[str, dict] = preset_table(
     dict(
         n_layers=4,

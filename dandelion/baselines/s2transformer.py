@@ -74,8 +74,8 @@ __all__ = ["S2Transformer", "S2TRANSFORMER_PRESETS", "TORCH_PATH_MAX_POINTS"]
 #: above, a move to CUDA without the CUDA kernels raises unless ``allow_slow_kernels=True``.
 TORCH_PATH_MAX_POINTS = 16 * 32
 
-#: Presets, matched to Dandelion's (16 in, 4 out channels; resolution-free): tiny 7,380 vs 6,972;
-#: small 145,856 vs 147,268; paper 17,976,816 vs 18,840,004. ``theta_cutoff`` and ``attention_cutoff``
+#: Presets, matched to Dandelion's (16 in, 4 out channels; resolution-free): tiny 7,380 vs 7,023;
+#: small 145,856 vs 147,319; paper 17,976,816 vs 18,840,055. ``theta_cutoff`` and ``attention_cutoff``
 #: in radians: two grid spacings of the data grid and of the internal grid at 32x64 (tiny), 64x128
 #: (small) and 256x512 (paper).
 S2TRANSFORMER_PRESETS: dict[str, dict] = preset_table(

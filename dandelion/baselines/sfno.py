@@ -55,8 +55,8 @@ __all__ = [
 #: count stays that of width ``matched_embed_dim`` at the grid ``matched_at`` (the rule of the module
 #: docstring); an integer ``embed_dim`` override fixes the width instead. The reference points were
 #: matched to Dandelion's presets (16 in, 4 out channels; real scalars, complex counted twice): tiny
-#: 7,273 at 32x64 (L = 16) vs 6,972; small 144,601 at 64x128 (L = 32) vs 147,268; paper 19,240,056 at
-#: 256x512 (L = 128) vs 18,840,004.
+#: 7,273 at 32x64 (L = 16) vs 7,023; small 144,601 at 64x128 (L = 32) vs 147,319; paper 19,240,056 at
+#: 256x512 (L = 128) vs 18,840,055.
 SFNO_PRESETS: dict[str, dict] = preset_table(
     dict(
         embed_dim=None,

@@ -203,18 +203,20 @@ def check(cfg, overrides=()) -> None:
             )
     import_plugins(cfg.get("plugins"))
     check_choice(cfg.model.name, available_models(), "model.name")
-    check_choice(cfg.trainer.get("target", "frame"), TARGETS, "trainer.target")
+    check_choice(cfg.trainer.get("target", "increment"), TARGETS, "trainer.target")
     check_choice(cfg.trainer.get("inputs", "frames"), INPUTS, "trainer.inputs")
     spec = model_spec_from_config(plain(cfg.model))
     try:  # the preset's value counts as well as an override (Dandelion's presets set advect_state)
         hyper = resolved_hyperparameters(spec["name"], spec["preset"] or "small", spec["overrides"]) or {}
     except ValueError as err:
         raise UsageError(str(err)) from None
-    if hyper.get("advect_state") and cfg.trainer.get("target", "frame") != "increment":
+    target = cfg.trainer.get("target", "increment")  # TrainOptions' default
+    if hyper.get("advect_state") and target != "increment":
+        key = "model.overrides" if "advect_state" in (plain(cfg.model).get("overrides") or {}) else "model"
         raise UsageError(
             f"model={spec['name']} (preset {spec['preset'] or 'small'}) has advected persistence (advect_state): it "
             "moves the newest frame and adds an increment, so it needs trainer.target=increment (got "
-            f"trainer.target={cfg.trainer.get('target', 'frame')}); or set model.advect_state=false"
+            f"trainer.target={target}); or set {key}.advect_state=false"
         )
     check_positive(cfg, ["trainer.n_in", "trainer.batch_size", "trainer.max_steps", "trainer.max_batches_per_epoch"])
     TrainOptions.from_dict(plain(cfg.trainer), prefix="trainer.")  # every other trainer option, named if bad

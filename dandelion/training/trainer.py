@@ -163,7 +163,8 @@ class Trainer:
         if getattr(unwrap_model(model), "advects_state", False) and self.target != "increment":  # before any work
             raise ValueError(
                 "the model has advected persistence (advect_state), which moves the newest frame and adds an "
-                f"increment: train it with target='increment' (got target={self.target!r})"
+                f"increment: train it with target='increment' (got target={self.target!r}), or build it without "
+                "(overrides={'advect_state': False})"
             )
         self.bare_model = model
         self.rank_batch = per_rank_batch(o.batch_size, self.dist.world_size)  # the configured batch is global

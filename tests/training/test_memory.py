@@ -67,12 +67,17 @@ def test_the_trainer_steps_alike_with_and_without_micro_batches(make_tiny_datase
     split.close()
 
 
-def test_saved_bytes_per_sample_counts_what_a_real_forward_saves():
+@pytest.mark.parametrize("advect", [True, False])  # the presets' step, and the stock network's
+def test_saved_bytes_per_sample_counts_what_a_real_forward_saves(advect):
     torch.manual_seed(0)
-    model = build_model("dandelion", "tiny", 4, 2, 8, 16)
+    model = build_model("dandelion", "tiny", 4, 2, 8, 16, advect_state=advect)
     resident = list(model.parameters()) + list(model.buffers())
     x = torch.randn(1, 4, 8, 16)
-    real = saved_activation_bytes(lambda: next_frame(model, x, 2, torch.ones(2)).float().square().mean(), resident)
+
+    def step():  # the stock estimate counts the network alone
+        return (next_frame(model, x, 2, torch.ones(2)) if advect else model(x)).float().square().mean()
+
+    real = saved_activation_bytes(step, resident)
     assert saved_bytes_per_sample(model, (4, 8, 16), 1) == real
     # two steps save about twice one step (the second step's input is the first's output)
     two = saved_bytes_per_sample(model, (4, 8, 16), 2)

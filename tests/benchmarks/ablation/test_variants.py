@@ -46,6 +46,15 @@ def test_variant_retrains_the_cell_with_its_overrides_then_is_reused(tiny_scale,
     assert "| tiny_16x32 | dandelion + _test |" in table and "(1)" in table
 
 
+def test_a_variant_that_builds_the_presets_own_network_is_refused(tiny_scale):
+    """Since the presets took advected persistence, the advect variant is its base: refused before any work;
+    the stock variant (without it) is a real comparison and only waits for its base cell."""
+    with pytest.raises(ValueError, match="nothing to compare"):
+        V.run_variant(tiny_scale, "advect", "tiny_16x32", 0)
+    with pytest.raises(FileNotFoundError, match="dandelion-benchmark"):
+        V.run_variant(tiny_scale, "stock", "tiny_16x32", 0)
+
+
 def test_unknown_variant_is_refused(tiny_scale):
     with pytest.raises(ValueError, match="choose one of"):
         V.run_variant(tiny_scale, "no_such_variant", "tiny_16x32", 0)

@@ -143,3 +143,16 @@ def test_budget_report_shows_the_fit_only_where_no_doubling_is_flat(tmp_path):
     shown = float(fit_rows[0].split("|")[8].split(" steps")[0].replace(",", ""))
     assert shown == pytest.approx(truth, rel=0.1)
     assert (tmp_path / "budget_d.png").exists()
+
+
+def test_the_study_takes_only_cells_of_the_network_the_preset_builds_now():
+    """The archived v1 cells of Dandelion are of the stock network (before the presets took advected persistence):
+    the study refuses them as its x1 row rather than set them beside runs of the new network; SFNO's are current."""
+    from dandelion.benchmarks.budget import study
+    from dandelion.benchmarks.grid import benchmark as B
+    from dandelion.cli.common import UsageError
+
+    cfg = B.compose("budget", ["scale=cpu_v1"])
+    assert study._cell(cfg, "galewsky_32x64", "sfno", 0)["model"] == "sfno"
+    with pytest.raises(UsageError, match="no finished benchmark cell"):
+        study._cell(cfg, "galewsky_32x64", "dandelion", 0)
