@@ -81,9 +81,10 @@ def saved_bytes_per_sample(
     ``in_shape``: ``(in_channels, nlat, nlon)`` of the model's input. The forward runs at batch 1 on fake tensors
     (nothing is computed or allocated; seconds for a paper model at 256x512) in train mode, under bf16 autocast
     when ``amp``; each step's output replaces the oldest channels of the input, as :func:`dandelion.forecast.rollout`
-    does (a model with advected persistence, ``advect_state``, has its three displacement channels taken off and its
-    sampling of the frame counted, as :func:`dandelion.step.next_frame` does); the float32 loss on the stacked
-    outputs is included. Saved bytes are linear in the batch (every saved
+    does (a model with advected persistence, ``advect_state``, makes its step as :func:`dandelion.step.next_frame`
+    does: the newest frame, the last ``C`` input channels, moved along the three displacement channels, plus the
+    increment; on a masked dataset the wet-aware sampling of :func:`dandelion.step.advected` is not modelled, about
+    1 % low); the float32 loss on the stacked outputs is included. Saved bytes are linear in the batch (every saved
     tensor carries the batch axis or is resident).
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
