@@ -70,8 +70,10 @@ def _grid_sentence(agg: dict, grid: str, keys: list[str], models: list[str], col
         text += "; ".join(
             f"{m} is best or tied in {n}" + (f" (alone: {', '.join(alone)})" if alone else "") for n, m, alone in wins
         )
-    else:
+    elif ranked:
         text += "no model is best (every one is worse than persistence)"
+    else:
+        text += "none is ranked yet"
     text += "."
     if incomplete:
         named = ", ".join(f"{_name(agg, d)} ({incomplete_text(cols[(d, 'next_step')])})" for d in incomplete)

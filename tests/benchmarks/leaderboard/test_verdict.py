@@ -73,6 +73,15 @@ def test_the_verdict_counts_from_the_same_columns(board):
     assert f"{t1} with two seeds, {t2} with three), so no two-seed comparison is called a gain or a loss" in text
 
 
+def test_a_grid_without_a_ranked_column_says_so(board):
+    """A model the scale asks for without cells (c) leaves every dataset incomplete: nothing is ranked, and no claim
+    about persistence is made."""
+    agg, datasets, models, _ = board
+    expected = {d: {m: [0, 1] for m in ("a", "b", "c")} for d in datasets}
+    text = "\n".join(verdict_paragraph(agg, datasets, models, H.columns(agg, datasets, models, expected=expected)))
+    assert "of 0 ranked columns, none is ranked yet." in text and "worse than persistence" not in text
+
+
 def test_per_seed_table_lists_every_seed_and_marks_the_failed_one(board):
     agg, datasets, models, cols = board
     rows = {
