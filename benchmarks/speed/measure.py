@@ -41,7 +41,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from dandelion.registry import unwrap_model
-from dandelion.step import advected
+from dandelion.step import next_frame
 
 __all__ = [
     "sync",
@@ -110,13 +110,11 @@ def model_step(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     the newest frame (the last ``C`` input channels, ``C`` = output channels less the three of the displacement)
     moved along the displacement plus the increment (:func:`dandelion.step.next_frame` with unit scales), shape
     ``(B, C, nlat, nlon)``. The model may be wrapped (DDP, ``torch.compile``)."""
-    out = model(x)
     core = unwrap_model(model)
     if not getattr(core, "advects_state", False):
-        return out
-    c = out.shape[1] - 3
-    moved = advected(core, x[:, -c:], out[:, -3:])
-    return moved + out[:, :c].to(moved.dtype)
+        return model(x)
+    c = core.out_channels
+    return next_frame(model, x, c, torch.ones(c, device=x.device))
 
 
 def train_step(model: torch.nn.Module, x: torch.Tensor, opt: torch.optim.Optimizer | None, dtype: str = "fp32") -> None:
